@@ -1,0 +1,53 @@
+// main.cpp: the statebench executable. Wires the subcommands together and turns every
+// sb::Error or bad command line into a one-line message and exit code 2.
+#include <cstdio>
+#include <exception>
+
+#include "cli/cli.hpp"
+#include "core/error.hpp"
+#include "tasks/plugin_loader.hpp"
+
+namespace sb::cli {
+
+void Context::load_plugins() {
+  if (plugins_loaded) return;
+  plugins_loaded = true;
+  load_plugins_from_env(tasks);
+  for (const auto& file : plugin_files) load_plugin(tasks, file);
+}
+
+}  // namespace sb::cli
+
+int main(int argc, char** argv) {
+  using namespace sb;
+  cli::Context ctx;
+  CLI::App app{"statebench: state tracking in small transformers (tasks, training, sweeps, tables)"};
+  app.set_version_flag("--version", std::string("statebench " STATEBENCH_VERSION " (" STATEBENCH_GIT_COMMIT ")"));
+  app.add_option("--plugin", ctx.plugin_files, "load task plugins from these shared libraries")
+      ->check(CLI::ExistingFile)
+      ->type_name("PATH.so");
+  app.require_subcommand(1);
+  try {
+    register_builtin_tasks(ctx.tasks);
+    cli::add_tasks_command(app, ctx);
+    cli::add_generate_command(app, ctx);
+    cli::add_bench_command(app, ctx);
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "statebench: error: %s\n", e.what());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "statebench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "statebench: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,42 @@
+// registry.cpp: the name -> task factory table.
+#include "tasks/registry.hpp"
+
+#include "core/error.hpp"
+
+namespace sb {
+
+void TaskRegistry::add(TaskInfo info) {
+  if (info.name.empty()) fail("cannot register a task with an empty name (from {})", info.origin);
+  if (!info.create) fail("task '{}' (from {}) has no factory", info.name, info.origin);
+  const auto it = tasks_.find(info.name);
+  if (it != tasks_.end())
+    fail("task '{}' from {} is already registered (from {})", info.name, info.origin, it->second.origin);
+  std::string key = info.name;
+  tasks_.emplace(std::move(key), std::move(info));
+}
+
+bool TaskRegistry::contains(const std::string& name) const { return tasks_.count(name) > 0; }
+
+const TaskInfo& TaskRegistry::get(const std::string& name) const {
+  const auto it = tasks_.find(name);
+  if (it == tasks_.end()) {
+    std::string names;
+    for (const auto& [n, info] : tasks_) names += (names.empty() ? "" : ", ") + n;
+    fail("unknown task '{}' (known: {})", name, names);
+  }
+  return it->second;
+}
+
+std::vector<const TaskInfo*> TaskRegistry::list() const {
+  std::vector<const TaskInfo*> out;
+  for (const auto& [n, info] : tasks_) out.push_back(&info);
+  return out;
+}
+
+std::unique_ptr<Task> TaskRegistry::create(const std::string& name,
+                                           const std::map<std::string, std::string>& params) const {
+  const TaskInfo& info = get(name);
+  return info.create(Params("task '" + name + "'", info.params, params));
+}
+
+}  // namespace sb

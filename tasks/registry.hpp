@@ -1,0 +1,39 @@
+// registry.hpp: tasks created by name. Built-ins are added by register_builtin_tasks() (one
+// explicit function, tasks/builtin.cpp); plugins add theirs through tasks/plugin_loader.cpp.
+// Unknown task names and unknown parameters are sb::Error.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/params.hpp"
+#include "tasks/task.hpp"
+
+namespace sb {
+
+struct TaskInfo {
+  std::string name;
+  std::string summary;                 // one line for `statebench tasks`
+  std::vector<ParamSpec> params;       // declared parameters with defaults and help
+  std::function<std::unique_ptr<Task>(const Params&)> create;
+  std::string origin = "built-in";     // or the plugin file it came from
+};
+
+class TaskRegistry {
+ public:
+  void add(TaskInfo info);  // throws on a duplicate name
+  bool contains(const std::string& name) const;
+  const TaskInfo& get(const std::string& name) const;  // throws, listing the known tasks
+  std::vector<const TaskInfo*> list() const;           // sorted by name
+  std::unique_ptr<Task> create(const std::string& name, const std::map<std::string, std::string>& params) const;
+
+ private:
+  std::map<std::string, TaskInfo> tasks_;
+};
+
+// Adds every built-in task. The single place a new built-in task is wired in.
+void register_builtin_tasks(TaskRegistry& registry);
+
+}  // namespace sb
