@@ -5,9 +5,11 @@
 namespace sb {
 
 void register_flipflop(TaskRegistry& registry);
+void register_word_problem(TaskRegistry& registry);
 
 void register_builtin_tasks(TaskRegistry& registry) {
   register_flipflop(registry);
+  register_word_problem(registry);
 }
 
 }  // namespace sb
