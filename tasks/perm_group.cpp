@@ -161,12 +161,14 @@ bool PermGroup::is_abelian() const {
 void PermGroup::finish(const std::vector<Perm>& generator_perms) {
   const int n = points_;
   order_ = static_cast<int32_t>(perms_.size() / n);
-  if (perms_.size() < static_cast<size_t>(n) || !std::equal(perms_.begin(), perms_.begin() + n, identity_perm(n).begin()))
+  const Perm e = identity_perm(n);
+  if (perms_.size() < static_cast<size_t>(n) || !std::equal(e.begin(), e.end(), perms_.begin()))
     fail("group '{}': internal error, element 0 is not the identity", spec_);
   index_.clear();
   index_.reserve(order_);
   for (int32_t a = 0; a < order_; ++a)
-    if (!index_.emplace(as_key(perm(a), n), a).second) fail("group '{}': internal error, duplicate element {}", spec_, a);
+    if (!index_.emplace(as_key(perm(a), n), a).second)
+      fail("group '{}': internal error, duplicate element {}", spec_, a);
   if (static_cast<int32_t>(names_.size()) != order_ || names_[0] != "e")
     fail("group '{}': internal error, element names do not match the elements", spec_);
   {
@@ -386,7 +388,8 @@ PermGroup PermGroup::from_generators(const std::vector<std::vector<int>>& genera
     }
     check_generator_name(source, generator_names[k], k);
     for (size_t j = 0; j < k; ++j)
-      if (generator_names[j] == generator_names[k]) fail("{}: generators {} and {} share the name '{}'", source, j, k, generator_names[k]);
+      if (generator_names[j] == generator_names[k])
+        fail("{}: generators {} and {} share the name '{}'", source, j, k, generator_names[k]);
     g.names_[id] = generator_names[k];
   }
   g.finish(gens);

@@ -2,12 +2,46 @@
 // State-Space Models"). Inputs x_1..x_k are group elements; the label at position t is the prefix
 // product p_t = x_1*x_2*...*x_t (apply x_1 first; see perm_group.hpp), or only p_k with
 // labels=final. One token per element (id = element id), then "<bos>" when bos=true.
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "tasks/perm_group.hpp"
 #include "tasks/registry.hpp"
 
 namespace sb {
 namespace {
+
+// Tables up to this order (2 * 512^2 bytes = 512 KiB) stay cache resident: one chained lookup per
+// token, fused with the draw, is fastest. Larger ones (up to 50 MB for S7) miss the cache on
+// nearly every lookup, so their chain is split (prefix_products_interleaved).
+constexpr uint32_t kChainedMaxOrder = 512;
+
+// prefix[t] = x[0] * x[1] * ... * x[t] for tables beyond the caches: kChunks chunks of the word
+// are multiplied out in lockstep, so their cache misses overlap, then every chunk is
+// left-multiplied by the product of the chunks before it (independent lookups). Exact: the
+// product is associative.
+void prefix_products_interleaved(const uint16_t* table,  // [G, G]
+                                 uint32_t G,
+                                 const int32_t* x,        // [k]
+                                 int32_t* prefix,         // [k] out
+                                 int64_t k) {
+  constexpr int kChunks = 8;
+  const int64_t span = (k + kChunks - 1) / kChunks;
+  uint32_t local[kChunks] = {};  // running product within each chunk
+  for (int64_t i = 0; i < span; ++i)
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t t = c * span + i;
+      if (t >= k) break;
+      local[c] = table[local[c] * G + static_cast<uint32_t>(x[t])];
+      prefix[t] = static_cast<int32_t>(local[c]);
+    }
+  uint32_t before = local[0];  // product of chunks 0..c-1
+  for (int c = 1; c < kChunks && c * span < k; ++c) {
+    const int64_t end = std::min(k, (c + 1) * span);
+    for (int64_t t = c * span; t < end; ++t) prefix[t] = table[before * G + static_cast<uint32_t>(prefix[t])];
+    before = static_cast<uint32_t>(prefix[end - 1]);
+  }
+}
 
 class WordProblem final : public Task {
  public:
@@ -27,7 +61,7 @@ class WordProblem final : public Task {
     if (generators_only_) {
       inputs = "uniform over the generators {";
       for (size_t i = 0; i < group_.generators().size(); ++i)
-        inputs += fmt::format("{}{}", i ? ", " : "", group_.name(group_.generators()[i]));
+        inputs += fmt::format("{}{}", i ? "; " : "", group_.name(group_.generators()[i]));
       inputs += "}";
     }
     return fmt::format(
@@ -52,23 +86,26 @@ class WordProblem final : public Task {
     }
     const uint32_t G = static_cast<uint32_t>(group_.order());
     const uint16_t* table = group_.table();  // [G, G]
-    uint32_t state = 0;  // p_0 = e
+    auto run = [&](auto draw) {
+      if (G <= kChainedMaxOrder) {  // one dependent lookup per token, fused with the draw
+        uint32_t state = 0;         // p_0 = e
+        for (int64_t t = 0; t < length_; ++t) {
+          const uint32_t x = draw();
+          state = table[state * G + x];
+          in[t] = static_cast<int32_t>(x);
+          labels[t] = static_cast<int32_t>(state);
+        }
+      } else {
+        for (int64_t t = 0; t < length_; ++t) in[t] = static_cast<int32_t>(draw());
+        prefix_products_interleaved(table, G, in, labels, length_);
+      }
+    };
     if (generators_only_) {
-      const std::vector<int32_t>& gens = group_.generators();
-      const uint32_t count = static_cast<uint32_t>(gens.size());
-      for (int64_t t = 0; t < length_; ++t) {
-        const uint32_t x = static_cast<uint32_t>(gens[rng.below(count)]);
-        state = table[state * G + x];
-        in[t] = static_cast<int32_t>(x);
-        labels[t] = static_cast<int32_t>(state);
-      }
+      const int32_t* gens = group_.generators().data();
+      const uint32_t count = static_cast<uint32_t>(group_.generators().size());
+      run([&] { return static_cast<uint32_t>(gens[rng.below(count)]); });
     } else {
-      for (int64_t t = 0; t < length_; ++t) {
-        const uint32_t x = rng.below(G);
-        state = table[state * G + x];
-        in[t] = static_cast<int32_t>(x);
-        labels[t] = static_cast<int32_t>(state);
-      }
+      run([&] { return rng.below(G); });
     }
     if (final_only_) {
       for (int64_t t = 0; t + 1 < length_; ++t) {
@@ -110,6 +147,9 @@ void register_word_problem(TaskRegistry& registry) {
                       p.bad("group", e.what());
                     }
                   }();
+                  if (generators_only && group.generators().size() < 2)
+                    p.bad("inputs", fmt::format("group '{}' has a single generator, so every sequence would be the "
+                                                "same (use inputs=all)", group.spec()));
                   return std::make_unique<WordProblem>(std::move(group), length, final_only, bos, generators_only);
                 }});
 }

@@ -122,7 +122,9 @@ TEST(PermGroup, OrderingsAndNames) {
     int inversions = 0;
     for (int x = 0; x < 4; ++x)
       for (int y = x + 1; y < 4; ++y) inversions += p[x] > p[y];
-    if (inversions % 2 == 0) EXPECT_EQ(a4.permutation(j++), p);
+    if (inversions % 2 == 0) {
+      EXPECT_EQ(a4.permutation(j++), p);
+    }
   } while (std::next_permutation(p.begin(), p.end()));
   EXPECT_EQ(j, 12);
   // Z_n: element k rotates by k.
@@ -207,7 +209,10 @@ TEST(PermGroup, YamlClosure) {
   const PermGroup s5_lex = PermGroup::parse("S5");
   EXPECT_EQ(rings.order(), 120);
   std::multiset<int> rings_orders, s5_orders;
-  for (int32_t a = 0; a < 120; ++a) rings_orders.insert(rings.element_order(a)), s5_orders.insert(s5_lex.element_order(a));
+  for (int32_t a = 0; a < 120; ++a) {
+    rings_orders.insert(rings.element_order(a));
+    s5_orders.insert(s5_lex.element_order(a));
+  }
   EXPECT_EQ(rings_orders, s5_orders);
   // Without names every element uses cycle notation; points may be omitted.
   const PermGroup z4 = PermGroup::parse(write_tmp("z4.yaml", "generators:\n  - [1, 2, 3, 0]\n"));
