@@ -5,9 +5,13 @@
 namespace sb {
 
 void register_flipflop(TaskRegistry& registry);
+void register_mqar(TaskRegistry& registry);
+void register_mqrar(TaskRegistry& registry);
 
 void register_builtin_tasks(TaskRegistry& registry) {
   register_flipflop(registry);
+  register_mqar(registry);
+  register_mqrar(registry);
 }
 
 }  // namespace sb
