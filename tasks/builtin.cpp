@@ -5,10 +5,14 @@
 namespace sb {
 
 void register_flipflop(TaskRegistry& registry);
+void register_mqar(TaskRegistry& registry);
+void register_mqrar(TaskRegistry& registry);
 void register_word_problem(TaskRegistry& registry);
 
 void register_builtin_tasks(TaskRegistry& registry) {
   register_flipflop(registry);
+  register_mqar(registry);
+  register_mqrar(registry);
   register_word_problem(registry);
 }
 
