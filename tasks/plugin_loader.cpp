@@ -105,7 +105,8 @@ class PluginTask final : public Task {
   void check_example(int split, uint64_t index, ExampleView out) const {
     const int64_t V = static_cast<int64_t>(vocab_.size());
     auto bad = [&](const std::string& what) {
-      invalid(file_, fmt::format("task '{}' split '{}' example {}: {}", name_, splits_[split].name, index, what));
+      invalid(file_, fmt::format("task '{}' split '{}' example {}: {}", name_, splits_[split].name, index,
+                                 what));
     };
     for (int64_t t = 0; t < seq_len_; ++t) {
       const int32_t id = out.input_ids[t], label = out.labels[t];
@@ -114,7 +115,8 @@ class PluginTask final : public Task {
       if (label != kIgnoreLabel && (label < 0 || label >= V))
         bad(fmt::format("labels[{}] = {} is neither in [0, {}) nor {}", t, label, V, kIgnoreLabel));
       if (mask > 1) bad(fmt::format("score_mask[{}] = {} is not 0 or 1", t, mask));
-      if (mask == 1 && label == kIgnoreLabel) bad(fmt::format("score_mask[{}] is 1 on an unlabelled position", t));
+      if (mask == 1 && label == kIgnoreLabel)
+        bad(fmt::format("score_mask[{}] is 1 on an unlabelled position", t));
     }
   }
 
@@ -131,7 +133,8 @@ class PluginTask final : public Task {
 // Checks one task descriptor and turns it into the registry entry that creates PluginTasks.
 TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32_t position) {
   if (!valid_task_name(abi.name))
-    invalid(file, fmt::format("task {} has a {} name", position, abi.name ? "blank or whitespace-containing" : "NULL"));
+    invalid(file, fmt::format("task {} has a {} name", position,
+                              abi.name ? "blank or whitespace-containing" : "NULL"));
   const std::string name = abi.name;
   auto require = [&](bool present, const char* fn) {
     if (!present) invalid(file, fmt::format("task '{}' has a NULL {}() function", name, fn));
@@ -141,7 +144,7 @@ TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32
   require(abi.describe, "describe");
   require(abi.sample, "sample");
   if (abi.n_params > 0 && abi.params == nullptr)
-    invalid(file, fmt::format("task '{}' declares {} params but the params pointer is NULL", name, abi.n_params));
+    invalid(file, fmt::format("task '{}' declares {} params but params is NULL", name, abi.n_params));
 
   TaskInfo info;
   info.name = name;
@@ -149,7 +152,8 @@ TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32
   info.origin = file;
   for (uint32_t i = 0; i < abi.n_params; ++i) {
     const sb_plugin_param_v1& p = abi.params[i];
-    if (p.name == nullptr || *p.name == '\0') invalid(file, fmt::format("task '{}': param {} has no name", name, i));
+    if (p.name == nullptr || *p.name == '\0')
+      invalid(file, fmt::format("task '{}': param {} has no name", name, i));
     const bool repeated = std::any_of(info.params.begin(), info.params.end(),
                                       [&](const ParamSpec& s) { return s.name == p.name; });
     if (repeated) invalid(file, fmt::format("task '{}': param '{}' is declared twice", name, p.name));
@@ -169,11 +173,11 @@ TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32
       value_ptrs.push_back(values[i].c_str());
     }
     char err[SB_PLUGIN_ERROR_SIZE] = {};
-    Instance instance(task->create(key_ptrs.data(), value_ptrs.data(), static_cast<uint32_t>(keys.size()), err,
-                                   sizeof err),
-                      task->destroy);
+    const auto n = static_cast<uint32_t>(keys.size());
+    Instance instance(task->create(key_ptrs.data(), value_ptrs.data(), n, err, sizeof err), task->destroy);
     if (!instance)
-      fail("plugin '{}': task '{}': {}", file, task->name, plugin_message(err, sizeof err, "create() failed without a message"));
+      fail("plugin '{}': task '{}': {}", file, task->name,
+           plugin_message(err, sizeof err, "create() failed without a message"));
     return std::make_unique<PluginTask>(file, *task, std::move(instance));
   };
   return info;
@@ -208,10 +212,12 @@ void load_plugin(TaskRegistry& registry, const std::string& path) {
     fail("cannot load plugin '{}': {}", file, why ? why : "dlopen failed");
   }
   const auto abi_version = symbol<sb_plugin_abi_version_fn>(lib.handle, SB_PLUGIN_ABI_VERSION_SYMBOL);
-  if (!abi_version) fail("'{}' is not a statebench plugin: missing symbol {}", file, SB_PLUGIN_ABI_VERSION_SYMBOL);
+  if (!abi_version)
+    fail("'{}' is not a statebench plugin: missing symbol {}", file, SB_PLUGIN_ABI_VERSION_SYMBOL);
   const uint32_t version = abi_version();
   if (version != SB_PLUGIN_ABI_VERSION)
-    fail("plugin '{}' was built for plugin ABI v{}; this statebench supports v{}", file, version, SB_PLUGIN_ABI_VERSION);
+    fail("plugin '{}' was built for plugin ABI v{}; this statebench supports v{}", file, version,
+         SB_PLUGIN_ABI_VERSION);
   const auto entry = symbol<sb_plugin_entry_v1_fn>(lib.handle, SB_PLUGIN_ENTRY_V1_SYMBOL);
   if (!entry) fail("plugin '{}' reports ABI v1 but lacks its entry symbol {}", file, SB_PLUGIN_ENTRY_V1_SYMBOL);
   const sb_plugin_v1* table = entry();

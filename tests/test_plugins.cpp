@@ -313,7 +313,8 @@ struct Minimal {
   std::vector<std::string> vocab() const { return {"x", "y"}; }
   void sample(int split, Rng& rng, plugin::ExampleSpans out) const {
     if (split == 2) throw std::runtime_error("minimal cannot sample\nthe test split");
-    for (size_t t = 0; t < out.input_ids.size(); ++t) out.input_ids[t] = out.labels[t] = static_cast<int32_t>(rng.below(2));
+    for (size_t t = 0; t < out.input_ids.size(); ++t)
+      out.input_ids[t] = out.labels[t] = static_cast<int32_t>(rng.below(2));
     std::fill(out.score_mask.begin(), out.score_mask.end(), uint8_t{1});
   }
 };

@@ -202,7 +202,8 @@ struct Descriptor {
 
   Descriptor() {
     if constexpr (requires { T::params(); }) params = T::params();
-    for (const auto& p : params) param_table.push_back({p.name.c_str(), p.default_value.c_str(), p.help.c_str()});
+    for (const auto& p : params)
+      param_table.push_back({p.name.c_str(), p.default_value.c_str(), p.help.c_str()});
   }
   static const Descriptor& get() {
     static const Descriptor d;
