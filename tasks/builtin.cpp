@@ -5,9 +5,13 @@
 namespace sb {
 
 void register_flipflop(TaskRegistry& registry);
+void register_parity(TaskRegistry& registry);
+void register_automaton(TaskRegistry& registry);
 
 void register_builtin_tasks(TaskRegistry& registry) {
   register_flipflop(registry);
+  register_parity(registry);
+  register_automaton(registry);
 }
 
 }  // namespace sb
