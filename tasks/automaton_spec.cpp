@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -34,21 +35,22 @@ class SpecReader {
     fail("automaton file '{}', line {}: {}: {}", origin_, mark.line + 1, where, what);
   }
 
-  // A non-empty scalar, the text of a name.
+  // A non-empty scalar, the text of a name; `what` says what it names ("a state name").
   std::string name(const YAML::Node& node, const std::string& path, const char* what) const {
-    if (!node.IsScalar() || node.Scalar().empty()) error(node, path, fmt::format("expected {} (a non-empty name)", what));
+    if (!node.IsScalar() || node.Scalar().empty()) error(node, path, fmt::format("expected {} (non-empty text)", what));
     return node.Scalar();
   }
 
-  // A non-empty sequence of unique names.
-  std::vector<std::string> name_list(const YAML::Node& node, const std::string& path, const char* what) const {
-    if (!node.IsSequence()) error(node, path, fmt::format("expected a list of {} names", what));
+  // A non-empty sequence of unique names; `what` is the plural ("states") and `item` the singular.
+  std::vector<std::string> name_list(const YAML::Node& node, const std::string& path, const char* what,
+                                     const char* item) const {
+    if (!node.IsSequence()) error(node, path, fmt::format("expected a list of {} names", item));
     if (node.size() == 0) error(node, path, fmt::format("the list of {} is empty", what));
     if (node.size() > kMaxNames) error(node, path, fmt::format("more than {} {}", kMaxNames, what));
     std::vector<std::string> names;
     for (size_t i = 0; i < node.size(); ++i) {
       const std::string item_path = fmt::format("{}[{}]", path, i);
-      std::string n = name(node[i], item_path, what);
+      std::string n = name(node[i], item_path, fmt::format("a {} name", item).c_str());
       if (std::find(names.begin(), names.end(), n) != names.end())
         error(node[i], item_path, fmt::format("duplicate name '{}'", n));
       names.push_back(std::move(n));
@@ -108,9 +110,9 @@ AutomatonSpec parse_automaton_spec(const std::string& yaml_text, const std::stri
     if (!top.count(required)) reader.error(root, required, "missing required key");
 
   AutomatonSpec spec;
-  if (top.count("description")) spec.description = reader.name(top.at("description"), "description", "a text");
-  spec.states = reader.name_list(top.at("states"), "states", "states");
-  spec.alphabet = reader.name_list(top.at("alphabet"), "alphabet", "symbols");
+  if (top.count("description")) spec.description = reader.name(top.at("description"), "description", "a description");
+  spec.states = reader.name_list(top.at("states"), "states", "states", "state");
+  spec.alphabet = reader.name_list(top.at("alphabet"), "alphabet", "symbols", "symbol");
   for (size_t i = 0; i < spec.alphabet.size(); ++i)
     if (index_of(spec.states, spec.alphabet[i]) >= 0)
       reader.error(top.at("alphabet")[i], fmt::format("alphabet[{}]", i),
@@ -155,8 +157,10 @@ AutomatonSpec parse_automaton_spec(const std::string& yaml_text, const std::stri
 }
 
 AutomatonSpec load_automaton_spec(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("cannot read automaton file '{}': it is a directory", path);
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read automaton file '{}'", path);
+  if (!in) fail("cannot read automaton file '{}': {}", path, std::filesystem::exists(path, ec) ? "permission denied or unreadable" : "no such file");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("cannot read automaton file '{}'", path);
