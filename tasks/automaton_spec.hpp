@@ -1,7 +1,8 @@
 // automaton_spec.hpp: a deterministic finite automaton read from YAML (the `automaton` task's
 // input). Owns the file schema, its validation (one-line sb::Error naming the file, the line and
 // the key path of the first problem) and the transition table as text.
-//
+#pragma once
+
 // Schema (every key required except `description`; no other top-level keys):
 //   description: "mod-3 counter"  # optional free text shown by `statebench tasks show`
 //   states: [s0, s1, s2]          # state names, unique, non-empty list
@@ -12,7 +13,6 @@
 //     s1: {a: s2, b: s1}
 //     s2: {a: s0, b: s2}
 // A name may not be both a state and a symbol: they share one token vocabulary.
-#pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
