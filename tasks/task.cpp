@@ -15,8 +15,17 @@ std::vector<SplitSpec> Task::splits() const {
           {"test", true, "held-out test stream"}};
 }
 
+const Task::SplitCache& Task::split_cache() const {
+  std::call_once(split_once_, [this] {
+    split_cache_.specs = splits();
+    const std::string task = name();
+    for (const auto& spec : split_cache_.specs) split_cache_.stream_hash.push_back(hash_str(spec.name, hash_str(task)));
+  });
+  return split_cache_;
+}
+
 int Task::split_index(const std::string& split) const {
-  const auto all = splits();
+  const auto& all = split_cache().specs;
   std::string names;
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].name == split) return static_cast<int>(i);
@@ -37,10 +46,11 @@ void Task::draw(int split, uint64_t key, uint64_t index, uint32_t attempt, Examp
 }
 
 void Task::example(int split, uint64_t seed, uint64_t index, ExampleView out) const {
-  const auto all = splits();
-  if (split < 0 || split >= static_cast<int>(all.size())) fail("split index {} out of range for task '{}'", split, name());
-  const SplitSpec& spec = all[split];
-  const uint64_t key = stream_key(seed, name(), spec.name);
+  const SplitCache& cache = split_cache();
+  if (split < 0 || split >= static_cast<int>(cache.specs.size()))
+    fail("split index {} out of range for task '{}'", split, name());
+  const SplitSpec& spec = cache.specs[split];
+  const uint64_t key = mix64(mix64(seed) ^ cache.stream_hash[split]);  // == stream_key(seed, name(), spec.name)
   const int64_t T = seq_len();
   for (uint32_t attempt = 0; attempt < kMaxAttempts; ++attempt) {
     draw(split, key, index, attempt, out);

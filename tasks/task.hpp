@@ -4,6 +4,7 @@
 // evaluation splits are disjoint by construction: see example() in task.cpp.
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,17 @@ class Task {
   // Draws candidate `attempt` of example `index` of the stream `key`. The default builds
   // Rng(key, index, attempt) and calls sample(); plugins override it to cross their C ABI.
   virtual void draw(int split, uint64_t key, uint64_t index, uint32_t attempt, ExampleView out) const;
+
+ private:
+  // name() and splits() computed once (they may allocate or format): the per-example path reads
+  // only this cache. Filled on first use, thread-safe.
+  struct SplitCache {
+    std::vector<SplitSpec> specs;
+    std::vector<uint64_t> stream_hash;  // hash of (task name, split name) per split
+  };
+  const SplitCache& split_cache() const;
+  mutable std::once_flag split_once_;
+  mutable SplitCache split_cache_;
 };
 
 // True when this input sequence belongs to the evaluation partition (about 1/4 of all
