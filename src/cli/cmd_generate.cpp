@@ -91,7 +91,12 @@ void run_generate(Context& ctx, const Options& opt) {
   auto writer = open_example_writer(opt.output, format, n, T);
   Progress progress(fmt::format("generate {}", opt.task), n,
                     n * T >= kProgressMinTokens ? ProgressMode::kAuto : ProgressMode::kSilent, stderr, "examples");
-  generate_examples(*task, {split, seed, start, n}, threads, *writer, &progress, &g_interrupted);
+  try {
+    generate_examples(*task, {split, seed, start, n}, threads, *writer, &progress, &g_interrupted);
+  } catch (const Error&) {
+    if (g_interrupted.load()) fail("interrupted: '{}' was not written", opt.output);
+    throw;
+  }
   writer->commit();
   progress.finish();
   fmt::print("wrote {} examples of {} (split {}, seed {}, start {}, T={}) to {} [{}]\n", n, opt.task, opt.split, seed, start, T, opt.output, example_format_name(format));
