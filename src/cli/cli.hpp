@@ -3,6 +3,7 @@
 // the CLI11 app and installs a callback; main.cpp wires them in.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,19 @@ struct Context {
 void add_tasks_command(CLI::App& app, Context& ctx);
 void add_generate_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
+
+// `statebench bench` subcommands, each in its own file, called by add_bench_command().
+void add_bench_tasks(CLI::App& bench, Context& ctx);
+
+// Shared by subcommands that take a task: a repeatable `--param KEY=VALUE` option (one value per
+// occurrence, so it never swallows a following positional argument) ...
+CLI::Option* add_param_option(CLI::App& cmd, std::vector<std::string>& params);
+// ... and the task built from a name and those strings. sb::Error for an unknown task, a
+// malformed or unknown parameter, or a value the task rejects.
+std::unique_ptr<Task> make_task(const Context& ctx, const std::string& name, const std::vector<std::string>& params);
+
+// Left-aligned text columns two spaces apart (the last column unpadded), one line per row,
+// each ending in '\n'; rows[0] is usually the header.
+std::string format_table(const std::vector<std::vector<std::string>>& rows, const std::string& indent = "");
 
 }  // namespace sb::cli

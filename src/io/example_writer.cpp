@@ -1,0 +1,356 @@
+// example_writer.cpp: the JSONL, .npy and .npz example writers, CRC-32 and the .npy header
+// (see example_writer.hpp for the formats).
+#include "io/example_writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace sb {
+
+// ---- formats ------------------------------------------------------------------------------------
+
+ExampleFormat parse_example_format(const std::string& name) {
+  if (name == "jsonl" || name == "json") return ExampleFormat::kJsonl;
+  if (name == "npy") return ExampleFormat::kNpy;
+  if (name == "npz") return ExampleFormat::kNpz;
+  fail("unknown format '{}' (expected jsonl, npy or npz)", name);
+}
+
+ExampleFormat example_format_for_path(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".jsonl" || ext == ".json") return ExampleFormat::kJsonl;
+  if (ext == ".npy") return ExampleFormat::kNpy;
+  if (ext == ".npz") return ExampleFormat::kNpz;
+  fail("cannot tell the format of '{}' from its extension '{}' (use .jsonl, .npy or .npz, or --format)", path, ext);
+}
+
+const char* example_format_name(ExampleFormat format) {
+  switch (format) {
+    case ExampleFormat::kJsonl: return "jsonl";
+    case ExampleFormat::kNpy: return "npy";
+    case ExampleFormat::kNpz: return "npz";
+  }
+  return "?";
+}
+
+// ---- CRC-32 (slice-by-8) and little-endian helpers ----------------------------------------------
+
+namespace {
+
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+
+constexpr CrcTables make_crc_tables() {
+  CrcTables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    t[0][i] = c;
+  }
+  for (int s = 1; s < 8; ++s)
+    for (uint32_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFFu];
+  return t;
+}
+
+constexpr CrcTables kCrc = make_crc_tables();
+
+uint32_t load_le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFu));
+}
+
+int32_t to_le(int32_t v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    return v;
+  } else {
+    const auto u = static_cast<uint32_t>(v);
+    return static_cast<int32_t>((u >> 24) | ((u >> 8) & 0xFF00u) | ((u << 8) & 0xFF0000u) | (u << 24));
+  }
+}
+
+}  // namespace
+
+uint32_t crc32(const void* data, size_t bytes, uint32_t crc) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  while (bytes >= 8) {
+    const uint32_t a = load_le32(p) ^ crc, b = load_le32(p + 4);
+    crc = kCrc[7][a & 0xFF] ^ kCrc[6][(a >> 8) & 0xFF] ^ kCrc[5][(a >> 16) & 0xFF] ^ kCrc[4][a >> 24] ^
+          kCrc[3][b & 0xFF] ^ kCrc[2][(b >> 8) & 0xFF] ^ kCrc[1][(b >> 16) & 0xFF] ^ kCrc[0][b >> 24];
+    p += 8;
+    bytes -= 8;
+  }
+  while (bytes--) crc = kCrc[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
+  return ~crc;
+}
+
+std::string npy_header(const std::vector<int64_t>& shape, const std::string& descr) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  const size_t fixed = 10;  // magic (6) + version (2) + header length (2)
+  const size_t total = (fixed + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - fixed - dict.size() - 1, ' ');
+  dict.push_back('\n');
+  if (dict.size() > 0xFFFF) fail("npy header too long ({} bytes)", dict.size());
+  std::string out("\x93NUMPY\x01\x00", 8);
+  put_le(out, dict.size(), 2);
+  return out + dict;
+}
+
+// ---- writers --------------------------------------------------------------------------------------
+
+namespace {
+
+class CountingWriter : public ExampleWriter {
+ public:
+  CountingWriter(const std::string& path, int64_t N, int64_t T) : file_(path), N_(N), T_(T) {
+    if (N < 0 || T <= 0) fail("cannot write '{}': bad shape N={} T={}", path, N, T);
+  }
+
+ protected:
+  void count(int64_t n) {
+    if (n < 0 || written_ + n > N_) fail("'{}': more than the {} announced examples written", file_.path(), N_);
+    written_ += n;
+  }
+  void check_complete() const {
+    if (written_ != N_) fail("'{}': {} of {} examples written", file_.path(), written_, N_);
+  }
+  AtomicFile file_;
+  int64_t N_, T_, written_ = 0;
+};
+
+class JsonlWriter final : public CountingWriter {
+ public:
+  using CountingWriter::CountingWriter;
+  void write(int64_t count, const int32_t* input_ids, const int32_t* labels, const uint8_t* score_mask) override {
+    this->count(count);
+    line_.clear();
+    for (int64_t i = 0; i < count; ++i) {
+      line_ += "{\"input_ids\":";
+      append_array(input_ids + i * T_);
+      line_ += ",\"labels\":";
+      append_array(labels + i * T_);
+      line_ += ",\"score_mask\":";
+      append_array(score_mask + i * T_);
+      line_ += "}\n";
+    }
+    file_.write(line_);
+  }
+  void commit() override {
+    check_complete();
+    file_.commit();
+  }
+
+ private:
+  template <class Int>
+  void append_array(const Int* values) {  // [T]
+    char buf[16];
+    line_.push_back('[');
+    for (int64_t t = 0; t < T_; ++t) {
+      if (t) line_.push_back(',');
+      const auto res = std::to_chars(buf, buf + sizeof buf, static_cast<int32_t>(values[t]));
+      line_.append(buf, res.ptr);
+    }
+    line_.push_back(']');
+  }
+  std::string line_;
+};
+
+class NpyWriter final : public CountingWriter {
+ public:
+  NpyWriter(const std::string& path, int64_t N, int64_t T) : CountingWriter(path, N, T) {
+    file_.write(npy_header({N, 3, T}));
+  }
+  void write(int64_t count, const int32_t* input_ids, const int32_t* labels, const uint8_t* score_mask) override {
+    this->count(count);
+    rows_.resize(static_cast<size_t>(count * 3 * T_));
+    int32_t* out = rows_.data();
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t t = 0; t < T_; ++t) *out++ = to_le(input_ids[i * T_ + t]);
+      for (int64_t t = 0; t < T_; ++t) *out++ = to_le(labels[i * T_ + t]);
+      for (int64_t t = 0; t < T_; ++t) *out++ = to_le(score_mask[i * T_ + t]);
+    }
+    file_.write(rows_.data(), rows_.size() * sizeof(int32_t));
+  }
+  void commit() override {
+    check_complete();
+    file_.commit();
+  }
+
+ private:
+  std::vector<int32_t> rows_;  // [count, 3, T]
+};
+
+// An anonymous scratch file: created unlinked in the output's directory (O_TMPFILE) or, where
+// that is unsupported, by tmpfile(); it vanishes when closed or when the process dies.
+class SpoolFile {
+ public:
+  explicit SpoolFile(const std::string& near_path) {
+    const auto dir = std::filesystem::path(near_path).parent_path();
+#ifdef O_TMPFILE
+    const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_TMPFILE | O_RDWR, 0600);
+    if (fd >= 0) {
+      file_ = ::fdopen(fd, "w+b");
+      if (!file_) ::close(fd);
+    }
+#endif
+    if (!file_) file_ = std::tmpfile();
+    if (!file_) fail("cannot write '{}': no scratch file: {}", near_path, std::strerror(errno));
+  }
+  ~SpoolFile() {
+    if (file_) std::fclose(file_);
+  }
+  SpoolFile(const SpoolFile&) = delete;
+  SpoolFile& operator=(const SpoolFile&) = delete;
+
+  void write(const void* data, size_t bytes, const std::string& what) {
+    if (std::fwrite(data, 1, bytes, file_) != bytes) fail("cannot write '{}': {}", what, std::strerror(errno));
+    crc_ = crc32(data, bytes, crc_);
+    size_ += bytes;
+  }
+  // Appends the whole spool to `out`.
+  void copy_to(AtomicFile& out) {
+    if (std::fflush(file_) != 0 || std::fseek(file_, 0, SEEK_SET) != 0)
+      fail("cannot write '{}': scratch file: {}", out.path(), std::strerror(errno));
+    std::vector<char> buf(1 << 20);
+    uint64_t left = size_;
+    while (left > 0) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      if (std::fread(buf.data(), 1, want, file_) != want)
+        fail("cannot write '{}': scratch file read back short", out.path());
+      out.write(buf.data(), want);
+      left -= want;
+    }
+  }
+  uint32_t crc() const { return crc_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::FILE* file_ = nullptr;
+  uint32_t crc_ = 0;
+  uint64_t size_ = 0;
+};
+
+class NpzWriter final : public CountingWriter {
+ public:
+  NpzWriter(const std::string& path, int64_t N, int64_t T) : CountingWriter(path, N, T) {
+    const std::string header = npy_header({N, T});
+    const uint64_t member = header.size() + static_cast<uint64_t>(N) * static_cast<uint64_t>(T) * 4;
+    uint64_t total = 22;  // end of central directory
+    for (const char* name : kNames) total += 30 + 46 + 2 * (std::strlen(name) + 4) + member;
+    if (total > 0xFFFFFFFFull)
+      fail("cannot write '{}': the npz would be {} bytes, over the 4 GiB zip limit (use --format npy)", path, total);
+    for (auto& spool : spools_) {
+      spool = std::make_unique<SpoolFile>(path);
+      spool->write(header.data(), header.size(), path);
+    }
+  }
+  void write(int64_t count, const int32_t* input_ids, const int32_t* labels, const uint8_t* score_mask) override {
+    this->count(count);
+    const size_t n = static_cast<size_t>(count * T_);
+    row_.resize(n);
+    for (size_t i = 0; i < n; ++i) row_[i] = to_le(input_ids[i]);
+    spools_[0]->write(row_.data(), n * 4, file_.path());
+    for (size_t i = 0; i < n; ++i) row_[i] = to_le(labels[i]);
+    spools_[1]->write(row_.data(), n * 4, file_.path());
+    for (size_t i = 0; i < n; ++i) row_[i] = to_le(score_mask[i]);
+    spools_[2]->write(row_.data(), n * 4, file_.path());
+  }
+  void commit() override {
+    check_complete();
+    // Stored entries (method 0), a fixed 1980-01-01 timestamp so equal data gives equal bytes.
+    constexpr uint16_t kTime = 0, kDate = (0 << 9) | (1 << 5) | 1;
+    std::string central;
+    uint64_t offset = 0;
+    for (size_t i = 0; i < spools_.size(); ++i) {
+      const std::string name = std::string(kNames[i]) + ".npy";
+      SpoolFile& s = *spools_[i];
+      std::string local;
+      put_le(local, 0x04034b50u, 4);
+      put_le(local, 20, 2);  // version needed: 2.0
+      put_le(local, 0, 2);   // flags
+      put_le(local, 0, 2);   // method: stored
+      put_le(local, kTime, 2);
+      put_le(local, kDate, 2);
+      put_le(local, s.crc(), 4);
+      put_le(local, s.size(), 4);  // compressed size
+      put_le(local, s.size(), 4);  // uncompressed size
+      put_le(local, name.size(), 2);
+      put_le(local, 0, 2);  // extra field length
+      local += name;
+      file_.write(local);
+      s.copy_to(file_);
+
+      put_le(central, 0x02014b50u, 4);
+      put_le(central, 20, 2);  // made by: MS-DOS attributes, version 2.0
+      put_le(central, 20, 2);  // version needed
+      put_le(central, 0, 2);
+      put_le(central, 0, 2);
+      put_le(central, kTime, 2);
+      put_le(central, kDate, 2);
+      put_le(central, s.crc(), 4);
+      put_le(central, s.size(), 4);
+      put_le(central, s.size(), 4);
+      put_le(central, name.size(), 2);
+      put_le(central, 0, 2);  // extra
+      put_le(central, 0, 2);  // comment
+      put_le(central, 0, 2);  // disk number
+      put_le(central, 0, 2);  // internal attributes
+      put_le(central, 0, 4);  // external attributes
+      put_le(central, offset, 4);
+      central += name;
+      offset += local.size() + s.size();
+    }
+    std::string end;
+    put_le(end, 0x06054b50u, 4);
+    put_le(end, 0, 2);  // this disk
+    put_le(end, 0, 2);  // disk with the central directory
+    put_le(end, spools_.size(), 2);
+    put_le(end, spools_.size(), 2);
+    put_le(end, central.size(), 4);
+    put_le(end, offset, 4);
+    put_le(end, 0, 2);  // comment length
+    file_.write(central);
+    file_.write(end);
+    file_.commit();
+  }
+
+ private:
+  static constexpr const char* kNames[3] = {"input_ids", "labels", "score_mask"};
+  std::array<std::unique_ptr<SpoolFile>, 3> spools_;
+  std::vector<int32_t> row_;  // [count * T] conversion buffer
+};
+
+}  // namespace
+
+std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format, int64_t N, int64_t T) {
+  // The rename at commit() would replace whatever is there: refuse devices, pipes and the like.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+      !std::filesystem::is_directory(status))
+    fail("cannot write '{}': it exists and is not a regular file", path);
+  switch (format) {
+    case ExampleFormat::kJsonl: return std::make_unique<JsonlWriter>(path, N, T);
+    case ExampleFormat::kNpy: return std::make_unique<NpyWriter>(path, N, T);
+    case ExampleFormat::kNpz: return std::make_unique<NpzWriter>(path, N, T);
+  }
+  fail("unknown example format");
+}
+
+}  // namespace sb
