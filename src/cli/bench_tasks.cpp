@@ -33,6 +33,7 @@ const std::vector<NamedConfig>& named_configs() {
       {"mqar", {"length=512", "num_kv_pairs=64"}},
       {"mqar", {"length=256", "num_kv_pairs=16"}},
       {"mqrar", {}},
+      {"automaton", {"file=experiments/automata/s3_arrangements.yaml", "length=512"}},
   };
   return configs;
 }
@@ -127,7 +128,13 @@ void run_bench_tasks(Context& ctx, double seconds, const std::string& json_path)
     const Params parsed(fmt::format("task '{}' (bench config)", name), info.params, Params::parse_assignments(params));
     const std::string canonical = parsed.canonical();
     if (!seen.insert(name + "|" + canonical).second) continue;
-    const auto task = info.create(parsed);
+    std::unique_ptr<Task> task;
+    try {
+      task = info.create(parsed);
+    } catch (const Error& e) {  // e.g. a required parameter (automaton's file) or a missing file
+      rows.push_back({name, "skipped: " + std::string(e.what()), "-", "-", "-", "-"});
+      continue;
+    }
     BenchResult r = measure(*task, seconds);
     r.task = name;
     r.params = canonical;

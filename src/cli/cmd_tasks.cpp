@@ -79,7 +79,15 @@ void print_task_list(const Context& ctx) {
 void print_task_details(const Context& ctx, const std::string& name, const std::vector<std::string>& param_args) {
   const TaskInfo& info = ctx.tasks.get(name);
   const Params params(fmt::format("task '{}'", name), info.params, Params::parse_assignments(param_args));
-  const auto task = info.create(params);
+  // With no --param, a task that needs one (automaton's file) still shows its parameters.
+  std::unique_ptr<Task> task;
+  std::string not_created;
+  try {
+    task = info.create(params);
+  } catch (const Error& e) {
+    if (!param_args.empty()) throw;
+    not_created = e.what();
+  }
 
   std::string out = fmt::format("{}: {}\norigin: {}\n\nparameters:\n", info.name, info.summary, info.origin);
   if (info.params.empty()) {
@@ -95,6 +103,11 @@ void print_task_details(const Context& ctx, const std::string& name, const std::
     out += "  (* = set by --param; - = no value: the task derives it)\n";
   }
 
+  if (!task) {
+    out += fmt::format("\n(not instantiated at its defaults: {})\n", not_created);
+    std::fputs(out.c_str(), stdout);
+    return;
+  }
   const auto vocab = task->vocab();
   out += fmt::format("\nsequence length T: {}\nvocabulary: V={}\n", task->seq_len(), vocab.size());
   out += format_vocab(vocab);
