@@ -189,7 +189,9 @@ class Section {
     std::string best;
     size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
     for (const auto& k : known_) {
-      const size_t d = edit_distance(key, k);
+      size_t d = edit_distance(key, k);
+      const bool prefix = std::min(key.size(), k.size()) >= 3 && (key.rfind(k, 0) == 0 || k.rfind(key, 0) == 0);
+      if (prefix) d = std::min(d, best_d - 1);  // "optimizer" -> "optim"
       if (d < best_d) best_d = d, best = join(path_, k);
     }
     if (best.empty() && ctx_.all_paths)  // right name in the wrong section?
@@ -202,7 +204,8 @@ class Section {
   }
   std::string origin(const std::string& p) const {
     for (const auto& [set_path, text] : ctx_.overrides)
-      if (set_path == p || p.rfind(set_path + ".", 0) == 0 || p.rfind(set_path + "[", 0) == 0)
+      if (set_path == p || p.rfind(set_path + ".", 0) == 0 || p.rfind(set_path + "[", 0) == 0 ||
+          set_path.rfind(p + ".", 0) == 0)
         return fmt::format(" (from --set '{}')", text);
     return "";
   }
