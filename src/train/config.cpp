@@ -1,0 +1,210 @@
+// config.cpp: enum names, cross-field validation and defaults resolution, to_yaml() and the
+// config fingerprint. The YAML reader and --set overrides live in config_yaml.cpp.
+#include "train/config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
+#include "core/error.hpp"
+#include "statebench/rng.hpp"
+
+namespace sb {
+
+const char* to_string(Attention a) {
+  switch (a) {
+    case Attention::path: return "path";
+    case Attention::rope: return "rope";
+    case Attention::nope: return "nope";
+    case Attention::fox: return "fox";
+    case Attention::path_fox: return "path_fox";
+  }
+  return "?";
+}
+const char* to_string(MlpKind m) {
+  switch (m) {
+    case MlpKind::swiglu: return "swiglu";
+    case MlpKind::gelu: return "gelu";
+    case MlpKind::none: return "none";
+  }
+  return "?";
+}
+const char* to_string(NormKind n) { return n == NormKind::rmsnorm ? "rmsnorm" : "layernorm"; }
+const char* to_string(InitScheme s) { return s == InitScheme::normal ? "normal" : "scaled"; }
+const char* to_string(LrSchedule s) {
+  switch (s) {
+    case LrSchedule::cosine: return "cosine";
+    case LrSchedule::linear: return "linear";
+    case LrSchedule::constant: return "constant";
+  }
+  return "?";
+}
+const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::tf32: return "tf32";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+Attention ModelConfig::layer_attention(int64_t layer) const {
+  if (layer < 0 || layer >= n_layers) fail("layer {} out of range (model has {} layers)", layer, n_layers);
+  return layers.empty() ? attention : layers[static_cast<size_t>(layer)];
+}
+
+int64_t ModelConfig::mlp_hidden() const { return std::max<int64_t>(1, std::llround(mlp_ratio * static_cast<double>(d_model))); }
+
+void resolve_and_validate(TrainConfig& c) {
+  ModelConfig& m = c.model;
+  if (c.task.name.empty()) fail("task.name: must not be empty");
+  if (m.d_model < 1 || m.n_layers < 1 || m.n_heads < 1 || m.head_dim < 0)
+    fail("model: d_model, n_layers and n_heads must be >= 1 and head_dim >= 0");
+  if (m.head_dim == 0) {
+    if (m.d_model % m.n_heads != 0)
+      fail("model.d_model: {} is not divisible by model.n_heads = {} (set model.head_dim explicitly)", m.d_model,
+           m.n_heads);
+    m.head_dim = m.d_model / m.n_heads;
+  }
+  if (!m.layers.empty() && static_cast<int64_t>(m.layers.size()) != m.n_layers)
+    fail("model.layers: has {} entries but model.n_layers is {}", m.layers.size(), m.n_layers);
+  for (int64_t l = 0; l < m.n_layers; ++l)
+    if (m.layer_attention(l) == Attention::rope && m.head_dim % 2 != 0)
+      fail("model.head_dim: rope attention needs an even head dimension, got {}", m.head_dim);
+  if (m.mlp != MlpKind::none && !(m.mlp_ratio > 0)) fail("model.mlp_ratio: expected a number > 0, got {}", m.mlp_ratio);
+  if (!(m.init.std > 0)) fail("model.init.std: expected a number > 0, got {}", m.init.std);
+  if (!(m.rope_theta > 0)) fail("model.rope_theta: expected a number > 0, got {}", m.rope_theta);
+  if (m.path.rank < 1) fail("model.path.rank: expected an integer >= 1, got {}", m.path.rank);
+  if (m.path.block < 1) fail("model.path.block: expected an integer >= 1, got {}", m.path.block);
+  if (!(m.path.beta_clamp >= 0 && m.path.beta_clamp <= 2))
+    fail("model.path.beta_clamp: expected a number in [0, 2] (0 = off), got {}", m.path.beta_clamp);
+
+  const OptimConfig& o = c.optim;
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) fail("optim.lr: expected a number > 0, got {}", o.lr);
+  for (double b : o.betas)
+    if (!(b >= 0 && b < 1)) fail("optim.betas: expected two numbers in [0, 1), got [{}, {}]", o.betas[0], o.betas[1]);
+  if (!(o.eps > 0)) fail("optim.eps: expected a number > 0, got {}", o.eps);
+  if (!(o.weight_decay >= 0)) fail("optim.weight_decay: expected a number >= 0, got {}", o.weight_decay);
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) fail("optim.min_lr_ratio: expected a number in [0, 1], got {}", o.min_lr_ratio);
+  if (!(o.grad_clip >= 0)) fail("optim.grad_clip: expected a number >= 0, got {}", o.grad_clip);
+
+  const TrainSettings& t = c.train;
+  if (t.steps < 1) fail("train.steps: expected an integer >= 1, got {}", t.steps);
+  if (t.batch_size < 1) fail("train.batch_size: expected an integer >= 1, got {}", t.batch_size);
+  if (o.warmup_steps < 0 || o.warmup_steps > t.steps)
+    fail("optim.warmup_steps: {} must be in [0, train.steps = {}]", o.warmup_steps, t.steps);
+  if (t.eval_examples < 1) fail("train.eval_examples: expected an integer >= 1, got {}", t.eval_examples);
+  if (t.log_every < 0 || t.eval_every < 0 || t.checkpoint_every < 0 || t.threads < 0)
+    fail("train: log_every, eval_every, checkpoint_every and threads must be >= 0");
+  if (!(t.target_accuracy >= 0 && t.target_accuracy <= 1))
+    fail("train.target_accuracy: expected a number in [0, 1] (0 = off), got {}", t.target_accuracy);
+  if (t.device == Device::cpu && t.precision != Precision::fp32)
+    fail("train.precision: {} needs train.device: cuda (the CPU backend computes in fp32)", to_string(t.precision));
+
+  if (c.task.eval.empty()) c.task.eval.push_back(EvalSplitConfig{});
+  for (size_t i = 0; i < c.task.eval.size(); ++i) {
+    const EvalSplitConfig& e = c.task.eval[i];
+    if (e.split.empty()) fail("task.eval[{}].split: must not be empty", i);
+    if (e.length < 0 || e.examples < 0) fail("task.eval[{}]: length and examples must be >= 0", i);
+    for (size_t j = 0; j < i; ++j)
+      if (c.task.eval[j].split == e.split && c.task.eval[j].length == e.length)
+        fail("task.eval[{}]: duplicates task.eval[{}] (split '{}', length {})", i, j, e.split, e.length);
+  }
+  if (c.out_dir.empty()) c.out_dir = "runs/" + c.task.name;
+}
+
+namespace {
+
+// A YAML scalar that reads back as the same string: plain when safe, else double-quoted.
+std::string yaml_str(const std::string& s) {
+  static const std::set<std::string> reserved = {"null", "Null", "NULL", "~", "true", "false", "yes", "no", "on", "off",
+                                                 "True", "False", "Yes", "No", "On", "Off", "TRUE", "FALSE"};
+  bool plain = !s.empty() && !reserved.count(s) && s.front() != '-' && s.front() != '.';
+  for (unsigned char ch : s)
+    if (!(std::isalnum(ch) || ch == '_' || ch == '-' || ch == '.' || ch == '/' || ch == '+')) plain = false;
+  if (plain) return s;
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      out += fmt::format("\\x{:02x}", ch);
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+std::string num(double v) { return fmt::format("{}", v); }  // shortest form that round-trips
+
+std::string emit(const TrainConfig& c) {
+  std::string y = "# statebench training configuration (effective values; keys in docs/config.md)\n";
+  y += "task:\n";
+  y += fmt::format("  name: {}\n", yaml_str(c.task.name));
+  if (c.task.params.empty()) {
+    y += "  params: {}\n";
+  } else {
+    y += "  params:\n";
+    for (const auto& [k, v] : c.task.params) y += fmt::format("    {}: {}\n", yaml_str(k), yaml_str(v));
+  }
+  if (c.task.eval.empty()) {
+    y += "  eval: []\n";
+  } else {
+    y += "  eval:\n";
+    for (const auto& e : c.task.eval)
+      y += fmt::format("    - {{split: {}, length: {}, examples: {}}}\n", yaml_str(e.split), e.length, e.examples);
+  }
+  const ModelConfig& m = c.model;
+  y += "model:\n";
+  y += fmt::format("  d_model: {}\n  n_layers: {}\n  n_heads: {}\n  head_dim: {}\n", m.d_model, m.n_layers, m.n_heads, m.head_dim);
+  y += fmt::format("  mlp: {}\n  mlp_ratio: {}\n  attention: {}\n", to_string(m.mlp), num(m.mlp_ratio), to_string(m.attention));
+  std::string layers;
+  for (const Attention a : m.layers) layers += std::string(layers.empty() ? "" : ", ") + to_string(a);
+  y += fmt::format("  layers: [{}]\n", layers);
+  y += fmt::format("  norm: {}\n  tied_embeddings: {}\n", to_string(m.norm), m.tied_embeddings);
+  y += fmt::format("  init:\n    scheme: {}\n    std: {}\n", to_string(m.init.scheme), num(m.init.std));
+  y += fmt::format("  rope_theta: {}\n", num(m.rope_theta));
+  y += fmt::format("  path:\n    rank: {}\n    beta_clamp: {}\n    block: {}\n    conv_bias: {}\n", m.path.rank,
+                   num(m.path.beta_clamp), m.path.block, m.path.conv_bias);
+  const OptimConfig& o = c.optim;
+  y += "optim:\n";
+  y += fmt::format("  lr: {}\n  betas: [{}, {}]\n  eps: {}\n  weight_decay: {}\n", num(o.lr), num(o.betas[0]),
+                   num(o.betas[1]), num(o.eps), num(o.weight_decay));
+  y += fmt::format("  warmup_steps: {}\n  schedule: {}\n  min_lr_ratio: {}\n  grad_clip: {}\n", o.warmup_steps,
+                   to_string(o.schedule), num(o.min_lr_ratio), num(o.grad_clip));
+  const TrainSettings& t = c.train;
+  y += "train:\n";
+  y += fmt::format("  steps: {}\n  batch_size: {}\n  seed: {}\n  log_every: {}\n  eval_every: {}\n", t.steps,
+                   t.batch_size, t.seed, t.log_every, t.eval_every);
+  y += fmt::format("  eval_examples: {}\n  checkpoint_every: {}\n  target_accuracy: {}\n", t.eval_examples,
+                   t.checkpoint_every, num(t.target_accuracy));
+  y += fmt::format("  device: {}\n  threads: {}\n  precision: {}\n", to_string(t.device), t.threads, to_string(t.precision));
+  y += fmt::format("out_dir: {}\n", yaml_str(c.out_dir));
+  return y;
+}
+
+}  // namespace
+
+std::string to_yaml(const TrainConfig& config) { return emit(config); }
+
+uint64_t config_fingerprint(const TrainConfig& config) {
+  TrainConfig c = config;
+  const TrainConfig defaults;
+  c.out_dir.clear();
+  c.task.eval.clear();
+  c.train.log_every = defaults.train.log_every;
+  c.train.eval_every = defaults.train.eval_every;
+  c.train.eval_examples = defaults.train.eval_examples;
+  c.train.checkpoint_every = defaults.train.checkpoint_every;
+  c.train.target_accuracy = defaults.train.target_accuracy;
+  c.train.device = defaults.train.device;
+  c.train.threads = defaults.train.threads;
+  c.train.precision = defaults.train.precision;
+  return mix64(hash_str(emit(c)));
+}
+
+}  // namespace sb

@@ -1,0 +1,134 @@
+// config.hpp: the typed training configuration (task, model, optimiser, training loop, output)
+// read from YAML. Every key has a default; unknown keys, wrong types, out-of-range values and
+// inconsistent combinations are sb::Error naming the file and the full key path. docs/config.md
+// documents every key. to_yaml() writes the effective config, which loads back to an equal one.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+enum class Attention { path, rope, nope, fox, path_fox };
+enum class MlpKind { swiglu, gelu, none };
+enum class NormKind { rmsnorm, layernorm };
+enum class InitScheme { normal, scaled };
+enum class LrSchedule { cosine, linear, constant };
+enum class Device { cpu, cuda };
+enum class Precision { fp32, tf32, bf16 };
+
+// Names as written in YAML ("path", "path_fox", "swiglu", ...).
+const char* to_string(Attention a);
+const char* to_string(MlpKind m);
+const char* to_string(NormKind n);
+const char* to_string(InitScheme s);
+const char* to_string(LrSchedule s);
+const char* to_string(Device d);
+const char* to_string(Precision p);
+
+struct EvalSplitConfig {
+  std::string split = "val";  // a split name of the task (checked when the task is built)
+  int64_t length = 0;         // 0 = the training length; else passed to the task as `length`
+  int64_t examples = 0;       // 0 = train.eval_examples
+  bool operator==(const EvalSplitConfig&) const = default;
+};
+
+struct TaskConfig {
+  std::string name = "flipflop";
+  std::map<std::string, std::string> params;  // the task's own k=v parameters, as strings
+  std::vector<EvalSplitConfig> eval;          // never empty after loading (default: [val])
+  bool operator==(const TaskConfig&) const = default;
+};
+
+struct InitConfig {
+  InitScheme scheme = InitScheme::scaled;  // scaled: output projections get std/sqrt(2*n_layers)
+  double std = 0.02;
+  bool operator==(const InitConfig&) const = default;
+};
+
+struct PathConfig {
+  int64_t rank = 32;         // low rank r of the w projection (W1: d_model -> r, W2: r -> Dh)
+  double beta_clamp = 0.0;   // 0 = off; else beta = min(beta, beta_clamp), in (0, 2]
+  int64_t block = 32;        // block size of the blockwise (UT) algorithm
+  bool conv_bias = false;    // bias in the causal depthwise conv (kernel 3) on u
+  bool operator==(const PathConfig&) const = default;
+};
+
+struct ModelConfig {
+  int64_t d_model = 64;                   // D
+  int64_t n_layers = 1;
+  int64_t n_heads = 2;                    // H
+  int64_t head_dim = 0;                   // Dh; resolved to d_model / n_heads when omitted
+  MlpKind mlp = MlpKind::swiglu;
+  double mlp_ratio = 4.0;                 // MLP hidden width = mlp_hidden() = round(ratio * D)
+  Attention attention = Attention::path;  // for every layer unless `layers` is given
+  std::vector<Attention> layers;          // empty, or one entry per layer (hybrids)
+  NormKind norm = NormKind::rmsnorm;
+  bool tied_embeddings = false;           // output head reuses the token embedding
+  InitConfig init;
+  double rope_theta = 10000.0;
+  PathConfig path;
+
+  Attention layer_attention(int64_t layer) const;  // layers[layer] if given, else attention
+  int64_t mlp_hidden() const;                      // round(mlp_ratio * d_model), >= 1
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct OptimConfig {
+  double lr = 3e-4;                        // peak learning rate
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.1;               // decoupled (AdamW), only on views flagged decay
+  int64_t warmup_steps = 0;                // linear warm-up: step s < W uses lr * (s+1)/W
+  LrSchedule schedule = LrSchedule::cosine;  // after warm-up, down to min_lr_ratio*lr at the last step
+  double min_lr_ratio = 0.0;
+  double grad_clip = 1.0;                  // max global gradient L2 norm; 0 = off
+  bool operator==(const OptimConfig&) const = default;
+};
+
+struct TrainSettings {
+  int64_t steps = 1000;
+  int64_t batch_size = 16;
+  uint64_t seed = 0;             // model init and training data stream
+  int64_t log_every = 50;        // metrics.jsonl train line every N steps (0 = never)
+  int64_t eval_every = 500;      // evaluate every N steps (0 = only at the end)
+  int64_t eval_examples = 1000;  // default examples per eval split
+  int64_t checkpoint_every = 0;  // checkpoint every N steps (0 = only at the end)
+  double target_accuracy = 0.0;  // early stop when every eval split reaches it (0 = off)
+  Device device = Device::cpu;
+  int64_t threads = 0;           // CPU threads, 0 = all cores
+  Precision precision = Precision::fp32;  // tf32/bf16 only with device cuda
+  bool operator==(const TrainSettings&) const = default;
+};
+
+struct TrainConfig {
+  TaskConfig task;
+  ModelConfig model;
+  OptimConfig optim;
+  TrainSettings train;
+  std::string out_dir;  // resolved to "runs/<task.name>" when omitted
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// Reads a YAML file, applies `overrides` ("a.b=c", the --set flag; c is a YAML scalar, flow
+// sequence or flow map) to the YAML tree, maps it onto TrainConfig, resolves defaults and
+// validates. Errors are sb::Error: "config 'FILE': model.n_layers: expected an integer >= 1, got 'x'".
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text; `origin` names the source in errors. Empty text = all defaults.
+TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
+                         const std::string& origin = "<string>");
+// Cross-field checks (load/parse call it; for configs built in code). Also resolves head_dim,
+// the default eval list and out_dir in place.
+void resolve_and_validate(TrainConfig& config);
+
+// The effective configuration, every key, in docs/config.md order; parse_config(to_yaml(c)) == c.
+std::string to_yaml(const TrainConfig& config);
+
+// Hash of the semantic part of the config: everything except out_dir, task.eval, train.log_every,
+// eval_every, eval_examples, checkpoint_every, target_accuracy, device, threads, precision
+// (settings that do not change the training trajectory's definition). Checkpoints store it.
+uint64_t config_fingerprint(const TrainConfig& config);
+
+}  // namespace sb
