@@ -1,0 +1,72 @@
+// transformer.hpp: the pre-norm decoder-only transformer (PaTH, RoPE, NoPE, FoX, PaTH-FoX
+// attention; SwiGLU / GELU MLP; RMSNorm / LayerNorm; tied or untied head) on the CPU.
+// Transformer owns the parameters (one flat ParamStore with named views); a TransformerRunner
+// owns the activations for one (B, T) shape and runs forward / backward over them. Training is
+// data-parallel: one runner per thread, each with a private gradient buffer summed by the trainer.
+//
+// Per layer l (x [B, T, D] the residual stream):
+//   h = norm1(x); q, k, v = h Wq^T, h Wk^T, h Wv^T                [B, T, H, Dh]
+//   rope: q, k rotated; fox / path_fox: log_f = logsigmoid(h Wf^T + bf)  [B, T, H]
+//   path / path_fox: u = (h W1^T) W2^T, w = l2norm(silu(conv3(u))), beta = 2 sigmoid(h Wb^T + bb)
+//   x += attention(q, k, v, ...) Wo^T;  x += mlp(norm2(x))
+// logits = norm_f(x) Wout^T (Wout = the embedding when tied). Parameter names: docs/model.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/param_store.hpp"
+#include "train/config.hpp"
+
+namespace sb {
+
+struct LossSum {
+  double sum = 0;     // summed cross-entropy over labelled positions
+  int64_t count = 0;  // labelled positions (labels != -100)
+};
+
+template <class S>
+class Transformer {
+ public:
+  Transformer(const ModelConfig& config, int64_t vocab_size);  // declares every parameter view
+  const ModelConfig& config() const { return config_; }
+  int64_t vocab_size() const { return V_; }
+  ParamStore<S>& params() { return params_; }
+  const ParamStore<S>& params() const { return params_; }
+  // Deterministic initialisation from `seed` (config.init: normal std, or scaled output projections).
+  void init_params(uint64_t seed);
+
+ private:
+  ModelConfig config_;
+  int64_t V_;
+  ParamStore<S> params_;
+};
+
+template <class S>
+class TransformerRunner {
+ public:
+  // Preallocates every activation for batches of B sequences of length T.
+  TransformerRunner(const Transformer<S>& model, int64_t B, int64_t T);
+  ~TransformerRunner();
+  int64_t batch() const;
+  int64_t seq_len() const;
+
+  // ids [B, T]; labels [B, T] (-100 = no loss) or nullptr. Returns the loss sum and count.
+  LossSum forward(const int32_t* ids, const int32_t* labels);
+  // Backward of `scale` * (the loss sum of the last forward) into grads [model.params().size()]
+  // (the ParamStore's flat layout), accumulating. Needs a forward with labels first.
+  void backward(S scale, S* grads);
+  const S* logits() const;                 // [B, T, V] of the last forward
+  void argmax(int32_t* predictions) const;  // [B, T] argmax over V of the last forward's logits
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+extern template class Transformer<float>;
+extern template class Transformer<double>;
+extern template class TransformerRunner<float>;
+extern template class TransformerRunner<double>;
+
+}  // namespace sb
