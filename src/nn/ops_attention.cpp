@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -23,6 +24,8 @@ using HeadMap = Eigen::Map<MatR<S>, 0, Eigen::OuterStride<>>;
 template <class S>
 using HeadCMap = Eigen::Map<const MatR<S>, 0, Eigen::OuterStride<>>;
 using RowD = Eigen::Array<double, 1, Eigen::Dynamic>;
+template <class S>
+using RowS = Eigen::Array<S, 1, Eigen::Dynamic>;
 
 // cos / sin of angle(t, m) = t * theta^(-2m/Dh), [T, Dh/2] each, computed in double.
 template <class S>
@@ -82,18 +85,34 @@ void gate_prefix(RowD& c, const S* log_f, int64_t b, int64_t h, int64_t T, int64
   }
 }
 
+// row <- exp(max(row - shift, kExpFloor<S>)). The floor keeps every result a normal number
+// (exp(-87) ~ 1.6e-38 is about float's smallest normal, exp(-708) double's): strongly negative
+// FoX gates otherwise produce subnormals in bulk, which make every later multiply ~100x slower.
+// A term 1e-38 below the row max is invisible in the softmax. Vectorised (Eigen pexp).
+template <class S>
+constexpr S kExpFloor = sizeof(S) == 4 ? S(-87) : S(-708);
+
+template <class Row>
+void exp_shifted(Row&& row, typename std::decay_t<Row>::Scalar shift) {
+  using S = typename std::decay_t<Row>::Scalar;
+  row = (row - shift).max(kExpFloor<S>).exp();
+}
+
 // Scores of query rows [i0, i0 + bq) against keys [0, i1 = i0 + bq) into sc (bq x i1): the scaled
-// dot products plus the gate bias on the causal part; entries j > i are left unspecified.
+// dot products plus the gate bias c_i - c_j on the causal part; entries j > i are left unspecified.
+// The bias is formed from crel_j = c_j - c_{i1-1} (double prefix sums, rounded once to S per block),
+// so its float error scales with the bias and the block's own gate spread, never with the sequence
+// length; entries where |c_i - c_j| is large are exponentially small anyway.
 template <class S, class SB>
-void block_scores(SB& sc, const HeadCMap<S>& Q, const HeadCMap<S>& K, const RowD* c, int64_t i0,
-                  int64_t bq, double scale) {
+void block_scores(SB& sc, RowS<S>& crel, const HeadCMap<S>& Q, const HeadCMap<S>& K, const RowD* c,
+                  int64_t i0, int64_t bq, double scale) {
   const int64_t i1 = i0 + bq;
   sc.noalias() = static_cast<S>(scale) * Q.middleRows(i0, bq) * K.topRows(i1).transpose();
-  if (c) {
-    for (int64_t r = 0; r < bq; ++r) {
-      const int64_t n = i0 + r + 1;
-      sc.row(r).head(n).array() += ((*c)[n - 1] - c->head(n)).template cast<S>();
-    }
+  if (!c) return;
+  crel.head(i1) = (c->head(i1) - (*c)[i1 - 1]).template cast<S>();
+  for (int64_t r = 0; r < bq; ++r) {
+    const int64_t n = i0 + r + 1;
+    sc.row(r).head(n).array() += crel[n - 1] - crel.head(n);
   }
 }
 
@@ -118,6 +137,7 @@ void softmax_attention_forward(S* out, S* lse, const S* q, const S* k, const S* 
   const int64_t stride = H * Dh;
   MatR<S> scores(std::min(kQueryBlock, T), T);
   RowD c(T);
+  RowS<S> crel(T);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t off = b * T * stride + h * Dh;
@@ -130,12 +150,12 @@ void softmax_attention_forward(S* out, S* lse, const S* q, const S* k, const S* 
       for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int64_t bq = std::min(kQueryBlock, T - i0), i1 = i0 + bq;
         auto sc = scores.topLeftCorner(bq, i1);
-        block_scores<S>(sc, Q, K, log_f ? &c : nullptr, i0, bq, scale);
+        block_scores<S>(sc, crel, Q, K, log_f ? &c : nullptr, i0, bq, scale);
         for (int64_t r = 0; r < bq; ++r) {
           const int64_t n = i0 + r + 1;  // keys 0 .. i
           auto row = sc.row(r).head(n).array();
           const S m = row.maxCoeff();
-          row = (row - m).exp();
+          exp_shifted(row, m);
           const S sum = row.sum();
           row /= sum;
           sc.row(r).tail(i1 - n).setZero();
@@ -161,6 +181,9 @@ void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, c
   const int64_t rows = std::min(kQueryBlock, T);
   MatR<S> probs(rows, T), dscores(rows, T);
   RowD c(T), dc(T);
+  RowS<S> crel(T);
+  Eigen::Matrix<S, 1, Eigen::Dynamic> colsum(T);
+  const Eigen::Matrix<S, 1, Eigen::Dynamic> ones = Eigen::Matrix<S, 1, Eigen::Dynamic>::Ones(rows);
   const S s_scale = static_cast<S>(scale);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
@@ -174,10 +197,10 @@ void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, c
       for (int64_t i0 = 0; i0 < T; i0 += kQueryBlock) {
         const int64_t bq = std::min(kQueryBlock, T - i0), i1 = i0 + bq;
         auto P = probs.topLeftCorner(bq, i1);
-        block_scores<S>(P, Q, K, log_f ? &c : nullptr, i0, bq, scale);
+        block_scores<S>(P, crel, Q, K, log_f ? &c : nullptr, i0, bq, scale);
         for (int64_t r = 0; r < bq; ++r) {
           const int64_t n = i0 + r + 1;
-          P.row(r).head(n).array() = (P.row(r).head(n).array() - lse_bh[n - 1]).exp();
+          exp_shifted(P.row(r).head(n).array(), lse_bh[n - 1]);
           P.row(r).tail(i1 - n).setZero();
         }
         const auto dOb = dO.middleRows(i0, bq);
@@ -193,7 +216,8 @@ void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, c
         if (dk) HeadMap<S>(dk + off, T, Dh, os).topRows(i1).noalias() += s_scale * dS.transpose() * Q.middleRows(i0, bq);
         if (dlog_f) {
           for (int64_t r = 0; r < bq; ++r) dc[i0 + r] += static_cast<double>(dS.row(r).sum());
-          dc.head(i1) -= dS.colwise().sum().array().template cast<double>();
+          colsum.head(i1).noalias() = ones.head(bq) * dS;  // column sums as one GEMV
+          dc.head(i1) -= colsum.head(i1).array().template cast<double>();
         }
       }
       if (dlog_f) {

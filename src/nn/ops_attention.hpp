@@ -37,8 +37,8 @@ void rope_backward(S* dinp,        // [B, T, H, Dh]
 // log_f == nullptr means no gate (plain NoPE; RoPE = rope_forward on q and k first). The gate term is
 // NOT multiplied by `scale` (FoX paper convention); log_f[b, 0, h] never contributes. log_f is the
 // log of the forget gate, log_f = logsigmoid(z) (ops_act.hpp), applied by the model. Typical
-// scale = 1 / sqrt(Dh). The prefix sums c are formed in double, so long sequences of strongly
-// negative log_f keep their precision in float. Work per (b, h) is done in query blocks of 64 rows
+// scale = 1 / sqrt(Dh). The prefix sums c are formed in double and rounded to S only relative to
+// the current query block, so in float the gate bias keeps its precision at any sequence length. Work per (b, h) is done in query blocks of 64 rows
 // with Eigen GEMMs over the causal prefix only; scratch is O(64 * T) per call, no T x T tensor.
 template <class S>
 void softmax_attention_forward(S* out,          // [B, T, H, Dh]
