@@ -15,11 +15,20 @@ struct Context {
   TaskRegistry tasks;                     // built-ins, then plugins
   std::vector<std::string> plugin_files;  // from --plugin (after STATEBENCH_PLUGIN_PATH)
   bool plugins_loaded = false;
+  std::string command_line;               // argv joined, for provenance
   // Loads STATEBENCH_PLUGIN_PATH and --plugin files once; subcommands call it first.
   void load_plugins();
 };
 
+// Thrown by a subcommand that finished without a bad-input error but must exit non-zero
+// (e.g. a diverged training run exits 1); main() returns the code.
+struct ExitCode {
+  int code;
+  explicit ExitCode(int c) : code(c) {}
+};
+
 void add_tasks_command(CLI::App& app, Context& ctx);
+void add_train_command(CLI::App& app, Context& ctx);
 void add_generate_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
 

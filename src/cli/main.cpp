@@ -31,8 +31,12 @@ int main(int argc, char** argv) {
     register_builtin_tasks(ctx.tasks);
     cli::add_tasks_command(app, ctx);
     cli::add_generate_command(app, ctx);
+    cli::add_train_command(app, ctx);
     cli::add_bench_command(app, ctx);
+    for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
     app.parse(argc, argv);
+  } catch (const cli::ExitCode& e) {
+    return e.code;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

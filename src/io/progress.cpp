@@ -72,6 +72,7 @@ void Progress::draw(int64_t done, bool final) {
   std::string text = fmt::format("{} {:3.0f}% {}/{}{}{} {:.1f}s", label_, 100 * frac, human_count(static_cast<double>(done)),
                                  human_count(static_cast<double>(total_)), unit_.empty() ? "" : " ", unit_, t);
   if (!final && frac > 0 && frac < 1) text += fmt::format(" eta {:.1f}s", t * (1 - frac) / frac);
+  if (!note_.empty()) text += "  " + note_;
   if (mode_ == ProgressMode::kBar) {
     const int filled = static_cast<int>(frac * kBarWidth);
     std::string bar(kBarWidth, ' ');

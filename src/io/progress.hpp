@@ -31,13 +31,14 @@ class Progress {
 
   void update(int64_t done);  // cheap when nothing needs redrawing (rate-limited)
   void finish();              // the work is complete: final 100% line; idempotent
+  void set_note(std::string note) { note_ = std::move(note); }  // shown after the counts (e.g. loss)
   ProgressMode mode() const { return mode_; }
 
  private:
   void draw(int64_t done, bool final);
   double elapsed() const;
 
-  std::string label_, unit_;
+  std::string label_, unit_, note_;
   int64_t total_;
   ProgressMode mode_;
   std::FILE* stream_;

@@ -13,17 +13,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/param_store.hpp"
+#include "nn/ops_loss.hpp"
 #include "train/config.hpp"
 
 namespace sb {
-
-struct LossSum {
-  double sum = 0;     // summed cross-entropy over labelled positions
-  int64_t count = 0;  // labelled positions (labels != -100)
-};
 
 template <class S>
 class Transformer {
@@ -35,6 +32,8 @@ class Transformer {
   const ParamStore<S>& params() const { return params_; }
   // Deterministic initialisation from `seed` (config.init: normal std, or scaled output projections).
   void init_params(uint64_t seed);
+  // Parameter names of layer l, e.g. layer_prefix(0) = "layers.0.".
+  static std::string layer_prefix(int64_t l) { return "layers." + std::to_string(l) + "."; }
 
  private:
   ModelConfig config_;
@@ -52,12 +51,16 @@ class TransformerRunner {
   int64_t seq_len() const;
 
   // ids [B, T]; labels [B, T] (-100 = no loss) or nullptr. Returns the loss sum and count.
-  LossSum forward(const int32_t* ids, const int32_t* labels);
+  nn::LossSum forward(const int32_t* ids, const int32_t* labels);
   // Backward of `scale` * (the loss sum of the last forward) into grads [model.params().size()]
   // (the ParamStore's flat layout), accumulating. Needs a forward with labels first.
   void backward(S scale, S* grads);
-  const S* logits() const;                 // [B, T, V] of the last forward
-  void argmax(int32_t* predictions) const;  // [B, T] argmax over V of the last forward's logits
+  // Logits of the last forward: [M, V] for the M rows logit_rows() lists (the labelled rows when
+  // labels were given, else all B*T rows in order).
+  const S* logits() const;
+  const std::vector<int64_t>& logit_rows() const;
+  // [B, T]: argmax over V at each row of logit_rows(), -1 elsewhere (ties: the first index).
+  void argmax(int32_t* predictions) const;
 
  private:
   struct Impl;

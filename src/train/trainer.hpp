@@ -1,0 +1,35 @@
+// trainer.hpp: `statebench train` as a library call. Builds the task and the model from a
+// TrainConfig, trains with evaluation at intervals, early stopping, checkpoints and resume, and
+// writes the run directory described in docs/run-format.md.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tasks/registry.hpp"
+#include "train/config.hpp"
+
+namespace sb {
+
+struct TrainOptions {
+  std::string out_dir;       // run directory (created)
+  bool resume = false;       // continue from out_dir/checkpoint.bin if present
+  std::string command;       // the command line, for provenance
+  bool progress = true;      // progress line on stderr
+};
+
+struct TrainOutcome {
+  std::string status;        // completed, early_stopped, diverged, failed, already_finished
+  int64_t steps = 0;
+  int exit_code = 0;         // 0 completed/early stopped/already finished, 1 diverged/failed
+};
+
+// Throws sb::Error for bad input (unknown task or split, unwritable directory, a run already in
+// out_dir without resume, a checkpoint of another config) before anything is written.
+TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const TrainOptions& options);
+
+// "cpu (2 threads)" or the GPU's name: the device string recorded in provenance.
+std::string describe_cpu_device(int64_t threads);
+// ISO-8601 UTC time now, e.g. 2026-11-21T19:40:00Z.
+std::string utc_now();
+
+}  // namespace sb

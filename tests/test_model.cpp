@@ -1,0 +1,144 @@
+// test_model.cpp: the whole model's gradients by finite differences in double, for every attention
+// kind (and a hybrid), both norms, both MLPs, tied and untied heads; the labelled-row head path
+// equals the full head; initialisation is deterministic.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "gradcheck.hpp"
+#include "model/transformer.hpp"
+#include "train/config.hpp"
+
+using namespace sb;
+
+namespace {
+
+ModelConfig small_config(Attention kind) {
+  TrainConfig tc;
+  tc.model.d_model = 8;
+  tc.model.n_layers = 2;
+  tc.model.n_heads = 2;
+  tc.model.head_dim = 4;
+  tc.model.mlp_ratio = 1.5;
+  tc.model.attention = kind;
+  tc.model.path.rank = 3;
+  tc.model.path.block = 2;
+  tc.train.steps = 10;
+  resolve_and_validate(tc);
+  return tc.model;
+}
+
+struct Batch {
+  std::vector<int32_t> ids, labels;
+};
+
+Batch random_batch(int64_t B, int64_t T, int64_t V, uint64_t seed, bool sparse_labels) {
+  std::mt19937_64 gen(seed);
+  Batch b;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.ids.push_back(static_cast<int32_t>(gen() % V));
+    const bool labelled = !sparse_labels || gen() % 3 == 0;
+    b.labels.push_back(labelled ? static_cast<int32_t>(gen() % V) : -100);
+  }
+  b.labels[0] = 1;  // at least one label
+  return b;
+}
+
+// Relative error of the analytic gradient of the mean loss against central differences.
+double model_grad_error(const ModelConfig& cfg, bool sparse_labels, uint64_t seed) {
+  const int64_t V = 7, B = 2, T = 5;
+  Transformer<double> model(cfg, V);
+  model.init_params(seed);
+  // Larger weights than the default init so every path carries signal.
+  double* p = model.params().params();
+  std::mt19937_64 gen(seed + 1);
+  std::normal_distribution<double> noise(0.0, 0.3);
+  for (const auto& view : model.params().views())
+    for (int64_t i = 0; i < view.numel; ++i) p[view.offset + i] += noise(gen);
+  const Batch batch = random_batch(B, T, V, seed + 2, sparse_labels);
+  TransformerRunner<double> runner(model, B, T);
+  auto loss = [&]() {
+    const nn::LossSum s = runner.forward(batch.ids.data(), batch.labels.data());
+    return s.loss_sum / static_cast<double>(s.count);
+  };
+  const nn::LossSum s = runner.forward(batch.ids.data(), batch.labels.data());
+  model.params().zero_grad();
+  runner.backward(1.0 / static_cast<double>(s.count), model.params().grads());
+  std::vector<double> analytic(model.params().grads(), model.params().grads() + model.params().size());
+  return test::grad_error(loss, p, analytic.data(), model.params().size(), 1e-6);
+}
+
+}  // namespace
+
+class ModelGrad : public ::testing::TestWithParam<Attention> {};
+
+TEST_P(ModelGrad, WholeTwoLayerModelMatchesFiniteDifferences) {
+  const ModelConfig cfg = small_config(GetParam());
+  EXPECT_LE(model_grad_error(cfg, false, 11), 1e-6) << to_string(GetParam());
+  EXPECT_LE(model_grad_error(cfg, true, 12), 1e-6) << to_string(GetParam()) << " (sparse labels)";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, ModelGrad,
+                         ::testing::Values(Attention::path, Attention::rope, Attention::nope, Attention::fox,
+                                           Attention::path_fox),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(ModelGrad, HybridLayerNormGeluTiedAndBetaClamp) {
+  ModelConfig cfg = small_config(Attention::path);
+  cfg.layers = {Attention::rope, Attention::path_fox};
+  cfg.norm = NormKind::layernorm;
+  cfg.mlp = MlpKind::gelu;
+  cfg.tied_embeddings = true;
+  cfg.path.conv_bias = true;
+  cfg.path.beta_clamp = 1.9;
+  EXPECT_LE(model_grad_error(cfg, false, 21), 1e-6);
+  cfg.mlp = MlpKind::none;
+  EXPECT_LE(model_grad_error(cfg, true, 22), 1e-6);
+}
+
+TEST(Model, LabelledRowsHeadEqualsFullHead) {
+  const ModelConfig cfg = small_config(Attention::path_fox);
+  const int64_t V = 7, B = 2, T = 5;
+  Transformer<double> model(cfg, V);
+  model.init_params(3);
+  const Batch batch = random_batch(B, T, V, 4, true);
+  TransformerRunner<double> runner(model, B, T);
+  runner.forward(batch.ids.data(), nullptr);
+  ASSERT_EQ(runner.logit_rows().size(), static_cast<size_t>(B * T));
+  const std::vector<double> full(runner.logits(), runner.logits() + B * T * V);
+  std::vector<int32_t> pred_full(B * T);
+  runner.argmax(pred_full.data());
+  runner.forward(batch.ids.data(), batch.labels.data());
+  std::vector<int32_t> pred(B * T);
+  runner.argmax(pred.data());
+  const auto& rows = runner.logit_rows();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_EQ(batch.labels[rows[r]] != -100, true);
+    for (int64_t v = 0; v < V; ++v) EXPECT_DOUBLE_EQ(runner.logits()[r * V + v], full[rows[r] * V + v]);
+    EXPECT_EQ(pred[rows[r]], pred_full[rows[r]]);
+  }
+  for (int64_t n = 0; n < B * T; ++n)
+    if (batch.labels[n] == -100) EXPECT_EQ(pred[n], -1);
+}
+
+TEST(Model, CausalAndDeterministicInit) {
+  const ModelConfig cfg = small_config(Attention::path);
+  Transformer<float> a(cfg, 7), b(cfg, 7), c(cfg, 7);
+  a.init_params(5), b.init_params(5), c.init_params(6);
+  ASSERT_EQ(a.params().size(), b.params().size());
+  EXPECT_TRUE(std::equal(a.params().params(), a.params().params() + a.params().size(), b.params().params()));
+  EXPECT_FALSE(std::equal(a.params().params(), a.params().params() + a.params().size(), c.params().params()));
+  // Changing the last token leaves the logits of every earlier position unchanged.
+  const int64_t T = 6;
+  std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6}, ids2 = ids;
+  ids2[T - 1] = 0;
+  TransformerRunner<float> r(a, 1, T);
+  r.forward(ids.data(), nullptr);
+  const std::vector<float> l1(r.logits(), r.logits() + T * 7);
+  r.forward(ids2.data(), nullptr);
+  for (int64_t i = 0; i < (T - 1) * 7; ++i) EXPECT_EQ(l1[i], r.logits()[i]) << i;
+  bool last_changed = false;
+  for (int64_t i = (T - 1) * 7; i < T * 7; ++i) last_changed |= l1[i] != r.logits()[i];
+  EXPECT_TRUE(last_changed);
+}
