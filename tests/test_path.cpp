@@ -89,8 +89,11 @@ TEST(PathAttention, DirectGradientsMatchFiniteDifferences) {
 }
 
 TEST(PathAttention, BlockwiseGradientsMatchFiniteDifferences) {
-  gradcheck_form(PathForm::Blockwise, 4, true);  // T = 10: two full blocks and a ragged one
+  // T = 10, Dh = 4: blocks 4 and 3 are ragged and use the dense block product (Dh <= 2 block),
+  // blocks 1 and 3 the factored transport.
+  gradcheck_form(PathForm::Blockwise, 4, true);
   gradcheck_form(PathForm::Blockwise, 3, false);
+  gradcheck_form(PathForm::Blockwise, 1, true);
 }
 
 TEST(PathAttention, BetaZeroIsPlainCausalSoftmaxAttention) {
@@ -199,25 +202,26 @@ TEST(PathAttention, FutureTokensDoNotChangeEarlierOutputs) {
   }
 }
 
-TEST(PathAttention, FloatAgreesWithDouble) {
+void float_vs_double(int64_t block) {
+  SCOPED_TRACE(testing::Message() << "block=" << block);
   const PathInputs in = make_inputs(2, 70, 2, 16, true, 140);
   const Vec dout = randn(in.nx(), 141);
-  const PathOut od = path_fwd(in, PathForm::Blockwise, 16);
-  const PathGrads gd = path_bwd(in, od, dout, PathForm::Blockwise, 16);
+  const PathOut od = path_fwd(in, PathForm::Blockwise, block);
+  const PathGrads gd = path_bwd(in, od, dout, PathForm::Blockwise, block);
   auto tof = [](const Vec& x) { return std::vector<float>(x.begin(), x.end()); };
   const auto q = tof(in.q), k = tof(in.k), v = tof(in.v), w = tof(in.w), be = tof(in.beta);
   const auto lf = tof(in.log_f), df = tof(dout);
   std::vector<float> out(in.nx()), lse(in.ns()), dq(in.nx()), dk(in.nx()), dv(in.nx()), dw(in.nx());
   std::vector<float> dbeta(in.ns()), dlf(in.ns());
   const float scale = 1.0f / 4.0f;
-  std::vector<float> ws(sb::nn::path_backward_workspace_elems(in.T, in.Dh, PathForm::Blockwise, 16));
+  std::vector<float> ws(sb::nn::path_backward_workspace_elems(in.T, in.Dh, PathForm::Blockwise, block));
   sb::nn::path_attention_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), w.data(),
                                         be.data(), lf.data(), in.B, in.T, in.H, in.Dh, scale,
-                                        PathForm::Blockwise, 16, nullptr);
+                                        PathForm::Blockwise, block, nullptr);
   sb::nn::path_attention_backward<float>(dq.data(), dk.data(), dv.data(), dw.data(), dbeta.data(),
                                          dlf.data(), df.data(), q.data(), k.data(), v.data(), w.data(),
                                          be.data(), lf.data(), out.data(), lse.data(), in.B, in.T, in.H,
-                                         in.Dh, scale, PathForm::Blockwise, 16, ws.data());
+                                         in.Dh, scale, PathForm::Blockwise, block, ws.data());
   auto rel = [](const std::vector<float>& f, const Vec& d) {
     double diff = 0, n = 0;
     for (size_t i = 0; i < d.size(); ++i) diff = std::max(diff, std::abs(f[i] - d[i])), n = std::max(n, std::abs(d[i]));
@@ -231,6 +235,12 @@ TEST(PathAttention, FloatAgreesWithDouble) {
   EXPECT_LE(rel(dw, gd.dw), 1e-4);
   EXPECT_LE(rel(dbeta, gd.dbeta), 1e-4);
   EXPECT_LE(rel(dlf, gd.dlog_f), 1e-4);
+}
+
+TEST(PathAttention, FloatAgreesWithDouble) {
+  float_vs_double(16);  // dense block products
+  float_vs_double(4);   // factored transport
+  float_vs_double(128); // one block longer than T
 }
 
 TEST(PathAttention, BackwardAccumulatesAndSkipsNullOutputs) {

@@ -19,7 +19,8 @@ struct BackwardLayout {
   S* qs = nullptr;      // [L, Dh] scaled queries of the current block
   S* a = nullptr;       // [L, L] lower(Qs W^T)
   S* xs = nullptr;      // [nblocks, L, Dh] X_m: queries transported to the end of key block m
-  S* xws = nullptr;     // [nblocks, L, L] X_m W_m^T
+  S* xws = nullptr;     // [nblocks, L, L] X_m W_m^T (factored transport only)
+  S* dpacc = nullptr;   // [nblocks, Dh, Dh] gradient w.r.t. the block products P_m (dense only)
   S* strip = nullptr;   // [L, T] probabilities of the current query block
   S* dstrip = nullptr;  // [L, T] dS of the current query block
   S* xi0 = nullptr;     // [L, Dh] gradient carried along the transports (two buffers)
@@ -41,7 +42,11 @@ struct BackwardLayout {
     f.layout(ar, T, Dh, L);
     const int64_t nb = f.nblocks;
     beta = ar.take(T), G = ar.take(T), delta = ar.take(T);
-    qs = ar.take(L * Dh), a = ar.take(L * L), xs = ar.take(nb * L * Dh), xws = ar.take(nb * L * L);
+    qs = ar.take(L * Dh), a = ar.take(L * L), xs = ar.take(nb * L * Dh);
+    if (f.dense)
+      dpacc = ar.take(nb * Dh * Dh);
+    else
+      xws = ar.take(nb * L * L);
     strip = ar.take(L * T), dstrip = ar.take(L * T);
     xi0 = ar.take(L * Dh), xi1 = ar.take(L * Dh), xiy = ar.take(L * L), da = ar.take(L * L);
     dqs = ar.take(T * Dh), dk = ar.take(T * Dh), dv = ar.take(T * Dh), dw = ar.take(T * Dh);
@@ -117,6 +122,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
       for (int64_t t = 0; t < T; ++t) lay.delta[t] = dO.row(t).dot(O.row(t));
       dQs.setZero(), dK.setZero(), dV.setZero(), dW.setZero(), dKt.setZero(), dY.setZero();
       std::fill(lay.dz, lay.dz + f.nblocks * Lc * Lc, S(0));
+      if (f.dense) std::fill(lay.dpacc, lay.dpacc + f.nblocks * Dh * Dh, S(0));
       std::fill(lay.dbeta, lay.dbeta + T, S(0));
       std::fill(lay.dG, lay.dG + T, S(0));
       for (int64_t n = 0; n < f.nblocks; ++n) {
@@ -138,9 +144,13 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
         for (int64_t m = n - 1; m >= 0; --m) {
           P.middleCols(f.start(m), f.size(m)).noalias() = Xm(m) * f.Kt(m).transpose();
           if (m == 0) break;
-          XWm(m).noalias() = Xm(m) * W.middleRows(f.start(m), f.size(m)).transpose();
-          Xm(m - 1) = Xm(m);
-          Xm(m - 1).noalias() -= XWm(m) * f.Y(m);
+          if (f.dense) {
+            Xm(m - 1).noalias() = Xm(m) * f.P(m);
+          } else {
+            XWm(m).noalias() = Xm(m) * W.middleRows(f.start(m), f.size(m)).transpose();
+            Xm(m - 1) = Xm(m);
+            Xm(m - 1).noalias() -= XWm(m) * f.Y(m);
+          }
         }
         auto Pd = P.middleCols(s, lq);
         Pd.noalias() = Qs * Kb.transpose();
@@ -168,7 +178,11 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
           const auto dSm = dS.middleCols(ks, kl);
           MapM<S> dX(nx, lq, Dh);
           dX.noalias() = dSm * f.Kt(m);
-          if (m > 0) {
+          if (m > 0 && f.dense) {
+            MapM<S> Xi(xi, lq, Dh), dPm(lay.dpacc + m * Dh * Dh, Dh, Dh);
+            dX.noalias() += Xi * f.P(m).transpose();
+            dPm.noalias() += Xm(m).transpose() * Xi;
+          } else if (m > 0) {
             MapM<S> Xi(xi, lq, Dh), XiY(lay.xiy, lq, kl);
             XiY.noalias() = Xi * f.Y(m).transpose();
             dX += Xi;
@@ -199,6 +213,11 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
       }
       for (int64_t m = 0; m < f.nblocks; ++m) {
         const int64_t ks = f.start(m), kl = f.size(m);
+        if (f.dense) {  // P = I - W^T Y:  dW = -Y dP^T,  dY = -W dP
+          const MapM<S> dPm(lay.dpacc + m * Dh * Dh, Dh, Dh);
+          dW.middleRows(ks, kl).noalias() -= f.Y(m) * dPm.transpose();
+          dY.middleRows(ks, kl).noalias() -= W.middleRows(ks, kl) * dPm;
+        }
         factors_backward<S>(W.middleRows(ks, kl), K.middleRows(ks, kl), lay.beta + ks, f.Tinv(m),
                             f.Z(m), MapM<S>(lay.dz + m * Lc * Lc, kl, kl), dKt.middleRows(ks, kl),
                             dY.middleRows(ks, kl), dK.middleRows(ks, kl), dW.middleRows(ks, kl),

@@ -19,7 +19,7 @@ struct ForwardLayout {
   S* qs = nullptr;     // [L, Dh] scaled queries of the current block
   S* a = nullptr;      // [L, L]  lower(Qs W^T) of the current block
   S* x = nullptr;      // [L, Dh] queries transported to the end of the key block being scored
-  S* xw = nullptr;     // [L, L]
+  S* xw = nullptr;     // [L, max(L, Dh)] X W^T (factored) or X P (dense transport)
   S* strip = nullptr;  // [L, T] logits, then probabilities, of the current query block
   S* rowsum = nullptr; // [L]
 
@@ -27,7 +27,7 @@ struct ForwardLayout {
     L = std::min(L, T);
     f.layout(ar, T, Dh, L);
     beta = ar.take(T), G = ar.take(T), qs = ar.take(L * Dh), a = ar.take(L * L);
-    x = ar.take(L * Dh), xw = ar.take(L * L), strip = ar.take(L * T), rowsum = ar.take(L);
+    x = ar.take(L * Dh), xw = ar.take(L * std::max(L, Dh)), strip = ar.take(L * T), rowsum = ar.take(L);
   }
 };
 
@@ -58,7 +58,7 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
       for (int64_t n = 0; n < f.nblocks; ++n) {
         const int64_t s = f.start(n), lq = f.size(n), e = s + lq;
         const auto Wb = W.middleRows(s, lq);
-        MapM<S> Qs(lay.qs, lq, Dh), A(lay.a, lq, lq), X(lay.x, lq, Dh), XW(lay.xw, lq, f.L);
+        MapM<S> Qs(lay.qs, lq, Dh), A(lay.a, lq, lq), X(lay.x, lq, Dh);
         MapM<S> St(lay.strip, lq, e);
         Qs = scale * Q.middleRows(s, lq);
         A.noalias() = Qs * Wb.transpose();
@@ -74,9 +74,15 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
           const int64_t ks = f.start(m), kl = f.size(m);
           St.middleCols(ks, kl).noalias() = X * f.Kt(m).transpose();
           if (m == 0) break;
-          auto XWm = XW.leftCols(kl);
-          XWm.noalias() = X * W.middleRows(ks, kl).transpose();
-          X.noalias() -= XWm * f.Y(m);
+          if (f.dense) {
+            MapM<S> XP(lay.xw, lq, Dh);
+            XP.noalias() = X * f.P(m);
+            X = XP;
+          } else {
+            MapM<S> XW(lay.xw, lq, kl);
+            XW.noalias() = X * W.middleRows(ks, kl).transpose();
+            X.noalias() -= XW * f.Y(m);
+          }
         }
         // Gate, causal mask, softmax.
         for (int64_t r = 0; r < lq; ++r) {

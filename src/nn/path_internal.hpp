@@ -90,20 +90,30 @@ void scatter_gate_grad(S* dlog_f, const S* dG, int64_t b, int64_t h, int64_t T, 
 //   Y    = Tinv W                               (Ln x Dh)
 //   Z    = Tinv strictLower(W K^T)              (Ln x Ln, strictly lower)
 //   Kt   = K - Z^T W   (row m: k_m pushed through H_{m+1}..H_{Ln-1}, i.e. to the block end)
+//   P    = I - W^T Y   (Dh x Dh block product, only when `dense`)
+// Transporting Lq queries through a block costs 2 Lq Ln Dh multiply-adds factored (X - (X W^T) Y)
+// and Lq Dh^2 with the dense product X P, so the dense form is used when Dh <= 2 L; its storage,
+// nblocks Dh^2 <= 2 T Dh, stays O(T Dh).
+inline bool use_dense_transport(int64_t Dh, int64_t L) { return Dh <= 2 * L; }
+
 template <class S>
 struct BlockFactors {
   int64_t T = 0, Dh = 0, L = 0, nblocks = 0;
+  bool dense = false;
   S* tinv = nullptr;  // [nblocks, L, L]
   S* z = nullptr;     // [nblocks, L, L]
   S* y = nullptr;     // [T, Dh]
   S* kt = nullptr;    // [T, Dh]
+  S* p = nullptr;     // [nblocks, Dh, Dh] if dense
 
   void layout(Arena<S>& a, int64_t T_, int64_t Dh_, int64_t L_) {
     T = T_, Dh = Dh_, L = L_, nblocks = (T + L - 1) / L;
+    dense = use_dense_transport(Dh, L);
     tinv = a.take(nblocks * L * L);
     z = a.take(nblocks * L * L);
     y = a.take(T * Dh);
     kt = a.take(T * Dh);
+    if (dense) p = a.take(nblocks * Dh * Dh);
   }
   int64_t start(int64_t n) const { return n * L; }
   int64_t size(int64_t n) const { return std::min(T, n * L + L) - n * L; }
@@ -111,8 +121,7 @@ struct BlockFactors {
   MapM<S> Z(int64_t n) const { return MapM<S>(z + n * L * L, size(n), size(n)); }
   MapM<S> Y(int64_t n) const { return MapM<S>(y + start(n) * Dh, size(n), Dh); }
   MapM<S> Kt(int64_t n) const { return MapM<S>(kt + start(n) * Dh, size(n), Dh); }
-  MapM<S> Yall(int64_t rows) const { return MapM<S>(y, rows, Dh); }
-  MapM<S> Ktall(int64_t rows) const { return MapM<S>(kt, rows, Dh); }
+  MapM<S> P(int64_t n) const { return MapM<S>(p + n * Dh * Dh, Dh, Dh); }
 };
 
 // M = I + strictLower(diag(beta) W W^T) for one block (Ln x Ln, unit lower triangular).
@@ -144,6 +153,10 @@ void compute_block_factors(const BlockFactors<S>& f, const CStrided<S>& W, const
     f.Z(n).noalias() = Tinv.template triangularView<Eigen::Lower>() * C;
     f.Kt(n) = Kb;
     f.Kt(n).noalias() -= f.Z(n).transpose() * Wb;
+    if (f.dense) {
+      f.P(n).setIdentity();
+      f.P(n).noalias() -= Wb.transpose() * f.Y(n);
+    }
   }
 }
 
