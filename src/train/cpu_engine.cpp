@@ -5,6 +5,8 @@
 #include <cmath>
 #include <thread>
 
+#include "core/denormals.hpp"
+
 namespace sb {
 
 struct CpuEngine::Shard {
@@ -43,7 +45,12 @@ namespace {
 template <class Fn>
 void parallel_shards(size_t n, Fn&& fn) {
   std::vector<std::thread> pool;
-  for (size_t s = 1; s < n; ++s) pool.emplace_back([&fn, s] { fn(s); });
+  for (size_t s = 1; s < n; ++s)
+    pool.emplace_back([&fn, s] {
+      flush_denormals_in_this_thread();
+      fn(s);
+    });
+  flush_denormals_in_this_thread();
   fn(0);
   for (auto& t : pool) t.join();
 }

@@ -3,6 +3,7 @@
 // metrics.jsonl and summary.json with provenance.
 #include "train/trainer.hpp"
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -211,10 +212,9 @@ class Trainer {
     for (const auto& spec : task_info_->params)
       if (task_params_.has_value(spec.name)) task_params.add(spec.name, task_params_.str(spec.name));
     JsonObject j;
-    std::string layer_list = "[";
-    for (int64_t l = 0; l < cfg_.model.n_layers; ++l)
-      layer_list += (l ? "," : "") + json_quote(to_string(cfg_.model.layer_attention(l)));
-    layer_list += "]";
+    std::vector<std::string> names;
+    for (int64_t l = 0; l < cfg_.model.n_layers; ++l) names.push_back(json_quote(to_string(cfg_.model.layer_attention(l))));
+    const std::string layer_list = fmt::format("[{}]", fmt::join(names, ","));
     model.add("attention", to_string(cfg_.model.attention)).add_raw("layers", layer_list)
         .add("n_layers", cfg_.model.n_layers).add("d_model", cfg_.model.d_model).add("n_heads", cfg_.model.n_heads)
         .add("head_dim", cfg_.model.head_dim).add("params", engine_->model().params().num_params());
