@@ -146,8 +146,10 @@ class Model:
     def mlp(self, h, l):
         c, p = self.c, self.p
         pre = f"layers.{l}.mlp."
-        if c["mlp"] == "swiglu":
-            return (F.silu(h @ p[pre + "w_gate"].T) * (h @ p[pre + "w_up"].T)) @ p[pre + "w_down"].T
+        if c["mlp"] == "swiglu":  # fused [2F, D] weight: rows [0, F) gate, [F, 2F) up
+            w = p[pre + "w_gate_up"]
+            F_ = w.shape[0] // 2
+            return (F.silu(h @ w[:F_].T) * (h @ w[F_:].T)) @ p[pre + "w_down"].T
         if c["mlp"] == "gelu":
             return F.gelu(h @ p[pre + "w_in"].T) @ p[pre + "w_out"].T
         return torch.zeros_like(h)
@@ -168,14 +170,15 @@ def loss_fn(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
 
 
-def lr_at(step, o):  # the schedule of docs/config.md: warm-up then cosine / linear / constant
+def lr_at(step, o):  # statebench's schedule (src/train/optimizer.cpp): warm-up, then cosine / linear / constant
     base, warm, total, floor = o["lr"], o["warmup_steps"], o["steps"], o["min_lr_ratio"]
     if step < warm:
         return base * (step + 1) / warm
-    if o["schedule"] == "constant" or total <= warm:
+    if o["schedule"] == "constant":
         return base
-    frac = min(1.0, (step - warm) / max(1, total - warm))
-    mult = 0.5 * (1 + math.cos(math.pi * frac)) if o["schedule"] == "cosine" else 1 - frac
+    span = total - 1 - warm
+    p = 1.0 if span <= 0 else min(1.0, max(0.0, (step - warm) / span))
+    mult = 1 - p if o["schedule"] == "linear" else 0.5 * (1 + math.cos(math.pi * p))
     return base * (floor + (1 - floor) * mult)
 
 
