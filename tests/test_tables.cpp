@@ -383,6 +383,40 @@ TEST(Tables, ScannedDirectoriesSingleRunAndModelLabels) {
   EXPECT_EQ(cell(accuracy_grid(with, {}), {"rope (d_model=64)", "3"}, "L=16"), "-");
 }
 
+TEST(Tables, ManifestVariantsAndHybridModels) {
+  // Overrides as a map with list / map / number values or as "key=value" strings, axes as a map,
+  // unknown fields, a default cell dir: all accepted.
+  const fs::path dir = scratch("variants");
+  write_file_atomic((dir / "manifest.json").string(), R"({"study": "v", "protocol": "min_depth", "extra": {"x": 1},
+    "protocol_options": {"axis": "model.n_layers", "threshold": 0.5, "metric": "val.token_accuracy", "best_over": ["train.seed"]},
+    "axes": {"model.layers": [["path", "rope"]], "optim.weight_decay": [0.1, 0.0]},
+    "cells": [
+      {"id": "h", "overrides": {"model.layers": ["path", "rope"], "model.n_layers": 2, "optim.weight_decay": 0.1,
+                                "task.eval": [{"split": "val", "length": 64}]}},
+      {"id": "u", "overrides": ["model.attention=rope", "model.n_layers=2", "optim.weight_decay=0.0"]}]})");
+  fs::create_directories(dir / "cells" / "h");
+  write_file_atomic((dir / "cells" / "h" / "summary.json").string(),
+                    R"({"status": "early_stopped", "task": "parity", "task_params": {"length": "32"},
+                        "model": {"attention": "path", "layers": ["path", "rope"], "n_layers": 2, "init": {"std": 0.02}},
+                        "seed": 1, "lr": 0.001, "eval": {"val": {"token_accuracy": 0.75, "sequence_accuracy": null}}})");
+  const Study s = load_study(dir.string());
+  EXPECT_EQ(s.info.axes, (std::vector<std::string>{"model.layers", "optim.weight_decay"}));
+  EXPECT_EQ(s.info.best_over, (std::vector<std::string>{"train.seed"}));
+  EXPECT_EQ(s.info.axis, "model.n_layers");
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[0].status, RunStatus::early_stopped);
+  EXPECT_EQ(s.runs[0].model, "path+rope (weight_decay=0.1)");
+  EXPECT_TRUE(std::isnan(s.runs[0].eval("val")->sequence_accuracy));
+  EXPECT_EQ(s.runs[1].status, RunStatus::missing);
+  EXPECT_EQ(s.runs[1].model, "rope (weight_decay=0.0)");
+  EXPECT_EQ(s.runs[1].depth, 2);
+  EXPECT_EQ(s.runs[1].train_length, 32);  // filled in: every run with a length agrees
+  const Table md = min_depth_table(s, {});
+  EXPECT_NE(md.title.find(">= 0.5"), std::string::npos) << md.title;
+  EXPECT_EQ(row_of(md, {"path+rope (weight_decay=0.1)"}), (std::vector<std::string>{"path+rope (weight_decay=0.1)", "2"}));
+  EXPECT_EQ(row_of(md, {"rope (weight_decay=0.0)"}), (std::vector<std::string>{"rope (weight_decay=0.0)", "?"}));
+}
+
 TEST(Tables, CorruptSummaryIsSkippedWithWarningOrStrictError) {
   const fs::path dir = write_sweep("corrupt", grid_runs());
   const fs::path bad = dir / "cells" / "rope_d2_L32_s1_lr0.0003" / "summary.json";

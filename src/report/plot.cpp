@@ -207,8 +207,8 @@ Figure heatmap_figure(const HeatmapSpec& s) {
   }
   for (int i = 0; i <= 4; ++i) {
     const double v = s.vmin + (s.vmax - s.vmin) * i / 4, y = top + grid_h * (1 - i / 4.0);
-    f.add(Figure::Line{legend_x + legend_w, y, legend_x + legend_w + 6, y, kBlack, 2});
-    f.add(Figure::Text{legend_x + legend_w + 10, y, format_tick(v), S, Anchor::start, false, kBlack});
+    f.add(Figure::Line{legend_x + legend_w, y, legend_x + legend_w + 5, y, kBlack, 2});
+    f.add(Figure::Text{legend_x + legend_w + 14, y, format_tick(v), S, Anchor::start, false, kBlack});
   }
   return f;
 }
@@ -222,7 +222,7 @@ Figure line_plot_figure(const LinePlotSpec& s) {
     for (const auto& p : series.points) xs.insert(p.first);
   double legend_w = 0;
   for (const Series& series : s.series) legend_w = std::max(legend_w, text_width(series.name, S));
-  const double left = 110, top = 70, plot_w = std::max(420.0, 90.0 * static_cast<double>(xs.size())), plot_h = 320;
+  const double left = 110, top = 88, plot_w = std::max(420.0, 90.0 * static_cast<double>(xs.size())), plot_h = 320;
   Figure f;
   f.width = static_cast<int>(std::max(left + plot_w + 40 + legend_w + 60, text_width(s.title, S) + 40));
   f.height = static_cast<int>(top + plot_h + 90);
@@ -246,7 +246,7 @@ Figure line_plot_figure(const LinePlotSpec& s) {
   }
   if (s.marker_x) {
     f.add(Figure::Line{px(*s.marker_x), top, px(*s.marker_x), top + plot_h, kGrey, 2, true});
-    f.add(Figure::Text{px(*s.marker_x) + 6, top + 12, s.marker_label, S, Anchor::start, false, kGrey});
+    f.add(Figure::Text{px(*s.marker_x), top - 20, s.marker_label, S, Anchor::middle, false, kGrey});  // above the plot
   }
   f.add(Figure::Line{left, top + plot_h, left + plot_w, top + plot_h, kBlack, 2});
   f.add(Figure::Line{left, top, left, top + plot_h, kBlack, 2});

@@ -28,15 +28,13 @@ YAML::Node parse_json(const std::string& text) {
   }
 }
 
-std::string scalar_text(const YAML::Node& node, const std::string& what) {
+// A scalar's text; a list or map as YAML flow text ("[path, rope]"), so any override value loads.
+std::string scalar_text(const YAML::Node& node) {
   if (!node || node.IsNull()) return "";
   if (node.IsScalar()) return node.Scalar();
-  if (node.IsSequence()) {  // a flow list, e.g. model.layers
-    std::string out = "[";
-    for (size_t i = 0; i < node.size(); ++i) out += (i ? ", " : "") + scalar_text(node[i], what);
-    return out + "]";
-  }
-  fail("'{}': expected a value, got a map", what);
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
 }
 
 double to_number(const std::string& text, const std::string& what) {
@@ -56,13 +54,13 @@ int64_t to_integer(const std::string& text, const std::string& what) {
 
 double number_at(const YAML::Node& map, const char* key, const std::string& where) {
   const YAML::Node v = map[key];
-  return v ? to_number(scalar_text(v, where + "." + key), where + "." + key) : kNaN;
+  return v ? to_number(scalar_text(v), where + "." + key) : kNaN;
 }
 
 int64_t count_at(const YAML::Node& map, const char* key, const std::string& where) {
   const YAML::Node v = map[key];
   if (!v || v.IsNull()) return -1;
-  return to_integer(scalar_text(v, where + "." + key), where + "." + key);
+  return to_integer(scalar_text(v), where + "." + key);
 }
 
 EvalResult parse_eval(const std::string& key, const YAML::Node& node) {
@@ -85,8 +83,8 @@ EvalResult parse_eval(const std::string& key, const YAML::Node& node) {
   e.sequences = count_at(node, "sequences", where);
   e.sequence_errors = count_at(node, "sequence_errors", where);
   if (const YAML::Node ci = node["error_ci95"]; ci && ci.IsSequence() && ci.size() == 2) {
-    const double lo = to_number(scalar_text(ci[0], where), where + ".error_ci95");
-    const double hi = to_number(scalar_text(ci[1], where), where + ".error_ci95");
+    const double lo = to_number(scalar_text(ci[0]), where + ".error_ci95");
+    const double hi = to_number(scalar_text(ci[1]), where + ".error_ci95");
     if (lo == lo && hi == hi) e.error_ci95 = Interval{lo, hi};
   }
   return e;
@@ -98,7 +96,7 @@ void apply_map(RunRecord& r, const YAML::Node& map, const std::string& prefix) {
   for (const auto& kv : map) {
     const std::string key = prefix + kv.first.Scalar();
     if (kv.second.IsMap()) continue;  // nested settings (e.g. model.init) never tell models apart here
-    apply_setting(r, key, scalar_text(kv.second, key));
+    apply_setting(r, key, scalar_text(kv.second));
   }
 }
 
@@ -138,12 +136,12 @@ void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::strin
   try {
     const YAML::Node c = YAML::LoadFile(file.string());
     if (const YAML::Node task = c["task"]; task && task.IsMap()) {
-      if (task["name"]) apply_setting(r, "task.name", scalar_text(task["name"], "task.name"));
+      if (task["name"]) apply_setting(r, "task.name", scalar_text(task["name"]));
       apply_map(r, task["params"], "task.params.");
     }
     apply_map(r, c["model"], "model.");
-    if (c["train"] && c["train"]["seed"]) apply_setting(r, "train.seed", scalar_text(c["train"]["seed"], "train.seed"));
-    if (c["optim"] && c["optim"]["lr"]) apply_setting(r, "optim.lr", scalar_text(c["optim"]["lr"], "optim.lr"));
+    if (c["train"] && c["train"]["seed"]) apply_setting(r, "train.seed", scalar_text(c["train"]["seed"]));
+    if (c["optim"] && c["optim"]["lr"]) apply_setting(r, "optim.lr", scalar_text(c["optim"]["lr"]));
   } catch (const std::exception& e) {  // YAML::Exception or sb::Error: the run stays unfinished
     warnings.push_back(fmt::format("cannot read '{}': {}", file.string(), e.what()));
   }
@@ -179,24 +177,24 @@ void read_manifest(Study& study, const fs::path& file, const LoadOptions& option
     if (!m.IsMap()) fail("expected a JSON object");
     StudyInfo& info = study.info;
     info.has_manifest = true;
-    if (m["study"]) info.name = scalar_text(m["study"], "study");
-    if (m["protocol"]) info.protocol = scalar_text(m["protocol"], "protocol");
+    if (m["study"]) info.name = scalar_text(m["study"]);
+    if (m["protocol"]) info.protocol = scalar_text(m["protocol"]);
     YAML::Node opts = m["protocol_options"] ? m["protocol_options"] : m["options"];
     if (opts && opts.IsMap()) {
       if (opts["threshold"]) {
-        const double t = to_number(scalar_text(opts["threshold"], "threshold"), "protocol_options.threshold");
+        const double t = to_number(scalar_text(opts["threshold"]), "protocol_options.threshold");
         if (t == t) info.threshold = t;
       }
-      if (opts["metric"]) info.metric = scalar_text(opts["metric"], "metric");
-      if (opts["axis"]) info.axis = scalar_text(opts["axis"], "axis");
+      if (opts["metric"]) info.metric = scalar_text(opts["metric"]);
+      if (opts["axis"]) info.axis = scalar_text(opts["axis"]);
       if (const YAML::Node b = opts["best_over"]; b && b.IsSequence())
-        for (const auto& x : b) info.best_over.push_back(scalar_text(x, "best_over"));
+        for (const auto& x : b) info.best_over.push_back(scalar_text(x));
       else if (b && b.IsScalar()) info.best_over.push_back(b.Scalar());
     }
     if (const YAML::Node axes = m["axes"]; axes && axes.IsSequence()) {
       for (const auto& a : axes) {
         if (a.IsScalar()) info.axes.push_back(a.Scalar());
-        else if (a.IsMap() && (a["key"] || a["name"])) info.axes.push_back(scalar_text(a["key"] ? a["key"] : a["name"], "axes"));
+        else if (a.IsMap() && (a["key"] || a["name"])) info.axes.push_back(scalar_text(a["key"] ? a["key"] : a["name"]));
       }
     } else if (axes && axes.IsMap()) {
       for (const auto& kv : axes) info.axes.push_back(kv.first.Scalar());
@@ -207,14 +205,14 @@ void read_manifest(Study& study, const fs::path& file, const LoadOptions& option
       const YAML::Node c = cells[i];
       if (!c.IsMap()) fail("cells[{}]: expected an object", i);
       RunRecord r;
-      r.id = c["id"] ? scalar_text(c["id"], "id") : fmt::format("{}", i);
-      const std::string rel = c["dir"] ? scalar_text(c["dir"], "dir") : "cells/" + r.id;
+      r.id = c["id"] ? scalar_text(c["id"]) : fmt::format("{}", i);
+      const std::string rel = c["dir"] ? scalar_text(c["dir"]) : "cells/" + r.id;
       r.dir = fs::path(rel).is_absolute() ? rel : (fs::path(study.dir) / rel).string();
       if (const YAML::Node o = c["overrides"]; o && o.IsMap()) {
-        for (const auto& kv : o) apply_setting(r, kv.first.Scalar(), scalar_text(kv.second, kv.first.Scalar()));
+        for (const auto& kv : o) apply_setting(r, kv.first.Scalar(), scalar_text(kv.second));
       } else if (o && o.IsSequence()) {  // ["key=value", ...]
         for (const auto& kv : o) {
-          const std::string s = scalar_text(kv, "overrides");
+          const std::string s = scalar_text(kv);
           const size_t eq = s.find('=');
           if (eq != std::string::npos) apply_setting(r, s.substr(0, eq), s.substr(eq + 1));
         }
@@ -329,7 +327,7 @@ void apply_setting(RunRecord& r, const std::string& key, const std::string& valu
       } catch (const YAML::Exception&) {
         fail("'model.layers': cannot parse '{}'", value);
       }
-      for (const auto& l : list) r.layers.push_back(scalar_text(l, key));
+      for (const auto& l : list) r.layers.push_back(scalar_text(l));
     } else if (!value.empty()) {
       r.layers.push_back(value);
     }
@@ -351,13 +349,13 @@ void parse_summary(const std::string& text, RunRecord& r) {
   const YAML::Node s = parse_json(text);
   if (!s.IsMap()) fail("expected a JSON object");
   bool known = true;
-  const std::string status = s["status"] ? scalar_text(s["status"], "status") : "";
-  if (s["message"]) r.message = scalar_text(s["message"], "message");
-  if (s["task"]) apply_setting(r, "task.name", scalar_text(s["task"], "task"));
+  const std::string status = s["status"] ? scalar_text(s["status"]) : "";
+  if (s["message"]) r.message = scalar_text(s["message"]);
+  if (s["task"]) apply_setting(r, "task.name", scalar_text(s["task"]));
   apply_map(r, s["task_params"], "task.params.");
   apply_map(r, s["model"], "model.");
-  if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"], "seed"));
-  if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"], "lr"));
+  if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
+  if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
   r.evals.clear();
   if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
     for (const auto& kv : ev) r.evals.push_back(parse_eval(kv.first.Scalar(), kv.second));
