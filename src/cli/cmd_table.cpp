@@ -74,7 +74,8 @@ void add_table_command(CLI::App& app, Context& ctx) {
                   "(default: the manifest's metric, else the first eval key's token_accuracy)");
   cmd->add_option("--keys", args->keys, "eval keys in the accuracy grid, comma-separated, or 'all' (default: the metric's key)");
   cmd->add_option("--threshold", args->threshold, "min-depth threshold (default: the manifest's, else 0.9)")
-      ->check(CLI::Range(0.0, 1e300));
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("X");
   cmd->add_option("--min-depth-over", args->min_depth_over, "best (default: best seed) or mean (mean over seeds)")
       ->check(CLI::IsMember({"best", "mean"}));
   cmd->add_option("--spread", args->spread, "std (mean ± sd) or range (mean [min, max])")->check(CLI::IsMember({"std", "range"}));

@@ -161,7 +161,7 @@ void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>
   }
   try {
     parse_summary(read_file(summary.string()), r);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // sb::Error from the reader, or yaml-cpp on odd input
     const std::string line = fmt::format("'{}': {}", summary.string(), e.what());
     if (options.strict) fail("{}", line);
     warnings.push_back("skipping " + line);

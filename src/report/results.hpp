@@ -30,7 +30,7 @@ enum class RunStatus {
   completed,      // summary.json status "completed"
   early_stopped,  // "early_stopped" (reached train.target_accuracy)
   diverged,       // "diverged": non-finite loss or gradient; its eval is not used
-  failed,         // "failed" (or an unknown status): its eval is not used
+  failed,         // "failed": its eval is not used
   unfinished,     // a run directory without summary.json (crashed or still running)
   missing,        // a manifest cell whose directory does not exist
   unreadable,     // summary.json could not be parsed (skipped with a warning)

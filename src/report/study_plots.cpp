@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <set>
 
+#include "core/error.hpp"
+
 namespace sb::report {
 
 namespace {
@@ -105,7 +107,9 @@ std::string file_stem(const std::string& model) {
 std::vector<std::string> write_study_plots(const Study& study, const TableOptions& options, const std::string& dir) {
   const Metric m = parse_metric(options.metric, study);
   const CellGrid grid(study, m);
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("cannot create the plot directory '{}': {}", dir, ec.message());
   std::vector<std::string> files;
   std::set<std::string> stems;
   for (const auto& model : study.models) {

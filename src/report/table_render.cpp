@@ -1,8 +1,10 @@
-// table_render.cpp: Markdown (padded pipe tables under a headline of run counts) and CSV (one
-// block per table: a "# title" line, header, rows, "# note" lines) rendering of tables.hpp's Tables.
+// table_render.cpp: cell texts (numbers, mean ± spread, error counts with bounds, percentages) and
+// Markdown (padded pipe tables under a headline of run counts) and CSV (one block per table: a
+// "# title" line, header, rows, "# note" lines) rendering of tables.hpp's Tables.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "report/tables.hpp"
@@ -18,7 +20,11 @@ size_t display_width(const std::string& s) {
 
 std::string md_escape(const std::string& s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r' || c == '\t') out += ' ';  // one table row per line
+    else out += c;
+  }
   return out;
 }
 
@@ -29,6 +35,51 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 }
 
 }  // namespace
+
+// ---- formatting ---------------------------------------------------------------------------------
+
+std::string format_number(double v, Field field) {
+  if (std::isnan(v)) return "-";
+  return field == Field::loss ? fmt::format("{:.4g}", v) : fmt::format("{:.3f}", v);
+}
+
+std::string format_stats(const Stats& s, Field field, const std::string& spread) {
+  if (s.n == 0) return "-";
+  const std::string mean = format_number(s.mean, field);
+  if (s.n == 1) return fmt::format("{} (1)", mean);
+  if (spread == "range")
+    return fmt::format("{} [{}, {}] ({})", mean, format_number(s.min, field), format_number(s.max, field), s.n);
+  return fmt::format("{} ± {} ({})", mean, format_number(s.sd, field), s.n);
+}
+
+std::string format_cell(const CellValue& v, Field field, const std::string& spread) {
+  if (v.stats.n == 0) {
+    if (v.diverged && v.failed) return "div/fail";
+    if (v.diverged) return "div";
+    if (v.failed) return "fail";
+    return "-";
+  }
+  std::string out = format_stats(v.stats, field, spread);
+  if (v.diverged) out += fmt::format(" [{} div]", v.diverged);
+  if (v.failed) out += fmt::format(" [{} fail]", v.failed);
+  return out;
+}
+
+std::string format_percent(double fraction) {
+  if (std::isnan(fraction)) return "-";
+  const double p = fraction * 100;
+  if (p == 0) return "0";
+  if (p >= 10) return fmt::format("{:.1f}", p);
+  if (p >= 1) return fmt::format("{:.2f}", p);
+  const int decimals = std::min(12, 2 - static_cast<int>(std::floor(std::log10(p))));
+  return fmt::format("{:.{}f}", p, decimals);
+}
+
+std::string format_errors(int64_t errors, int64_t scored, const Interval& bound) {
+  const double rate = scored > 0 ? static_cast<double>(errors) / static_cast<double>(scored) : kNaN;
+  return fmt::format("{}/{} = {}% [{}%, {}%]", errors, scored, format_percent(rate), format_percent(bound.lo),
+                     format_percent(bound.hi));
+}
 
 // ---- rendering ----------------------------------------------------------------------------------
 

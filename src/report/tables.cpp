@@ -1,5 +1,5 @@
-// tables.cpp: metric spec, cell grouping with best learning rate, the five tables and their
-// Markdown / CSV rendering (see tables.hpp).
+// tables.cpp: metric spec, cell grouping with best learning rate and the five tables (see
+// tables.hpp; cell texts and rendering live in table_render.cpp).
 #include "report/tables.hpp"
 
 #include <fmt/format.h>
@@ -24,11 +24,6 @@ bool parse_field(const std::string& s, Field& out) {
 }
 
 bool better(double a, double b, bool higher) { return higher ? a > b : a < b; }
-
-std::string format_value(double v, Field field) {
-  if (std::isnan(v)) return "-";
-  return field == Field::loss ? fmt::format("{:.4g}", v) : fmt::format("{:.3f}", v);
-}
 
 std::string length_label(int64_t length) { return length > 0 ? fmt::format("L={}", length) : "L=?"; }
 
@@ -199,46 +194,6 @@ std::vector<double> CellGrid::lrs() const {
     for (const RunRecord* r : cell.runs)
       if (r->lr) out.insert(*r->lr);
   return {out.begin(), out.end()};
-}
-
-// ---- formatting ---------------------------------------------------------------------------------
-
-std::string format_stats(const Stats& s, Field field, const std::string& spread) {
-  if (s.n == 0) return "-";
-  const std::string mean = format_value(s.mean, field);
-  if (s.n == 1) return fmt::format("{} (1)", mean);
-  if (spread == "range")
-    return fmt::format("{} [{}, {}] ({})", mean, format_value(s.min, field), format_value(s.max, field), s.n);
-  return fmt::format("{} ± {} ({})", mean, format_value(s.sd, field), s.n);
-}
-
-std::string format_cell(const CellValue& v, Field field, const std::string& spread) {
-  if (v.stats.n == 0) {
-    if (v.diverged && v.failed) return "div/fail";
-    if (v.diverged) return "div";
-    if (v.failed) return "fail";
-    return "-";
-  }
-  std::string out = format_stats(v.stats, field, spread);
-  if (v.diverged) out += fmt::format(" [{} div]", v.diverged);
-  if (v.failed) out += fmt::format(" [{} fail]", v.failed);
-  return out;
-}
-
-std::string format_percent(double fraction) {
-  if (std::isnan(fraction)) return "-";
-  const double p = fraction * 100;
-  if (p == 0) return "0";
-  if (p >= 10) return fmt::format("{:.1f}", p);
-  if (p >= 1) return fmt::format("{:.2f}", p);
-  const int decimals = std::min(12, 2 - static_cast<int>(std::floor(std::log10(p))));
-  return fmt::format("{:.{}f}", p, decimals);
-}
-
-std::string format_errors(int64_t errors, int64_t scored, const Interval& bound) {
-  const double rate = scored > 0 ? static_cast<double>(errors) / static_cast<double>(scored) : kNaN;
-  return fmt::format("{}/{} = {}% [{}%, {}%]", errors, scored, format_percent(rate), format_percent(bound.lo),
-                     format_percent(bound.hi));
 }
 
 // ---- tables -------------------------------------------------------------------------------------
@@ -476,7 +431,7 @@ Table runs_table(const Study& study, const TableOptions& o) {
     std::vector<std::string> row{r.id, r.model, fmt::format("{}", r.depth), fmt::format("{}", r.train_length),
                                  r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-",
                                  to_string(r.status)};
-    for (const auto& k : study.eval_keys) row.push_back(format_value(metric_value(r, k, m.field), m.field));
+    for (const auto& k : study.eval_keys) row.push_back(format_number(metric_value(r, k, m.field), m.field));
     row.push_back(r.message);
     t.rows.push_back(std::move(row));
   }

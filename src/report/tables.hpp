@@ -98,6 +98,8 @@ Table error_table(const Study& study, const TableOptions& options);
 Table length_table(const Study& study, const TableOptions& options);
 Table runs_table(const Study& study, const TableOptions& options);
 
+// "0.987" (3 decimals; loss: 4 significant digits); "-" for NaN.
+std::string format_number(double v, Field field);
 // "0.987 ± 0.004 (3)", "0.987 [0.980, 0.990] (3)", "0.987 (1)"; "-" when n = 0.
 std::string format_stats(const Stats& s, Field field, const std::string& spread);
 // A cell of the accuracy grid: the stats, or "div" / "fail" / "div/fail" / "-" when no run of the
