@@ -1,0 +1,89 @@
+// plot.hpp: figures as lists of shapes (rectangles, lines, circles, text) rendered two ways: SVG
+// text and a raster Image (PNG via png.hpp, labels in the 5x7 bitmap font of bitmap_font.hpp),
+// so both files show the same picture. Two layouts: a heatmap with a colour scale and printed
+// cell values, and a line plot with a legend. No dependencies beyond the standard library.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "report/png.hpp"
+
+namespace sb::report {
+
+enum class Anchor { start, middle, end };
+
+struct Figure {
+  struct Rect {
+    double x, y, w, h;
+    Rgb fill;
+    std::optional<Rgb> stroke;  // 1-pixel outline
+  };
+  struct Line {
+    double x1, y1, x2, y2;
+    Rgb color;
+    double width = 1;
+    bool dashed = false;
+  };
+  struct Circle {
+    double cx, cy, r;
+    Rgb fill;
+  };
+  // Text centred vertically on y; `scale` pixels per font pixel (character height 7 * scale);
+  // vertical text reads bottom to top (rotated -90 degrees about (x, y)).
+  struct Text {
+    double x, y;
+    std::string text;
+    int scale = 2;
+    Anchor anchor = Anchor::start;
+    bool vertical = false;
+    Rgb color{};
+  };
+  using Item = std::variant<Rect, Line, Circle, Text>;
+
+  int width = 0, height = 0;
+  Rgb background{255, 255, 255};
+  std::vector<Item> items;  // drawn in order
+
+  void add(Item item) { items.push_back(std::move(item)); }
+};
+
+// Width in pixels of `text` drawn at `scale` (also its SVG width: monospace at 10 * scale px).
+double text_width(const std::string& text, int scale);
+
+std::string to_svg(const Figure& figure);
+Image rasterize(const Figure& figure);
+// Writes PATH.svg and PATH.png (atomically); returns both paths.
+std::vector<std::string> write_figure(const Figure& figure, const std::string& path_without_extension);
+
+// The colour scale of heatmaps: t in [0, 1] from dark blue-violet through teal and green to yellow
+// (t is clamped).
+Rgb scale_colour(double t);
+
+struct HeatmapSpec {
+  std::string title, x_label, y_label;
+  std::vector<std::string> x_ticks;              // columns, left to right
+  std::vector<std::string> y_ticks;              // rows, bottom to top
+  std::vector<std::vector<double>> values;       // [rows][columns]; NaN = no value (grey)
+  std::vector<std::vector<std::string>> labels;  // [rows][columns], printed in the cells
+  double vmin = 0, vmax = 1;                     // the colour scale's range
+};
+Figure heatmap_figure(const HeatmapSpec& spec);
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), drawn in x order; NaN y = gap
+};
+struct LinePlotSpec {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+  double ymin = 0, ymax = 1;
+  bool log_x = true;                // log2 x axis (evaluation lengths)
+  std::optional<double> marker_x;   // a dashed vertical line (e.g. the training length) ...
+  std::string marker_label;         // ... labelled with this
+};
+Figure line_plot_figure(const LinePlotSpec& spec);
+
+}  // namespace sb::report

@@ -1,0 +1,409 @@
+// results.cpp: manifest.json / summary.json / config.yaml readers and the study loader (see
+// results.hpp). JSON is read with yaml-cpp (JSON is YAML 1.2 flow syntax).
+#include "report/results.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace sb::report {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+YAML::Node parse_json(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail("not valid JSON (line {}, column {}: {})", e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+}
+
+// A scalar's text; a list or map as YAML flow text ("[path, rope]"), so any override value loads.
+std::string scalar_text(const YAML::Node& node) {
+  if (!node || node.IsNull()) return "";
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+double to_number(const std::string& text, const std::string& what) {
+  if (text.empty() || text == "null") return kNaN;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0') fail("'{}': expected a number, got '{}'", what, text);
+  return v;
+}
+
+int64_t to_integer(const std::string& text, const std::string& what) {
+  const double v = to_number(text, what);
+  if (!(v == static_cast<double>(static_cast<int64_t>(v)))) fail("'{}': expected an integer, got '{}'", what, text);
+  return static_cast<int64_t>(v);
+}
+
+double number_at(const YAML::Node& map, const char* key, const std::string& where) {
+  const YAML::Node v = map[key];
+  return v ? to_number(scalar_text(v), where + "." + key) : kNaN;
+}
+
+int64_t count_at(const YAML::Node& map, const char* key, const std::string& where) {
+  const YAML::Node v = map[key];
+  if (!v || v.IsNull()) return -1;
+  return to_integer(scalar_text(v), where + "." + key);
+}
+
+EvalResult parse_eval(const std::string& key, const YAML::Node& node) {
+  const std::string where = "eval." + key;
+  if (!node.IsMap()) fail("'{}': expected an object", where);
+  EvalResult e;
+  e.key = key;
+  e.split = key;
+  if (const size_t at = key.rfind('@'); at != std::string::npos) {
+    char* end = nullptr;
+    const long long length = std::strtoll(key.c_str() + at + 1, &end, 10);
+    if (at + 1 < key.size() && *end == '\0' && length > 0) e.split = key.substr(0, at), e.at_length = length;
+  }
+  e.token_accuracy = number_at(node, "token_accuracy", where);
+  e.sequence_accuracy = number_at(node, "sequence_accuracy", where);
+  e.error_rate = number_at(node, "error_rate", where);
+  e.loss = number_at(node, "loss", where);
+  e.scored = count_at(node, "scored", where);
+  e.errors = count_at(node, "errors", where);
+  e.sequences = count_at(node, "sequences", where);
+  e.sequence_errors = count_at(node, "sequence_errors", where);
+  if (const YAML::Node ci = node["error_ci95"]; ci && ci.IsSequence() && ci.size() == 2) {
+    const double lo = to_number(scalar_text(ci[0]), where + ".error_ci95");
+    const double hi = to_number(scalar_text(ci[1]), where + ".error_ci95");
+    if (lo == lo && hi == hi) e.error_ci95 = Interval{lo, hi};
+  }
+  return e;
+}
+
+// Applies every scalar (or list) entry of `map` as config key prefix + name.
+void apply_map(RunRecord& r, const YAML::Node& map, const std::string& prefix) {
+  if (!map || !map.IsMap()) return;
+  for (const auto& kv : map) {
+    const std::string key = prefix + kv.first.Scalar();
+    if (kv.second.IsMap()) continue;  // nested settings (e.g. model.init) never tell models apart here
+    apply_setting(r, key, scalar_text(kv.second));
+  }
+}
+
+RunStatus parse_status(const std::string& s, bool& known) {
+  known = true;
+  if (s == "completed") return RunStatus::completed;
+  if (s == "early_stopped") return RunStatus::early_stopped;
+  if (s == "diverged") return RunStatus::diverged;
+  known = s == "failed";
+  return RunStatus::failed;
+}
+
+// Natural order: digit runs compare as numbers ("cell2" < "cell10").
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      const std::string na = a.substr(i, ie - i), nb = b.substr(j, je - j);
+      const size_t la = na.find_first_not_of('0'), lb = nb.find_first_not_of('0');
+      const std::string ta = la == std::string::npos ? "" : na.substr(la), tb = lb == std::string::npos ? "" : nb.substr(lb);
+      if (ta.size() != tb.size()) return ta.size() < tb.size();
+      if (ta != tb) return ta < tb;
+      i = ie, j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// Reads what config.yaml (the effective config, written at the start) says about an unfinished run.
+void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::string>& warnings) {
+  try {
+    const YAML::Node c = YAML::LoadFile(file.string());
+    if (const YAML::Node task = c["task"]; task && task.IsMap()) {
+      if (task["name"]) apply_setting(r, "task.name", scalar_text(task["name"]));
+      apply_map(r, task["params"], "task.params.");
+    }
+    apply_map(r, c["model"], "model.");
+    if (c["train"] && c["train"]["seed"]) apply_setting(r, "train.seed", scalar_text(c["train"]["seed"]));
+    if (c["optim"] && c["optim"]["lr"]) apply_setting(r, "optim.lr", scalar_text(c["optim"]["lr"]));
+  } catch (const std::exception& e) {  // YAML::Exception or sb::Error: the run stays unfinished
+    warnings.push_back(fmt::format("cannot read '{}': {}", file.string(), e.what()));
+  }
+}
+
+// Fills `r` from its run directory: summary.json, else config.yaml, else nothing.
+void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>& warnings) {
+  const fs::path dir(r.dir), summary = dir / "summary.json";
+  if (!fs::is_directory(dir)) {
+    r.status = RunStatus::missing;
+    return;
+  }
+  if (!fs::exists(summary)) {
+    r.status = RunStatus::unfinished;
+    if (fs::exists(dir / "config.yaml")) read_config_yaml(r, dir / "config.yaml", warnings);
+    return;
+  }
+  try {
+    parse_summary(read_file(summary.string()), r);
+  } catch (const std::exception& e) {  // sb::Error from the reader, or yaml-cpp on odd input
+    const std::string line = fmt::format("'{}': {}", summary.string(), e.what());
+    if (options.strict) fail("{}", line);
+    warnings.push_back("skipping " + line);
+    r.status = RunStatus::unreadable;
+    r.evals.clear();
+  }
+}
+
+void read_manifest(Study& study, const fs::path& file, const LoadOptions& options) {
+  YAML::Node m;
+  try {
+    m = parse_json(read_file(file.string()));
+    if (!m.IsMap()) fail("expected a JSON object");
+    StudyInfo& info = study.info;
+    info.has_manifest = true;
+    if (m["study"]) info.name = scalar_text(m["study"]);
+    if (m["protocol"]) info.protocol = scalar_text(m["protocol"]);
+    YAML::Node opts = m["protocol_options"] ? m["protocol_options"] : m["options"];
+    if (opts && opts.IsMap()) {
+      if (opts["threshold"]) {
+        const double t = to_number(scalar_text(opts["threshold"]), "protocol_options.threshold");
+        if (t == t) info.threshold = t;
+      }
+      if (opts["metric"]) info.metric = scalar_text(opts["metric"]);
+      if (opts["axis"]) info.axis = scalar_text(opts["axis"]);
+      if (const YAML::Node b = opts["best_over"]; b && b.IsSequence())
+        for (const auto& x : b) info.best_over.push_back(scalar_text(x));
+      else if (b && b.IsScalar()) info.best_over.push_back(b.Scalar());
+    }
+    if (const YAML::Node axes = m["axes"]; axes && axes.IsSequence()) {
+      for (const auto& a : axes) {
+        if (a.IsScalar()) info.axes.push_back(a.Scalar());
+        else if (a.IsMap() && (a["key"] || a["name"])) info.axes.push_back(scalar_text(a["key"] ? a["key"] : a["name"]));
+      }
+    } else if (axes && axes.IsMap()) {
+      for (const auto& kv : axes) info.axes.push_back(kv.first.Scalar());
+    }
+    const YAML::Node cells = m["cells"];
+    if (!cells || !cells.IsSequence()) fail("expected a \"cells\" list");
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const YAML::Node c = cells[i];
+      if (!c.IsMap()) fail("cells[{}]: expected an object", i);
+      RunRecord r;
+      r.id = c["id"] ? scalar_text(c["id"]) : fmt::format("{}", i);
+      const std::string rel = c["dir"] ? scalar_text(c["dir"]) : "cells/" + r.id;
+      r.dir = fs::path(rel).is_absolute() ? rel : (fs::path(study.dir) / rel).string();
+      if (const YAML::Node o = c["overrides"]; o && o.IsMap()) {
+        for (const auto& kv : o) apply_setting(r, kv.first.Scalar(), scalar_text(kv.second));
+      } else if (o && o.IsSequence()) {  // ["key=value", ...]
+        for (const auto& kv : o) {
+          const std::string s = scalar_text(kv);
+          const size_t eq = s.find('=');
+          if (eq != std::string::npos) apply_setting(r, s.substr(0, eq), s.substr(eq + 1));
+        }
+      }
+      study.runs.push_back(std::move(r));
+    }
+  } catch (const Error& e) {
+    fail("manifest '{}': {}", file.string(), e.what());
+  }
+  for (RunRecord& r : study.runs) load_run(r, options, study.warnings);
+}
+
+void scan_run_dirs(Study& study, const LoadOptions& options) {
+  const fs::path root(study.dir);
+  const fs::path parent = fs::is_directory(root / "cells") ? root / "cells" : root;
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(parent)) {
+    if (!entry.is_directory()) continue;
+    if (fs::exists(entry.path() / "summary.json") || fs::exists(entry.path() / "config.yaml"))
+      names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end(), natural_less);
+  for (const auto& name : names) {
+    RunRecord r;
+    r.id = name;
+    r.dir = (parent / name).string();
+    load_run(r, options, study.warnings);
+    study.runs.push_back(std::move(r));
+  }
+}
+
+// Pending runs know only their overrides: fill unknown fields that every other run agrees on
+// (attention, depth, train length, learning rate).
+void fill_common_fields(Study& study) {
+  std::set<std::string> attentions;
+  std::set<int64_t> depths, lengths;
+  std::set<double> lrs;
+  for (const RunRecord& r : study.runs) {
+    if (r.lr) lrs.insert(*r.lr);
+    if (!r.attention.empty()) attentions.insert(r.attention_label());
+    if (r.depth > 0) depths.insert(r.depth);
+    if (r.train_length > 0) lengths.insert(r.train_length);
+  }
+  for (RunRecord& r : study.runs) {
+    if (r.attention.empty() && attentions.size() == 1) r.attention = *attentions.begin();
+    if (r.depth == 0 && depths.size() == 1) r.depth = *depths.begin();
+    if (r.train_length == 0 && lengths.size() == 1) r.train_length = *lengths.begin();
+    if (!r.lr && lrs.size() == 1) r.lr = *lrs.begin();
+  }
+}
+
+// Model label: attention label, plus the settings that differ between runs ("path (d_model=128)").
+void label_models(Study& study) {
+  std::map<std::string, std::set<std::string>> values;
+  for (const RunRecord& r : study.runs)
+    for (const auto& [k, v] : r.settings) values[k].insert(v);
+  for (RunRecord& r : study.runs) {
+    std::string extra;
+    for (const auto& [k, v] : r.settings) {
+      if (values[k].size() < 2) continue;
+      const size_t dot = k.rfind('.');
+      extra += fmt::format("{}{}={}", extra.empty() ? "" : ", ", dot == std::string::npos ? k : k.substr(dot + 1), v);
+    }
+    r.model = r.attention_label() + (extra.empty() ? "" : " (" + extra + ")");
+    if (std::find(study.models.begin(), study.models.end(), r.model) == study.models.end()) study.models.push_back(r.model);
+  }
+}
+
+}  // namespace
+
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::completed: return "completed";
+    case RunStatus::early_stopped: return "early_stopped";
+    case RunStatus::diverged: return "diverged";
+    case RunStatus::failed: return "failed";
+    case RunStatus::unfinished: return "unfinished";
+    case RunStatus::missing: return "missing";
+    case RunStatus::unreadable: return "unreadable";
+  }
+  return "?";
+}
+
+bool has_result(RunStatus s) { return s == RunStatus::completed || s == RunStatus::early_stopped; }
+bool is_pending(RunStatus s) {
+  return s == RunStatus::unfinished || s == RunStatus::missing || s == RunStatus::unreadable;
+}
+
+const EvalResult* RunRecord::eval(const std::string& key) const {
+  for (const EvalResult& e : evals)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
+std::string RunRecord::attention_label() const {
+  const bool mixed = std::any_of(layers.begin(), layers.end(), [&](const std::string& l) { return l != layers.front(); });
+  if (!mixed) return attention.empty() ? (layers.empty() ? "?" : layers.front()) : attention;
+  std::string out;
+  for (const auto& l : layers) out += (out.empty() ? "" : "+") + l;
+  return out;
+}
+
+void apply_setting(RunRecord& r, const std::string& key, const std::string& value) {
+  if (key == "model.attention") {
+    r.attention = value;
+  } else if (key == "model.layers") {
+    r.layers.clear();
+    if (!value.empty() && value.front() == '[') {
+      YAML::Node list;
+      try {
+        list = YAML::Load(value);
+      } catch (const YAML::Exception&) {
+        fail("'model.layers': cannot parse '{}'", value);
+      }
+      for (const auto& l : list) r.layers.push_back(scalar_text(l));
+    } else if (!value.empty()) {
+      r.layers.push_back(value);
+    }
+  } else if (key == "model.n_layers") {
+    r.depth = value.empty() ? 0 : to_integer(value, key);
+  } else if (key == "task.params.length") {
+    r.train_length = value.empty() ? 0 : to_integer(value, key);
+  } else if (key == "train.seed") {
+    if (!value.empty()) r.seed = to_integer(value, key);
+  } else if (key == "optim.lr") {
+    const double lr = to_number(value, key);
+    if (lr == lr) r.lr = lr;
+  } else {
+    r.settings[key] = value;
+  }
+}
+
+void parse_summary(const std::string& text, RunRecord& r) {
+  const YAML::Node s = parse_json(text);
+  if (!s.IsMap()) fail("expected a JSON object");
+  bool known = true;
+  const std::string status = s["status"] ? scalar_text(s["status"]) : "";
+  if (s["message"]) r.message = scalar_text(s["message"]);
+  if (s["task"]) apply_setting(r, "task.name", scalar_text(s["task"]));
+  apply_map(r, s["task_params"], "task.params.");
+  apply_map(r, s["model"], "model.");
+  if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
+  if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
+  r.evals.clear();
+  if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
+    for (const auto& kv : ev) r.evals.push_back(parse_eval(kv.first.Scalar(), kv.second));
+  } else if (ev && !ev.IsNull()) {
+    fail("'eval': expected an object");
+  }
+  if (status.empty()) {
+    r.status = r.evals.empty() ? RunStatus::failed : RunStatus::completed;
+  } else {
+    r.status = parse_status(status, known);
+    if (!known) fail("'status': unknown value '{}'", status);
+  }
+}
+
+Study load_study(const std::string& dir, const LoadOptions& options) {
+  if (!fs::is_directory(dir)) fail("no such directory '{}'", dir);
+  Study study;
+  study.dir = dir;
+  const fs::path root(dir);
+  if (fs::exists(root / "manifest.json")) {
+    read_manifest(study, root / "manifest.json", options);
+  } else if (fs::exists(root / "summary.json")) {
+    RunRecord r;
+    r.id = fs::weakly_canonical(root).filename().string();
+    r.dir = dir;
+    load_run(r, options, study.warnings);
+    study.runs.push_back(std::move(r));
+  } else {
+    scan_run_dirs(study, options);
+  }
+  if (study.info.name.empty()) study.info.name = fs::weakly_canonical(root).filename().string();
+  const bool any = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) { return !is_pending(r.status); });
+  if (!any) {
+    const size_t unreadable = std::count_if(study.runs.begin(), study.runs.end(),
+                                            [](const RunRecord& r) { return r.status == RunStatus::unreadable; });
+    fail("no runs found in '{}'{}", dir,
+         study.runs.empty() ? " (expected manifest.json, summary.json, or run directories with summary.json)"
+                            : fmt::format(" ({} run director{}, none with a readable summary.json{})", study.runs.size(),
+                                          study.runs.size() == 1 ? "y" : "ies",
+                                          unreadable ? fmt::format("; {} unreadable", unreadable) : ""));
+  }
+  fill_common_fields(study);
+  label_models(study);
+  for (const RunRecord& r : study.runs)
+    for (const EvalResult& e : r.evals)
+      if (std::find(study.eval_keys.begin(), study.eval_keys.end(), e.key) == study.eval_keys.end())
+        study.eval_keys.push_back(e.key);
+  return study;
+}
+
+}  // namespace sb::report
