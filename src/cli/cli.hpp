@@ -22,6 +22,7 @@ struct Context {
 void add_tasks_command(CLI::App& app, Context& ctx);
 void add_generate_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
+void add_sweep_command(CLI::App& app, Context& ctx);
 
 // `statebench bench` subcommands, each in its own file, called by add_bench_command().
 void add_bench_tasks(CLI::App& bench, Context& ctx);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     cli::add_tasks_command(app, ctx);
     cli::add_generate_command(app, ctx);
     cli::add_bench_command(app, ctx);
+    cli::add_sweep_command(app, ctx);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
