@@ -212,6 +212,7 @@ TEST(SweepStudy, StructuralErrors) {
 
 TEST(SweepResults, ReadsStatusMetricAndWallTime) {
   const fs::path dir = fs::path(SB_TEST_TMP) / "sweep_results";
+  fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string path = (dir / "summary.json").string();
   EXPECT_FALSE(read_cell_result(path, "val.token_accuracy").has_value());

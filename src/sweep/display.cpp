@@ -51,9 +51,16 @@ void SweepDisplay::clear_block() {
   block_lines_ = 0;
 }
 
+void SweepDisplay::announce_reuse() {
+  if (!announced_reuse_ && reused_ > 0)
+    fmt::print(stream_, "resuming: {} of {} cells already finished\n", reused_, plan_.cells.size());
+  announced_reuse_ = true;
+}
+
 void SweepDisplay::event(const std::string& line) {
   if (mode_ == DisplayMode::quiet) return;
   clear_block();
+  announce_reuse();
   fmt::print(stream_, "{}\n", line);
   std::fflush(stream_);
   last_draw_ = start_;  // redraw the block at the next tick
@@ -62,19 +69,21 @@ void SweepDisplay::event(const std::string& line) {
 void SweepDisplay::on_reused(const Cell&, const CellResult&) { ++reused_; }
 
 void SweepDisplay::on_start(const Cell& cell, const RunningCell& running) {
-  if (!announced_reuse_ && reused_ > 0)
-    event(fmt::format("resuming: {} of {} cells already finished", reused_, plan_.cells.size()));
-  announced_reuse_ = true;
+  if (mode_ == DisplayMode::live) return;  // the live block lists the running cells
   event(fmt::format("        start {} on {}{}", cell.label(), running.device, running.resumed ? " (resumed from checkpoint)" : ""));
 }
 
-void SweepDisplay::on_finish(const Cell& cell, const CellResult& r, const SweepCounts& counts) {
-  ++ran_;
-  ran_seconds_ += r.wall_seconds;
+void SweepDisplay::on_finish(const Cell& cell, const CellResult& r, const SweepCounts& counts, bool ran_here) {
+  if (ran_here) {
+    ++ran_;
+    ran_seconds_ += r.wall_seconds;
+  } else {
+    ++reused_;
+  }
   const std::string verb = r.status == "completed" ? "done" : r.status == "early_stopped" ? "done (early stop)"
                            : r.status == "diverged"  ? "DIVERGED" : "FAILED";
-  event(fmt::format("[{}/{}] {} {} {} ({})", counts.finished + counts.skipped, counts.total, verb, cell.label(),
-                    result_text(r), format_seconds(r.wall_seconds)));
+  event(fmt::format("[{}/{}] {} {} {} ({}{})", counts.finished + counts.skipped, counts.total, verb, cell.label(),
+                    result_text(r), format_seconds(r.wall_seconds), ran_here ? "" : ", run by another process"));
 }
 
 void SweepDisplay::on_skip(const Cell& cell, const SweepCounts& counts) {
@@ -132,6 +141,7 @@ void SweepDisplay::on_tick(const SweepCounts& counts, const std::vector<RunningC
   if (mode_ != DisplayMode::live || since(last_draw_) < kRedrawSeconds) return;
   last_draw_ = Clock::now();
   clear_block();
+  announce_reuse();
   draw_block(counts, running);
   std::fflush(stream_);
 }

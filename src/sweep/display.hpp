@@ -19,7 +19,7 @@ class SweepDisplay final : public SweepObserver {
 
   void on_reused(const Cell& cell, const CellResult& result) override;
   void on_start(const Cell& cell, const RunningCell& running) override;
-  void on_finish(const Cell& cell, const CellResult& result, const SweepCounts& counts) override;
+  void on_finish(const Cell& cell, const CellResult& result, const SweepCounts& counts, bool ran_here) override;
   void on_skip(const Cell& cell, const SweepCounts& counts) override;
   void on_waiting(const Cell& cell) override;
   void on_tick(const SweepCounts& counts, const std::vector<RunningCell>& running) override;
@@ -30,6 +30,7 @@ class SweepDisplay final : public SweepObserver {
  private:
   void event(const std::string& line);  // prints above the live block (or as a plain line)
   void clear_block();
+  void announce_reuse();  // "resuming: K of N cells already finished", once, before anything else
   void draw_block(const SweepCounts& counts, const std::vector<RunningCell>& running);
   std::string eta(const SweepCounts& counts, const std::vector<RunningCell>& running) const;
   std::string result_text(const CellResult& r) const;

@@ -23,12 +23,18 @@ namespace {
 constexpr size_t kMaxLabelChars = 24;
 constexpr size_t kMaxSlugChars = 96;
 
-uint64_t fnv1a(const std::string& s) {
+// FNV-1a with a final avalanche (MurmurHash3's fmix64), so ids of similar cells look different.
+uint64_t text_hash(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (const unsigned char c : s) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
   return h;
 }
 
@@ -122,7 +128,7 @@ std::string cell_id(const std::vector<CellAxis>& axes) {
   for (const auto& s : sorted) joined += s + "\n";
   std::string readable = slug(axes);
   if (readable.size() > kMaxSlugChars) readable.resize(kMaxSlugChars);
-  return fmt::format("{}-{:08x}", readable, static_cast<uint32_t>(fnv1a(joined) >> 32));
+  return fmt::format("{}-{:08x}", readable, static_cast<uint32_t>(text_hash(joined) >> 32));
 }
 
 Plan make_plan(const Study& study, const TaskCheck& check) {

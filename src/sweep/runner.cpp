@@ -297,10 +297,10 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
     info.complete = scheduler.done();
     write_manifest(out.string(), plan, scheduler, info);
   };
-  auto record = [&](size_t c, const CellResult& r) {
+  auto record = [&](size_t c, const CellResult& r, bool ran_here) {
     const auto skipped = scheduler.finish(c, r);
     refresh_counts();
-    obs.on_finish(plan.cells[c], r, counts);
+    obs.on_finish(plan.cells[c], r, counts, ran_here);
     for (const size_t s : skipped) obs.on_skip(plan.cells[s], counts);
   };
   auto handle_exit = [&](const LaunchExit& e) {
@@ -326,7 +326,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
       r = read_cell_result(summary_of(c), plan.metric);
     }
     ::close(a.lock_fd);  // after the summary is in place: a waiting sweep then sees it
-    record(c, *r);
+    record(c, *r, true);
   };
 
   refresh_counts();
@@ -351,7 +351,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
         if (r->final()) {
           ::close(lock);
           ++counts.reused;
-          record(c, *r);
+          record(c, *r, false);
           changed = true;
           continue;
         }
@@ -379,7 +379,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
         write_failed_summary(dir, e.what(), 0, {-1, 127, 0});
         ::close(lock);
         scheduler.start(c);
-        record(c, *read_cell_result(summary_of(c), plan.metric));
+        record(c, *read_cell_result(summary_of(c), plan.metric), true);
         changed = true;
         continue;
       }

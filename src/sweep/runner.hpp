@@ -81,7 +81,8 @@ class SweepObserver {
   virtual ~SweepObserver() = default;
   virtual void on_reused(const Cell&, const CellResult&) {}
   virtual void on_start(const Cell&, const RunningCell&) {}
-  virtual void on_finish(const Cell&, const CellResult&, const SweepCounts&) {}
+  // ran_here: false when another process (a child left by an earlier, killed sweep) finished it.
+  virtual void on_finish(const Cell&, const CellResult&, const SweepCounts&, bool ran_here) {}
   virtual void on_skip(const Cell&, const SweepCounts&) {}
   virtual void on_waiting(const Cell&) {}  // its lock is held by another process
   // Every poll (about 10 times a second): the state and the running cells.
