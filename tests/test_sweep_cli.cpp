@@ -83,14 +83,15 @@ TEST(SweepCli, KillNineThenResumeRunsEveryCellExactlyOnce) {
   ::setenv("SB_FAKE_TRAIN_SECONDS", "1", 1);
   const fs::path log = capture_dir() / "kill9.out";
   const pid_t pid = spawn_cli(sweep_args(s), log, capture_dir() / "kill9.err");
-  // Kill the sweep while at least one cell is finished and another one is running.
+  // Kill the sweep just after the second wave of cells started (the first two finished): those
+  // two have about a second left, so they are still running when the sweep is started again.
   const bool mid_run = wait_until([&] {
     size_t finished = 0, running = 0;
     for (const auto& c : cell_dirs(s)) {
       if (fs::exists(c / "summary.json")) ++finished;
       else if (!runs_of(c).empty()) ++running;
     }
-    return finished >= 1 && running >= 1;
+    return finished >= 2 && running >= 1;
   });
   ::kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit_code(pid), 128 + SIGKILL);
@@ -98,6 +99,8 @@ TEST(SweepCli, KillNineThenResumeRunsEveryCellExactlyOnce) {
 
   const CliResult again = run_cli(sweep_args(s));  // the orphaned cells are still running now
   ASSERT_EQ(again.rc, 0) << again.err << again.out;
+  EXPECT_CONTAINS(again.out, "another process holds its lock");
+  EXPECT_CONTAINS(again.out, "run by another process");
   EXPECT_CONTAINS(again.out, "make the table: statebench table " + s.out.string());
   EXPECT_CONTAINS(again.out, "] done seed=");
   const auto cells = cell_dirs(s);

@@ -391,7 +391,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
       changed = true;
     }
     if (scheduler.done()) break;
-    const auto exits = launcher.wait(opt.poll_seconds);
+    const auto exits = launcher.wait(changed ? 0 : opt.poll_seconds);  // changed: more may be runnable
     for (const auto& e : exits) handle_exit(e);
     if (changed || !exits.empty()) manifest();
     refresh_counts();
