@@ -208,6 +208,29 @@ TEST(SweepRunner, FailedCellsAreRecordedAndTheSweepGoesOn) {
   EXPECT_EQ(m["cells"][0]["state"].as<std::string>(), "finished");
 }
 
+TEST(SweepRunner, StopsWhenTheFirstCellsAllFail) {
+  const Plan plan = plan_of("grid: {train.seed: [0, 1, 2, 3, 4, 5, 6, 7]}\n");
+  const fs::path out = fresh("stop_failures");
+  FakeLauncher launcher(plan);
+  launcher.outcome = [](const Cell&) { return Outcome{2, 0, "", std::nullopt, "statebench: error: broken\n"}; };
+  RunnerOptions opt = options(out);
+  opt.stop_after_initial_failures = 3;
+  const SweepResult r = run_sweep(plan, launcher, opt);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_CONTAINS(r.stopped_because, "broken");
+  EXPECT_EQ(r.counts.failed, 3u);
+  EXPECT_EQ(launcher.signalled, SIGTERM);  // the cell still running is stopped, left unfinished
+  EXPECT_EQ(r.counts.pending, 5u);
+  // One success first: failures are then results, the sweep goes on.
+  const fs::path out2 = fresh("stop_failures_ok");
+  FakeLauncher l2(plan);
+  l2.outcome = [](const Cell& c) { return c.label() == "seed=0" ? Outcome{} : Outcome{2, 0, "", std::nullopt, "x\n"}; };
+  opt.out_dir = out2.string();
+  const SweepResult r2 = run_sweep(plan, l2, opt);
+  EXPECT_FALSE(r2.interrupted);
+  EXPECT_EQ(r2.counts.failed, 7u);
+}
+
 TEST(SweepRunner, InterruptThenResumeNeverRecordsACellTwice) {
   const Plan plan = plan_of("grid: {train.seed: [0, 1, 2, 3, 4, 5]}\n");
   const fs::path out = fresh("resume");

@@ -26,6 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace sb::sweep;
 
+constexpr int kStopAfterInitialFailures = 3;
+
 std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
 extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
@@ -56,7 +58,7 @@ struct Options {
   std::string study, out, devices = "cpu", progress = "auto", train_exe;
   std::vector<std::string> set;
   int workers = 0, threads = 0;
-  bool dry_run = false;
+  bool dry_run = false, keep_going = false;
 };
 
 // Builds the cell's task and every evaluation variant, as train will.
@@ -218,12 +220,16 @@ void run_sweep_command(Context& ctx, const Options& opt) {
   ropt.slots = slots;
   ropt.cpu_threads = cpu_threads;
   ropt.interrupt = &g_stop;
+  ropt.stop_after_initial_failures = opt.keep_going ? 0 : kStopAfterInitialFailures;
   SweepResult result;
   {
     StopGuard guard;
     result = run_sweep(plan, launcher, ropt, &display);
   }
   display.finish(result);
+  if (!result.stopped_because.empty())
+    fail("sweep '{}' stopped: the first {} cells it ran all failed ({}; see each cell's log.txt); fix the cause and "
+         "run the same command again (--keep-going: do not stop)", study.name, kStopAfterInitialFailures, result.stopped_because);
   if (result.interrupted)
     fail("sweep '{}' interrupted: {} cells unfinished; run the same command again to resume", study.name,
          result.counts.pending + result.counts.running);
@@ -250,6 +256,8 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--set", opt->set, "override a config key for every cell, KEY=VALUE (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  cmd->add_flag("--keep-going", opt->keep_going,
+                fmt::format("do not stop when the first {} cells run all fail", kStopAfterInitialFailures));
   cmd->add_flag("--dry-run", opt->dry_run, "print the plan, the cells' states and a time estimate; run nothing");
   cmd->add_option("--progress", opt->progress, "auto (live on a terminal, else plain lines), live, plain or quiet")
       ->check(CLI::IsMember({"auto", "live", "plain", "quiet"}))

@@ -167,7 +167,8 @@ void SweepDisplay::finish(const SweepResult& result) {
     }
   }
   if (result.interrupted)
-    fmt::print(stream_, "interrupted: the unfinished cells resume when the same command is run again\n");
+    fmt::print(stream_, "{}: the unfinished cells resume when the same command is run again\n",
+               result.stopped_because.empty() ? "interrupted" : "stopped after repeated failures");
   else if (c.failed > 0)
     fmt::print(stream_, "failed cells keep their log in CELLDIR/log.txt and are retried when the same command is run again\n");
   fmt::print(stream_, "results: {}/manifest.json\nmake the table: statebench table {}\n", out_dir_, out_dir_);

@@ -282,6 +282,8 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   std::vector<bool> slot_busy(opt.slots.size(), false);
   std::set<size_t> waiting;  // runnable cells whose lock another process holds
   bool interrupting = false;
+  size_t ran_ok = 0, ran_failed = 0;
+  std::string first_failure;
 
   auto refresh_counts = [&] {
     counts.finished = scheduler.count(CellState::finished);
@@ -299,6 +301,8 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   };
   auto record = [&](size_t c, const CellResult& r, bool ran_here) {
     const auto skipped = scheduler.finish(c, r);
+    if (ran_here && r.final()) ++ran_ok;
+    if (ran_here && !r.final() && ran_failed++ == 0) first_failure = fmt::format("cell '{}': {}", plan.cells[c].id, r.message);
     refresh_counts();
     obs.on_finish(plan.cells[c], r, counts, ran_here);
     for (const size_t s : skipped) obs.on_skip(plan.cells[s], counts);
@@ -334,6 +338,9 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   manifest();
   for (;;) {
     if (opt.interrupt && opt.interrupt->load()) break;
+    if (opt.stop_after_initial_failures > 0 && ran_ok == 0 &&
+        ran_failed >= static_cast<size_t>(opt.stop_after_initial_failures))
+      break;
     bool changed = false;
     for (const size_t c : scheduler.runnable()) {
       const auto free_slot = std::find(slot_busy.begin(), slot_busy.end(), false);
@@ -403,6 +410,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   SweepResult result;
   if (!scheduler.done()) {  // interrupted: stop the children, leave their cells resumable
     result.interrupted = true;
+    if (!(opt.interrupt && opt.interrupt->load())) result.stopped_because = first_failure;
     interrupting = true;
     launcher.signal_all(SIGTERM);
     const auto deadline = Clock::now() + std::chrono::duration<double>(opt.terminate_grace_seconds);

@@ -94,13 +94,17 @@ struct RunnerOptions {
   std::vector<std::string> slots;       // one device per worker slot (make_slots)
   int cpu_threads = 0;                  // > 0: cpu cells get --set train.threads=N
   const std::atomic<bool>* interrupt = nullptr;  // set (by a signal handler) to stop
+  // > 0: stop the sweep (like an interrupt) when this many cells run by it failed before any
+  // succeeded: a systematic problem (a broken binary, a missing file) should not burn the grid.
+  int stop_after_initial_failures = 0;
   double poll_seconds = 0.1;
   double terminate_grace_seconds = 10;  // after SIGTERM, SIGKILL stragglers after this long
 };
 
 struct SweepResult {
   SweepCounts counts;
-  bool interrupted = false;
+  bool interrupted = false;       // by options.interrupt, or by the initial-failure stop:
+  std::string stopped_because;    // non-empty for the latter: the first failure's message
   std::vector<Scheduler::GroupStatus> groups;  // min_depth: each group's outcome (Plan::groups order)
 };
 
