@@ -125,6 +125,13 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
                s.min_depth.axis, fmt::join(plan.groups.front().depths, ", "), s.min_depth.metric, s.min_depth.threshold,
                s.min_depth.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(s.min_depth.best_over, ", ")),
                plan.groups.size(), first_stage, plan.cells.size());
+    std::vector<std::string> per_depth;
+    for (size_t d = 0; d < plan.groups.front().depths.size(); ++d) {
+      size_t n = 0;
+      for (const auto& g : plan.groups) n += g.stages[d].size();
+      per_depth.push_back(fmt::format("{}: {}", plan.groups.front().depths[d], n));
+    }
+    fmt::print("  cells per depth: {}\n", fmt::join(per_depth, ", "));
   } else if (s.protocol == Protocol::max_lr) {
     fmt::print("  max_lr: every cell runs; the table takes the max of {} over {}\n", s.max_lr.metric, s.max_lr.axis);
   }
