@@ -31,6 +31,7 @@ void add_tasks_command(CLI::App& app, Context& ctx);
 void add_train_command(CLI::App& app, Context& ctx);
 void add_generate_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
+void add_sweep_command(CLI::App& app, Context& ctx);
 void add_table_command(CLI::App& app, Context& ctx);
 
 // `statebench bench` subcommands, each in its own file, called by add_bench_command().

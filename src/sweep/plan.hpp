@@ -1,0 +1,122 @@
+// plan.hpp: a study expanded into cells (one train run each: its overrides, stable id, run
+// directory and validated config) and the protocol scheduler that decides, as results arrive,
+// which cells may run now and which are skipped (min_depth), plus reading a cell's summary.json.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sweep/study.hpp"
+#include "train/config.hpp"
+
+namespace sb::sweep {
+
+// What a task check reports about a cell's task (for time estimates); 0 = unknown.
+struct TaskShape {
+  int64_t seq_len = 0, vocab = 0;
+};
+// Builds/validates a cell's task (name, params, eval splits and lengths); throws sb::Error.
+using TaskCheck = std::function<TaskShape(const TrainConfig&)>;
+
+struct CellAxis {
+  std::string key;  // config key path
+  AxisValue value;
+};
+
+struct Cell {
+  size_t index = 0;
+  std::string id;              // "<slug>-<hash8>", e.g. attention=path,n_layers=2,seed=0-3fa2c1d0
+  std::string dir;             // relative to the sweep directory: cells/<id>
+  std::vector<CellAxis> axes;  // one per study axis, in study order
+  std::string group;           // min_depth: the axes other than depth and best_over, as a slug
+  TrainConfig config;          // base + set + axes, validated
+  TaskShape shape;
+
+  std::vector<std::string> overrides() const;  // "key=value" per axis, in axis order
+  const AxisValue* value(const std::string& key) const;
+  std::string label() const;                   // "attention=path,n_layers=2,seed=0" (display)
+};
+
+struct Plan {
+  Study study;
+  std::vector<Cell> cells;  // Cartesian order: first grid axis slowest, the zip index fastest
+  // min_depth only: per group, the cell indices of each depth in increasing depth order.
+  struct Group {
+    std::string key;
+    std::vector<std::string> depths;          // depth labels, increasing
+    std::vector<std::vector<size_t>> stages;  // stages[d] = cells of depths[d]
+  };
+  std::vector<Group> groups;
+  std::string metric;  // the protocol's metric (grid: val.token_accuracy, shown in progress)
+};
+
+// Expands and validates every cell (base + set + the cell's axis values through parse_config,
+// then `check` if given). Errors are one line: "study 'F': grid 'model.n_layers' value 'x': ...".
+Plan make_plan(const Study& study, const TaskCheck& check = {});
+
+// The id of a cell with these axis values: a readable slug (shortest unique key suffix = value
+// label, filesystem-safe, truncated) plus 8 hex digits of a hash of the sorted key=value texts.
+std::string cell_id(const std::vector<CellAxis>& axes);
+
+// ---- results ----------------------------------------------------------------------------------
+
+struct CellResult {
+  std::string status;            // completed | early_stopped | diverged | failed
+  std::optional<double> metric;  // the requested metric from summary.json's eval, if present
+  double wall_seconds = 0;
+  std::string message;
+  bool final() const { return status != "failed"; }  // failed cells are retried by a new sweep
+};
+
+// Reads `summary_path` (a train summary.json); nullopt when it does not exist. An unreadable
+// file reads as status failed. `metric` is "<eval key>.<field>" (split at the last '.').
+std::optional<CellResult> read_cell_result(const std::string& summary_path, const std::string& metric);
+
+// ---- the protocol scheduler ---------------------------------------------------------------------
+
+enum class CellState { pending, running, finished, skipped };
+const char* to_string(CellState s);
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Plan& plan);
+
+  // Pending cells the protocol allows to start now, in plan order (grid, max_lr: every pending
+  // cell; min_depth: the pending cells of each undecided group's current depth).
+  std::vector<size_t> runnable() const;
+  void start(size_t cell);  // pending -> running
+  // pending|running -> finished with this result; for min_depth, may decide the cell's group and
+  // skip its deeper cells: returns the cells skipped by this call.
+  std::vector<size_t> finish(size_t cell, const CellResult& result);
+  // pending|running -> pending (interrupted, to be resumed later).
+  void abandon(size_t cell);
+  // Resume: record a result found on disk without deciding anything yet (pending -> finished);
+  // after every restore(), settle() applies the protocol and returns the cells it skipped.
+  void restore(size_t cell, const CellResult& result);
+  std::vector<size_t> settle();
+
+  bool done() const;  // every cell finished or skipped
+  CellState state(size_t cell) const { return state_.at(cell); }
+  const std::optional<CellResult>& result(size_t cell) const { return result_.at(cell); }
+  size_t count(CellState s) const;
+
+  struct GroupStatus {
+    size_t stage = 0;                   // index of the current depth
+    bool decided = false;
+    std::optional<size_t> reached;      // the first depth index that reached the threshold
+  };
+  const std::vector<GroupStatus>& groups() const { return groups_; }
+
+ private:
+  std::vector<size_t> advance(size_t group);
+
+  const Plan& plan_;
+  std::vector<CellState> state_;
+  std::vector<std::optional<CellResult>> result_;
+  std::vector<size_t> group_of_;  // min_depth: cell -> group
+  std::vector<GroupStatus> groups_;
+};
+
+}  // namespace sb::sweep
