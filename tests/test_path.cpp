@@ -202,9 +202,11 @@ TEST(PathAttention, FutureTokensDoNotChangeEarlierOutputs) {
   }
 }
 
-void float_vs_double(int64_t block) {
-  SCOPED_TRACE(testing::Message() << "block=" << block);
-  const PathInputs in = make_inputs(2, 70, 2, 16, true, 140);
+void float_vs_double(int64_t block, int64_t T = 70, bool hard_resets = false) {
+  SCOPED_TRACE(testing::Message() << "block=" << block << " T=" << T << " resets=" << hard_resets);
+  PathInputs in = make_inputs(2, T, 2, 16, true, 140);
+  if (hard_resets)  // gate prefix sums reach about -60 T / 37 while nearby keys stay visible
+    for (size_t i = 0; i < in.log_f.size(); ++i) in.log_f[i] = (i % 37 == 5) ? -60.0 : 0.01 * in.log_f[i];
   const Vec dout = randn(in.nx(), 141);
   const PathOut od = path_fwd(in, PathForm::Blockwise, block);
   const PathGrads gd = path_bwd(in, od, dout, PathForm::Blockwise, block);
@@ -241,6 +243,7 @@ TEST(PathAttention, FloatAgreesWithDouble) {
   float_vs_double(16);  // dense block products
   float_vs_double(4);   // factored transport
   float_vs_double(128); // one block longer than T
+  float_vs_double(32, 400, true);  // strong gate: no subnormals, no loss of bias precision
 }
 
 TEST(PathAttention, BackwardAccumulatesAndSkipsNullOutputs) {

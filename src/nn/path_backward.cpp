@@ -14,7 +14,8 @@ template <class S>
 struct BackwardLayout {
   BlockFactors<S> f;
   S* beta = nullptr;    // [T]
-  S* G = nullptr;       // [T] gate prefix sums
+  S* rowbias = nullptr; // [L] gate bias of the query rows (block_gate_bias)
+  S* colbias = nullptr; // [T] gate bias of the key columns
   S* delta = nullptr;   // [T] dout_t . out_t
   S* qs = nullptr;      // [L, Dh] scaled queries of the current block
   S* a = nullptr;       // [L, L] lower(Qs W^T)
@@ -41,7 +42,7 @@ struct BackwardLayout {
     L = std::min(L, T);
     f.layout(ar, T, Dh, L);
     const int64_t nb = f.nblocks;
-    beta = ar.take(T), G = ar.take(T), delta = ar.take(T);
+    beta = ar.take(T), rowbias = ar.take(L), colbias = ar.take(T), delta = ar.take(T);
     qs = ar.take(L * Dh), a = ar.take(L * L), xs = ar.take(nb * L * Dh);
     if (f.dense)
       dpacc = ar.take(nb * Dh * Dh);
@@ -111,13 +112,14 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
   const int64_t Lc = f.L;
   MapM<S> dQs(lay.dqs, T, Dh), dK(lay.dk, T, Dh), dV(lay.dv, T, Dh), dW(lay.dw, T, Dh);
   MapM<S> dKt(lay.dkt, T, Dh), dY(lay.dy, T, Dh);
+  std::vector<double> G(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto Q = head_view(q, b, h, T, H, Dh), K = head_view(k, b, h, T, H, Dh);
       const auto V = head_view(v, b, h, T, H, Dh), W = head_view(w, b, h, T, H, Dh);
       const auto O = head_view(out, b, h, T, H, Dh), dO = head_view(dout, b, h, T, H, Dh);
       const S* lse_row = lse + (b * H + h) * T;
-      gather_beta_gate(lay.beta, lay.G, beta, log_f, b, h, T, H);
+      gather_beta_gate(lay.beta, G.data(), beta, log_f, b, h, T, H);
       compute_block_factors(f, W, K, lay.beta);
       for (int64_t t = 0; t < T; ++t) lay.delta[t] = dO.row(t).dot(O.row(t));
       dQs.setZero(), dK.setZero(), dV.setZero(), dW.setZero(), dKt.setZero(), dY.setZero();
@@ -157,11 +159,14 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
         Pd.noalias() -= A * f.Z(n);
         // Probabilities from the saved lse; dS = P (dout . v - delta).
         dS.noalias() = dO.middleRows(s, lq) * V.topRows(e).transpose();
+        if (log_f) block_gate_bias(lay.rowbias, lay.colbias, G.data(), s, lq);
         for (int64_t r = 0; r < lq; ++r) {
           const int64_t len = s + r + 1;
           auto prow = P.row(r).head(len);
-          if (log_f) prow.array() += lay.G[s + r] - Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(lay.G, len);
-          prow = (prow.array() - lse_row[s + r]).exp();
+          if (log_f)
+            prow.array() += lay.rowbias[r] - Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(lay.colbias, len);
+          prow.array() -= lse_row[s + r];
+          shifted_exp_in_place<S>(prow);
           P.row(r).tail(e - len).setZero();
           dS.row(r).array() = P.row(r).array() * (dS.row(r).array() - lay.delta[s + r]);
         }

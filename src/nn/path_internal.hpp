@@ -5,7 +5,9 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -59,18 +61,35 @@ Strided<S> head_view_mut(S* x, int64_t b, int64_t h, int64_t T, int64_t H, int64
   return Strided<S>(x + head_offset(b, h, T, H, Dh), T, Dh, Eigen::OuterStride<>(H * Dh));
 }
 
-// Copies beta (and, if present, the inclusive prefix sum G_t = sum_{s<=t} log_f_s, summed in
+// Copies beta (and, if present, the inclusive prefix sum G_t = sum_{s<=t} log_f_s, kept in
 // double) of head (b, h) into contiguous [T] vectors. Without a gate G stays all zero.
 template <class S>
-void gather_beta_gate(S* beta_out, S* G_out, const S* beta, const S* log_f, int64_t b, int64_t h,
-                      int64_t T, int64_t H) {
+void gather_beta_gate(S* beta_out, double* G_out, const S* beta, const S* log_f, int64_t b,
+                      int64_t h, int64_t T, int64_t H) {
   const int64_t off = scalar_offset(b, h, T, H);
   double acc = 0;
   for (int64_t t = 0; t < T; ++t) {
     beta_out[t] = beta[off + t * H];
     if (log_f) acc += static_cast<double>(log_f[off + t * H]);
-    G_out[t] = static_cast<S>(acc);
+    G_out[t] = acc;
   }
+}
+
+// Gate bias of query block [s, s + lq) relative to its start, rounded to S only after the
+// subtraction so float keeps the precision of nearby keys at any T:
+//   G_{s+r} - G_j = rowbias[r] - colbias[j],  rowbias[r] = G_{s+r} - G_s,  colbias[j] = G_j - G_s.
+template <class S>
+void block_gate_bias(S* rowbias, S* colbias, const double* G, int64_t s, int64_t lq) {
+  for (int64_t r = 0; r < lq; ++r) rowbias[r] = static_cast<S>(G[s + r] - G[s]);
+  for (int64_t j = 0; j < s + lq; ++j) colbias[j] = static_cast<S>(G[j] - G[s]);
+}
+
+// exp(x) for logits already shifted to <= 0, with everything below the smallest normal number's
+// log set to exactly 0: no subnormal probabilities (slow in the GEMMs that follow) under strong gates.
+template <class S, class Row>
+void shifted_exp_in_place(Row&& row) {
+  static const S floor = std::log(std::numeric_limits<S>::min()) + S(1);
+  row = (row.array() < floor).select(S(0), row.array().exp());
 }
 
 // dlog_f_s += sum_{t >= s} dG_t (the gradient of the prefix sum), for head (b, h).
