@@ -9,6 +9,8 @@ namespace sb::nn {
 
 using namespace path_detail;
 
+int64_t path_default_block(int64_t Dh) { return Dh <= 64 ? 32 : 64; }
+
 int64_t path_forward_workspace_elems(int64_t T, int64_t Dh, PathForm form, int64_t block) {
   check_shapes(1, T, 1, Dh, form, block);
   return form == PathForm::Direct ? direct_forward_ws(T, Dh) : blockwise_forward_ws(T, Dh, block);

@@ -12,6 +12,11 @@ namespace sb::nn {
 // O(T (Dh + block)) per call, never T x T.
 enum class PathForm { Direct, Blockwise };
 
+// A good Blockwise block size on the CPU for head dim Dh (measured at T = 512, one core): 32 for
+// Dh <= 64, 64 above. Blocks with Dh <= 2 * block transport queries through dense Dh x Dh block
+// products, smaller blocks through the factored form (both exact; see docs/path-backward.md).
+int64_t path_default_block(int64_t Dh);
+
 // Scratch needed by one call, in elements of the scalar type S (independent of B and H: the
 // buffer is reused for each (b, h)). Pass a buffer at least this long, or nullptr to let the call
 // allocate its own. `block` is ignored by the Direct form.

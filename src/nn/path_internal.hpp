@@ -84,12 +84,16 @@ void block_gate_bias(S* rowbias, S* colbias, const double* G, int64_t s, int64_t
   for (int64_t j = 0; j < s + lq; ++j) colbias[j] = static_cast<S>(G[j] - G[s]);
 }
 
-// exp(x) for logits already shifted to <= 0, with everything below the smallest normal number's
-// log set to exactly 0: no subnormal probabilities (slow in the GEMMs that follow) under strong gates.
+// exp(x) for logits already shifted to <= 0, with results below 3 x the smallest normal number
+// set to exactly 0: no subnormal probabilities (slow in the GEMMs that follow) under strong gates.
+// Clamp, Eigen's vectorised exp, then a blend loop the compiler vectorises. `row` is contiguous.
 template <class S, class Row>
 void shifted_exp_in_place(Row&& row) {
-  static const S floor = std::log(std::numeric_limits<S>::min()) + S(1);
-  row = (row.array() < floor).select(S(0), row.array().exp());
+  static const S floor = std::log(std::numeric_limits<S>::min()) + S(1);  // exp(floor) = e min
+  const S tiny = 3 * std::numeric_limits<S>::min();
+  row = row.array().max(floor).exp();
+  S* x = row.data();
+  for (int64_t i = 0, n = row.size(); i < n; ++i) x[i] = x[i] < tiny ? S(0) : x[i];
 }
 
 // dlog_f_s += sum_{t >= s} dG_t (the gradient of the prefix sum), for head (b, h).
