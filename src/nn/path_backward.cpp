@@ -13,30 +13,30 @@ namespace {
 template <class S>
 struct BackwardLayout {
   BlockFactors<S> f;
-  S* beta = nullptr;    // [T]
-  S* rowbias = nullptr; // [L] gate bias of the query rows (block_gate_bias)
-  S* colbias = nullptr; // [T] gate bias of the key columns
-  S* delta = nullptr;   // [T] dout_t . out_t
-  S* qs = nullptr;      // [L, Dh] scaled queries of the current block
-  S* a = nullptr;       // [L, L] lower(Qs W^T)
-  S* xs = nullptr;      // [nblocks, L, Dh] X_m: queries transported to the end of key block m
-  S* xws = nullptr;     // [nblocks, L, L] X_m W_m^T (factored transport only)
-  S* dpacc = nullptr;   // [nblocks, Dh, Dh] gradient w.r.t. the block products P_m (dense only)
-  S* strip = nullptr;   // [L, T] probabilities of the current query block
-  S* dstrip = nullptr;  // [L, T] dS of the current query block
-  S* xi0 = nullptr;     // [L, Dh] gradient carried along the transports (two buffers)
-  S* xi1 = nullptr;     // [L, Dh]
-  S* xiy = nullptr;     // [L, L]
-  S* da = nullptr;      // [L, L]
-  S* dqs = nullptr;     // [T, Dh] local gradients of one head
-  S* dk = nullptr;      // [T, Dh]
-  S* dv = nullptr;      // [T, Dh]
-  S* dw = nullptr;      // [T, Dh]
-  S* dkt = nullptr;     // [T, Dh] gradient w.r.t. the pushed keys Kt
-  S* dy = nullptr;      // [T, Dh] gradient w.r.t. Y = Tinv W
-  S* dz = nullptr;      // [nblocks, L, L] gradient w.r.t. Z
-  S* dbeta = nullptr;   // [T]
-  S* dG = nullptr;      // [T]
+  S* beta = nullptr;     // [T]
+  S* rowbias = nullptr;  // [L] gate bias of the query rows (block_gate_bias)
+  S* colbias = nullptr;  // [T] gate bias of the key columns
+  S* delta = nullptr;    // [T] dout_t . out_t
+  S* qs = nullptr;       // [L, Dh] scaled queries of the current block
+  S* a = nullptr;        // [L, L] lower(Qs W^T)
+  S* xs = nullptr;       // [nblocks, L, Dh] X_m: queries transported to the end of key block m
+  S* xws = nullptr;      // [nblocks, L, L] X_m W_m^T (factored transport only)
+  S* dpacc = nullptr;    // [nblocks, Dh, Dh] gradient w.r.t. the block products P_m (dense only)
+  S* strip = nullptr;    // [L, T] probabilities of the current query block
+  S* dstrip = nullptr;   // [L, T] dS of the current query block
+  S* xi0 = nullptr;      // [L, Dh] gradient carried along the transports (two buffers)
+  S* xi1 = nullptr;      // [L, Dh]
+  S* xiy = nullptr;      // [L, L]
+  S* da = nullptr;       // [L, L]
+  S* dqs = nullptr;      // [T, Dh] local gradients of one head
+  S* dk = nullptr;       // [T, Dh]
+  S* dv = nullptr;       // [T, Dh]
+  S* dw = nullptr;       // [T, Dh]
+  S* dkt = nullptr;      // [T, Dh] gradient w.r.t. the pushed keys Kt
+  S* dy = nullptr;       // [T, Dh] gradient w.r.t. Y = Tinv W
+  S* dz = nullptr;       // [nblocks, L, L] gradient w.r.t. Z
+  S* dbeta = nullptr;    // [T]
+  S* dG = nullptr;       // [T]
 
   void layout(Arena<S>& ar, int64_t T, int64_t Dh, int64_t L) {
     L = std::min(L, T);
@@ -60,8 +60,8 @@ struct BackwardLayout {
 // dKt, dY, dZ of that block; accumulates into dK, dW, dbeta (rows of block m).
 template <class S, class WBlock, class KBlock, class GBlock>
 void factors_backward(const WBlock& Wb, const KBlock& Kb, const S* beta, const MapM<S>& Tinv,
-                      const MapM<S>& Z, MapM<S> dZ, const GBlock& dKt, const GBlock& dY,
-                      GBlock dK, GBlock dW, S* dbeta) {
+                      const MapM<S>& Z, MapM<S> dZ, const GBlock& dKt, const GBlock& dY, GBlock dK,
+                      GBlock dW, S* dbeta) {
   const int64_t ln = Wb.rows();
   // Kt = K - Z^T W
   dK += dKt;
@@ -101,10 +101,10 @@ int64_t blockwise_backward_ws(int64_t T, int64_t Dh, int64_t L) {
 }
 
 template <class S>
-void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
-                        const S* q, const S* k, const S* v, const S* w, const S* beta,
-                        const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
-                        int64_t H, int64_t Dh, S scale, int64_t L, S* ws) {
+void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout, const S* q,
+                        const S* k, const S* v, const S* w, const S* beta, const S* log_f,
+                        const S* out, const S* lse, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                        S scale, int64_t L, S* ws) {
   Arena<S> arena{ws};
   BackwardLayout<S> lay;
   lay.layout(arena, T, Dh, L);
@@ -163,8 +163,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
         for (int64_t r = 0; r < lq; ++r) {
           const int64_t len = s + r + 1;
           auto prow = P.row(r).head(len);
-          if (log_f)
-            prow.array() += lay.rowbias[r] - Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(lay.colbias, len);
+          if (log_f) prow.array() += lay.rowbias[r] - row_array(lay.colbias, len);
           prow.array() -= lse_row[s + r];
           shifted_exp_in_place<S>(prow);
           P.row(r).tail(e - len).setZero();
@@ -175,7 +174,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
           for (int64_t r = 0; r < lq; ++r) lay.dG[s + r] += dS.row(r).sum();
           Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>(lay.dG, e) -= dS.colwise().sum();
         }
-        // Cross blocks, left to right: S_m = X_m Kt_m^T and X_{m-1} = X_m - (X_m W_m^T) Y_m.
+        // Cross blocks, left to right: S_m = X_m Kt_m^T and X_{m-1} = X_m P_m (dense or factored).
         S* xi = lay.xi0;  // gradient w.r.t. X_{m-1} (unused for m = 0)
         S* nx = lay.xi1;
         for (int64_t m = 0; m < n; ++m) {
@@ -236,7 +235,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
     }
 }
 
-#define SB_PATH_BACKWARD_INSTANTIATE(S)                                                          \
+#define SB_PATH_BACKWARD_INSTANTIATE(S)                                                           \
   template void blockwise_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,       \
                                       const S*, const S*, const S*, const S*, const S*, const S*, \
                                       int64_t, int64_t, int64_t, int64_t, S, int64_t, S*);

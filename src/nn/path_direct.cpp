@@ -36,8 +36,8 @@ struct DirectLayout {
 // Fills rows of `scores` with s_ij (j <= i) for one head, pushing each key forward.
 template <class S>
 void direct_scores(MapM<S>& Sc, Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>& kt,
-                   const CStrided<S>& Q, const CStrided<S>& K, const CStrided<S>& W,
-                   const S* beta, const double* G, S scale) {
+                   const CStrided<S>& Q, const CStrided<S>& K, const CStrided<S>& W, const S* beta,
+                   const double* G, S scale) {
   const int64_t T = Q.rows();
   for (int64_t j = 0; j < T; ++j) {
     kt = K.row(j);
@@ -151,12 +151,12 @@ void direct_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* d
     }
 }
 
-#define SB_PATH_DIRECT_INSTANTIATE(S)                                                            \
-  template void direct_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*,       \
-                                  const S*, int64_t, int64_t, int64_t, int64_t, S, S*);           \
-  template void direct_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,          \
-                                   const S*, const S*, const S*, const S*, const S*, const S*,    \
-                                   int64_t, int64_t, int64_t, int64_t, S, S*);
+#define SB_PATH_DIRECT_INSTANTIATE(S)                                                              \
+  template void direct_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*,        \
+                                  const S*, int64_t, int64_t, int64_t, int64_t, S, S*);            \
+  template void direct_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, \
+                                   const S*, const S*, const S*, const S*, const S*, int64_t,      \
+                                   int64_t, int64_t, int64_t, S, S*);
 SB_PATH_DIRECT_INSTANTIATE(float)
 SB_PATH_DIRECT_INSTANTIATE(double)
 #undef SB_PATH_DIRECT_INSTANTIATE

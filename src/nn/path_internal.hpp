@@ -40,7 +40,8 @@ struct Arena {
   }
 };
 
-inline void check_shapes(int64_t B, int64_t T, int64_t H, int64_t Dh, PathForm form, int64_t block) {
+inline void check_shapes(int64_t B, int64_t T, int64_t H, int64_t Dh, PathForm form,
+                         int64_t block) {
   if (B < 1 || T < 1 || H < 1 || Dh < 1)
     fail("path attention: bad shape (B, T, H, Dh) = ({}, {}, {}, {})", B, T, H, Dh);
   if (form == PathForm::Blockwise && block < 1) fail("path attention: bad block size '{}'", block);
@@ -84,6 +85,12 @@ void block_gate_bias(S* rowbias, S* colbias, const double* G, int64_t s, int64_t
   for (int64_t j = 0; j < s + lq; ++j) colbias[j] = static_cast<S>(G[j] - G[s]);
 }
 
+// A read-only [n] row array over contiguous memory.
+template <class S>
+Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>> row_array(const S* p, int64_t n) {
+  return Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(p, n);
+}
+
 // exp(x) for logits already shifted to <= 0, with results below 3 x the smallest normal number
 // set to exactly 0: no subnormal probabilities (slow in the GEMMs that follow) under strong gates.
 // Clamp, Eigen's vectorised exp, then a blend loop the compiler vectorises. `row` is contiguous.
@@ -107,8 +114,8 @@ void scatter_gate_grad(S* dlog_f, const S* dG, int64_t b, int64_t h, int64_t T, 
   }
 }
 
-// Per-block UT factors of one head in the Blockwise form. Block n covers rows [n L, min(T, n L + L)).
-// For block rows W (Ln x Dh), keys K, D = diag(beta):
+// Per-block UT factors of one head in the Blockwise form. Block n covers the rows
+// [n L, min(T, n L + L)). For block rows W (Ln x Dh), keys K, D = diag(beta):
 //   Tinv = (I + strictLower(D W W^T))^{-1} D    (Ln x Ln, lower)   so H_{Ln-1}..H_0 = I - W^T Y
 //   Y    = Tinv W                               (Ln x Dh)
 //   Z    = Tinv strictLower(W K^T)              (Ln x Ln, strictly lower)
@@ -206,10 +213,10 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
                        const S* beta, const S* log_f, int64_t B, int64_t T, int64_t H, int64_t Dh,
                        S scale, int64_t L, S* ws);
 template <class S>
-void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
-                        const S* q, const S* k, const S* v, const S* w, const S* beta,
-                        const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
-                        int64_t H, int64_t Dh, S scale, int64_t L, S* ws);
+void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout, const S* q,
+                        const S* k, const S* v, const S* w, const S* beta, const S* log_f,
+                        const S* out, const S* lse, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                        S scale, int64_t L, S* ws);
 
 // Adds a contiguous T x Dh buffer into a (b, h) slice of a [B, T, H, Dh] tensor (skip if null).
 template <class S>
