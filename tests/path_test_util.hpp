@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "nn/path_attention.hpp"
 #include "gradcheck.hpp"
+#include "nn/path_attention.hpp"
 
 namespace sb::test {
 
@@ -55,14 +55,14 @@ struct PathGrads {
 inline PathOut path_fwd(const PathInputs& in, nn::PathForm form, int64_t block) {
   PathOut o{Vec(in.nx()), Vec(in.ns())};
   nn::path_attention_forward<double>(o.out.data(), o.lse.data(), in.q.data(), in.k.data(),
-                                     in.v.data(), in.w.data(), in.beta.data(), in.log_f_ptr(),
-                                     in.B, in.T, in.H, in.Dh, 1.0 / std::sqrt(double(in.Dh)),
-                                     form, block, nullptr);
+                                     in.v.data(), in.w.data(), in.beta.data(), in.log_f_ptr(), in.B,
+                                     in.T, in.H, in.Dh, 1.0 / std::sqrt(double(in.Dh)), form, block,
+                                     nullptr);
   return o;
 }
 
-inline PathGrads path_bwd(const PathInputs& in, const PathOut& o, const Vec& dout, nn::PathForm form,
-                          int64_t block) {
+inline PathGrads path_bwd(const PathInputs& in, const PathOut& o, const Vec& dout,
+                          nn::PathForm form, int64_t block) {
   PathGrads g{Vec(in.nx()), Vec(in.nx()), Vec(in.nx()), Vec(in.nx()), Vec(in.ns()), Vec(in.ns())};
   nn::path_attention_backward<double>(g.dq.data(), g.dk.data(), g.dv.data(), g.dw.data(),
                                       g.dbeta.data(), g.dlog_f.data(), dout.data(), in.q.data(),

@@ -29,8 +29,9 @@ TEST(PathAttention, DirectAndBlockwiseAgreeForwardAndBackward) {
         const PathOut ref = path_fwd(in, PathForm::Direct, 0);
         const PathGrads gref = path_bwd(in, ref, dout, PathForm::Direct, 0);
         for (int64_t block : {1, 2, 4, 8, 16}) {
-          SCOPED_TRACE(testing::Message() << "T=" << T << " Dh=" << Dh << " gate=" << gate
-                                          << " block=" << block << " B=" << bh[0] << " H=" << bh[1]);
+          SCOPED_TRACE(testing::Message()
+                       << "T=" << T << " Dh=" << Dh << " gate=" << gate << " block=" << block
+                       << " B=" << bh[0] << " H=" << bh[1]);
           const PathOut o = path_fwd(in, PathForm::Blockwise, block);
           EXPECT_LE(max_abs_diff(o.out, ref.out), 1e-10);
           EXPECT_LE(max_abs_diff(o.lse, ref.lse), 1e-10);
@@ -105,7 +106,8 @@ TEST(PathAttention, BetaZeroIsPlainCausalSoftmaxAttention) {
       auto at = [&](int64_t b, int64_t t, int64_t h) { return (b * in.T + t) * in.H + h; };
       const Vec ref = softmax_attention(in, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
         double s = 0;
-        for (int64_t d = 0; d < in.Dh; ++d) s += in.q[at(b, i, h) * in.Dh + d] * in.k[at(b, j, h) * in.Dh + d];
+        for (int64_t d = 0; d < in.Dh; ++d)
+          s += in.q[at(b, i, h) * in.Dh + d] * in.k[at(b, j, h) * in.Dh + d];
         s *= scale;
         if (gate)
           for (int64_t t = j + 1; t <= i; ++t) s += in.log_f[at(b, t, h)];
@@ -128,7 +130,8 @@ TEST(PathAttention, SharedReflectionMatchesExplicitPowers) {
   Hm -= 2.0 * u * u.transpose();
   EXPECT_LE((Hm * Hm - Eigen::MatrixXd::Identity(Dh, Dh)).cwiseAbs().maxCoeff(), 1e-14);
   const Vec ref = softmax_attention(in, [&](int64_t, int64_t, int64_t i, int64_t j) {
-    const Eigen::Map<const Eigen::VectorXd> qi(in.q.data() + i * Dh, Dh), kj(in.k.data() + j * Dh, Dh);
+    const Eigen::Map<const Eigen::VectorXd> qi(in.q.data() + i * Dh, Dh),
+        kj(in.k.data() + j * Dh, Dh);
     const Eigen::VectorXd kk = ((i - j) % 2) ? Eigen::VectorXd(Hm * kj) : Eigen::VectorXd(kj);
     return qi.dot(kk) / std::sqrt(double(Dh));
   });
@@ -162,8 +165,11 @@ TEST(PathAttention, UtFactorsMatchExplicitHouseholderProducts) {
       const Eigen::MatrixXd ut = Eigen::MatrixXd::Identity(Dh, Dh) -
                                  W.middleRows(s, ln).transpose() * f.Tinv(n) * W.middleRows(s, ln);
       EXPECT_LE((prod - ut).cwiseAbs().maxCoeff(), 1e-13) << "L=" << L << " block " << n;
-      EXPECT_LE((W.middleRows(s, ln).transpose() * f.Y(n) - W.middleRows(s, ln).transpose() *
-                 f.Tinv(n) * W.middleRows(s, ln)).cwiseAbs().maxCoeff(), 1e-13);
+      EXPECT_LE((W.middleRows(s, ln).transpose() * f.Y(n) -
+                 W.middleRows(s, ln).transpose() * f.Tinv(n) * W.middleRows(s, ln))
+                    .cwiseAbs()
+                    .maxCoeff(),
+                1e-13);
       for (int64_t m = 0; m < ln; ++m) {  // pushed key: H_{ln-1} .. H_{m+1} k_m
         Eigen::VectorXd kk = K.row(s + m).transpose();
         for (int64_t r = m + 1; r < ln; ++r) kk = Hof(s + r) * kk;
@@ -202,9 +208,12 @@ TEST(PathAttention, FutureTokensDoNotChangeEarlierOutputs) {
   }
 }
 
-void float_vs_double(int64_t block) {
-  SCOPED_TRACE(testing::Message() << "block=" << block);
-  const PathInputs in = make_inputs(2, 70, 2, 16, true, 140);
+void float_vs_double(int64_t block, int64_t T = 70, bool hard_resets = false) {
+  SCOPED_TRACE(testing::Message() << "block=" << block << " T=" << T << " resets=" << hard_resets);
+  PathInputs in = make_inputs(2, T, 2, 16, true, 140);
+  if (hard_resets)  // gate prefix sums reach about -60 T / 37 while nearby keys stay visible
+    for (size_t i = 0; i < in.log_f.size(); ++i)
+      in.log_f[i] = (i % 37 == 5) ? -60.0 : 0.01 * in.log_f[i];
   const Vec dout = randn(in.nx(), 141);
   const PathOut od = path_fwd(in, PathForm::Blockwise, block);
   const PathGrads gd = path_bwd(in, od, dout, PathForm::Blockwise, block);
@@ -214,17 +223,19 @@ void float_vs_double(int64_t block) {
   std::vector<float> out(in.nx()), lse(in.ns()), dq(in.nx()), dk(in.nx()), dv(in.nx()), dw(in.nx());
   std::vector<float> dbeta(in.ns()), dlf(in.ns());
   const float scale = 1.0f / 4.0f;
-  std::vector<float> ws(sb::nn::path_backward_workspace_elems(in.T, in.Dh, PathForm::Blockwise, block));
-  sb::nn::path_attention_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(), w.data(),
-                                        be.data(), lf.data(), in.B, in.T, in.H, in.Dh, scale,
-                                        PathForm::Blockwise, block, nullptr);
-  sb::nn::path_attention_backward<float>(dq.data(), dk.data(), dv.data(), dw.data(), dbeta.data(),
-                                         dlf.data(), df.data(), q.data(), k.data(), v.data(), w.data(),
-                                         be.data(), lf.data(), out.data(), lse.data(), in.B, in.T, in.H,
-                                         in.Dh, scale, PathForm::Blockwise, block, ws.data());
+  std::vector<float> ws(
+      sb::nn::path_backward_workspace_elems(in.T, in.Dh, PathForm::Blockwise, block));
+  sb::nn::path_attention_forward<float>(out.data(), lse.data(), q.data(), k.data(), v.data(),
+                                        w.data(), be.data(), lf.data(), in.B, in.T, in.H, in.Dh,
+                                        scale, PathForm::Blockwise, block, nullptr);
+  sb::nn::path_attention_backward<float>(
+      dq.data(), dk.data(), dv.data(), dw.data(), dbeta.data(), dlf.data(), df.data(), q.data(),
+      k.data(), v.data(), w.data(), be.data(), lf.data(), out.data(), lse.data(), in.B, in.T, in.H,
+      in.Dh, scale, PathForm::Blockwise, block, ws.data());
   auto rel = [](const std::vector<float>& f, const Vec& d) {
     double diff = 0, n = 0;
-    for (size_t i = 0; i < d.size(); ++i) diff = std::max(diff, std::abs(f[i] - d[i])), n = std::max(n, std::abs(d[i]));
+    for (size_t i = 0; i < d.size(); ++i)
+      diff = std::max(diff, std::abs(f[i] - d[i])), n = std::max(n, std::abs(d[i]));
     return diff / n;
   };
   EXPECT_LE(rel(out, od.out), 1e-5);
@@ -238,9 +249,10 @@ void float_vs_double(int64_t block) {
 }
 
 TEST(PathAttention, FloatAgreesWithDouble) {
-  float_vs_double(16);  // dense block products
-  float_vs_double(4);   // factored transport
-  float_vs_double(128); // one block longer than T
+  float_vs_double(16);             // dense block products
+  float_vs_double(4);              // factored transport
+  float_vs_double(128);            // one block longer than T
+  float_vs_double(32, 400, true);  // strong gate: no subnormals, no loss of bias precision
 }
 
 TEST(PathAttention, BackwardAccumulatesAndSkipsNullOutputs) {
@@ -249,11 +261,10 @@ TEST(PathAttention, BackwardAccumulatesAndSkipsNullOutputs) {
   const PathOut o = path_fwd(in, PathForm::Blockwise, 4);
   const PathGrads once = path_bwd(in, o, dout, PathForm::Blockwise, 4);
   Vec dq = once.dq, dbeta(in.ns(), 0.0);  // start from one backward's dq: expect twice it after
-  sb::nn::path_attention_backward<double>(dq.data(), nullptr, nullptr, nullptr, dbeta.data(), nullptr,
-                                          dout.data(), in.q.data(), in.k.data(), in.v.data(),
-                                          in.w.data(), in.beta.data(), in.log_f.data(), o.out.data(),
-                                          o.lse.data(), in.B, in.T, in.H, in.Dh, 0.5,
-                                          PathForm::Blockwise, 4, nullptr);
+  sb::nn::path_attention_backward<double>(
+      dq.data(), nullptr, nullptr, nullptr, dbeta.data(), nullptr, dout.data(), in.q.data(),
+      in.k.data(), in.v.data(), in.w.data(), in.beta.data(), in.log_f.data(), o.out.data(),
+      o.lse.data(), in.B, in.T, in.H, in.Dh, 0.5, PathForm::Blockwise, 4, nullptr);
   for (size_t i = 0; i < dq.size(); ++i) EXPECT_NEAR(dq[i], 2 * once.dq[i], 1e-12);
   EXPECT_LE(max_abs_diff(dbeta, once.dbeta), 1e-12);
 }

@@ -23,7 +23,8 @@ struct WPath {
   Vec forward(Vec* conv = nullptr, bool with_bias = true) const {
     Vec w(n()), a(n());
     sb::nn::path_wpath_forward<double>(w.data(), a.data(), u.data(), wconv.data(),
-                                       with_bias ? bias.data() : nullptr, B, T, H, Dh, kPathWNormEps);
+                                       with_bias ? bias.data() : nullptr, B, T, H, Dh,
+                                       kPathWNormEps);
     if (conv) *conv = a;
     return w;
   }
@@ -82,7 +83,8 @@ TEST(PathWPath, GradientsMatchFiniteDifferences) {
     p.forward(&a, with_bias);
     Vec du(p.n(), 0.0), dwconv(p.C() * 3, 0.0), dbias(p.C(), 0.0);
     sb::nn::path_wpath_backward<double>(du.data(), dwconv.data(), dbias.data(), R.data(), a.data(),
-                                        p.u.data(), p.wconv.data(), p.B, p.T, p.H, p.Dh, kPathWNormEps);
+                                        p.u.data(), p.wconv.data(), p.B, p.T, p.H, p.Dh,
+                                        kPathWNormEps);
     EXPECT_LE(grad_error(loss, p.u.data(), du.data(), p.n()), 1e-6);
     EXPECT_LE(grad_error(loss, p.wconv.data(), dwconv.data(), p.C() * 3), 1e-6);
     if (with_bias) EXPECT_LE(grad_error(loss, p.bias.data(), dbias.data(), p.C()), 1e-6);
@@ -94,7 +96,7 @@ TEST(PathBeta, RangeClampAndGradient) {
   const double beta_max = 1.9;  // 2 sigmoid(z) = 1.9 at z = log(19) ~ 2.944
   for (auto& x : z)
     if (std::abs(x - std::log(19.0)) < 0.05) x += 0.2;  // keep away from the kink
-  z.push_back(5.0);  // surely clamped
+  z.push_back(5.0);                                     // surely clamped
   const int64_t n = static_cast<int64_t>(z.size());
   Vec beta(n), R = randn(n, 22);
   sb::nn::path_beta_forward<double>(beta.data(), z.data(), n, beta_max);
@@ -150,7 +152,8 @@ TEST(PathWPath, CompositeWithAttentionMatchesFiniteDifferences) {
   const PathGrads g = path_bwd(in, o, R, sb::nn::PathForm::Blockwise, block);
   Vec du(p.n(), 0.0), dwconv(p.C() * 3, 0.0), dbias(p.C(), 0.0), dz(in.ns(), 0.0);
   sb::nn::path_wpath_backward<double>(du.data(), dwconv.data(), dbias.data(), g.dw.data(), a.data(),
-                                      p.u.data(), p.wconv.data(), p.B, p.T, p.H, p.Dh, kPathWNormEps);
+                                      p.u.data(), p.wconv.data(), p.B, p.T, p.H, p.Dh,
+                                      kPathWNormEps);
   sb::nn::path_beta_backward<double>(dz.data(), g.dbeta.data(), z.data(), in.ns(), 2.0);
   EXPECT_LE(grad_error(loss, p.u.data(), du.data(), p.n()), 1e-6);
   EXPECT_LE(grad_error(loss, p.wconv.data(), dwconv.data(), p.C() * 3), 1e-6);

@@ -9,6 +9,8 @@ namespace sb::nn {
 
 using namespace path_detail;
 
+int64_t path_default_block(int64_t Dh) { return Dh <= 64 ? 32 : 64; }
+
 int64_t path_forward_workspace_elems(int64_t T, int64_t Dh, PathForm form, int64_t block) {
   check_shapes(1, T, 1, Dh, form, block);
   return form == PathForm::Direct ? direct_forward_ws(T, Dh) : blockwise_forward_ws(T, Dh, block);
@@ -48,21 +50,20 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, co
     workspace = owned.data();
   }
   if (form == PathForm::Direct)
-    direct_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T,
-                    H, Dh, scale, workspace);
+    direct_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T, H,
+                    Dh, scale, workspace);
   else
-    blockwise_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B,
-                       T, H, Dh, scale, block, workspace);
+    blockwise_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T,
+                       H, Dh, scale, block, workspace);
 }
 
-#define SB_PATH_INSTANTIATE(S)                                                                   \
+#define SB_PATH_INSTANTIATE(S)                                                                    \
   template void path_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*,         \
                                           const S*, const S*, int64_t, int64_t, int64_t, int64_t, \
                                           S, PathForm, int64_t, S*);                              \
-  template void path_attention_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,  \
-                                           const S*, const S*, const S*, const S*, const S*,      \
-                                           const S*, int64_t, int64_t, int64_t, int64_t, S,       \
-                                           PathForm, int64_t, S*);
+  template void path_attention_backward<S>(                                                       \
+      S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, const S*, const S*,         \
+      const S*, const S*, const S*, int64_t, int64_t, int64_t, int64_t, S, PathForm, int64_t, S*);
 SB_PATH_INSTANTIATE(float)
 SB_PATH_INSTANTIATE(double)
 #undef SB_PATH_INSTANTIATE

@@ -13,35 +13,36 @@ namespace {
 template <class S>
 struct BackwardLayout {
   BlockFactors<S> f;
-  S* beta = nullptr;    // [T]
-  S* G = nullptr;       // [T] gate prefix sums
-  S* delta = nullptr;   // [T] dout_t . out_t
-  S* qs = nullptr;      // [L, Dh] scaled queries of the current block
-  S* a = nullptr;       // [L, L] lower(Qs W^T)
-  S* xs = nullptr;      // [nblocks, L, Dh] X_m: queries transported to the end of key block m
-  S* xws = nullptr;     // [nblocks, L, L] X_m W_m^T (factored transport only)
-  S* dpacc = nullptr;   // [nblocks, Dh, Dh] gradient w.r.t. the block products P_m (dense only)
-  S* strip = nullptr;   // [L, T] probabilities of the current query block
-  S* dstrip = nullptr;  // [L, T] dS of the current query block
-  S* xi0 = nullptr;     // [L, Dh] gradient carried along the transports (two buffers)
-  S* xi1 = nullptr;     // [L, Dh]
-  S* xiy = nullptr;     // [L, L]
-  S* da = nullptr;      // [L, L]
-  S* dqs = nullptr;     // [T, Dh] local gradients of one head
-  S* dk = nullptr;      // [T, Dh]
-  S* dv = nullptr;      // [T, Dh]
-  S* dw = nullptr;      // [T, Dh]
-  S* dkt = nullptr;     // [T, Dh] gradient w.r.t. the pushed keys Kt
-  S* dy = nullptr;      // [T, Dh] gradient w.r.t. Y = Tinv W
-  S* dz = nullptr;      // [nblocks, L, L] gradient w.r.t. Z
-  S* dbeta = nullptr;   // [T]
-  S* dG = nullptr;      // [T]
+  S* beta = nullptr;     // [T]
+  S* rowbias = nullptr;  // [L] gate bias of the query rows (block_gate_bias)
+  S* colbias = nullptr;  // [T] gate bias of the key columns
+  S* delta = nullptr;    // [T] dout_t . out_t
+  S* qs = nullptr;       // [L, Dh] scaled queries of the current block
+  S* a = nullptr;        // [L, L] lower(Qs W^T)
+  S* xs = nullptr;       // [nblocks, L, Dh] X_m: queries transported to the end of key block m
+  S* xws = nullptr;      // [nblocks, L, L] X_m W_m^T (factored transport only)
+  S* dpacc = nullptr;    // [nblocks, Dh, Dh] gradient w.r.t. the block products P_m (dense only)
+  S* strip = nullptr;    // [L, T] probabilities of the current query block
+  S* dstrip = nullptr;   // [L, T] dS of the current query block
+  S* xi0 = nullptr;      // [L, Dh] gradient carried along the transports (two buffers)
+  S* xi1 = nullptr;      // [L, Dh]
+  S* xiy = nullptr;      // [L, L]
+  S* da = nullptr;       // [L, L]
+  S* dqs = nullptr;      // [T, Dh] local gradients of one head
+  S* dk = nullptr;       // [T, Dh]
+  S* dv = nullptr;       // [T, Dh]
+  S* dw = nullptr;       // [T, Dh]
+  S* dkt = nullptr;      // [T, Dh] gradient w.r.t. the pushed keys Kt
+  S* dy = nullptr;       // [T, Dh] gradient w.r.t. Y = Tinv W
+  S* dz = nullptr;       // [nblocks, L, L] gradient w.r.t. Z
+  S* dbeta = nullptr;    // [T]
+  S* dG = nullptr;       // [T]
 
   void layout(Arena<S>& ar, int64_t T, int64_t Dh, int64_t L) {
     L = std::min(L, T);
     f.layout(ar, T, Dh, L);
     const int64_t nb = f.nblocks;
-    beta = ar.take(T), G = ar.take(T), delta = ar.take(T);
+    beta = ar.take(T), rowbias = ar.take(L), colbias = ar.take(T), delta = ar.take(T);
     qs = ar.take(L * Dh), a = ar.take(L * L), xs = ar.take(nb * L * Dh);
     if (f.dense)
       dpacc = ar.take(nb * Dh * Dh);
@@ -59,8 +60,8 @@ struct BackwardLayout {
 // dKt, dY, dZ of that block; accumulates into dK, dW, dbeta (rows of block m).
 template <class S, class WBlock, class KBlock, class GBlock>
 void factors_backward(const WBlock& Wb, const KBlock& Kb, const S* beta, const MapM<S>& Tinv,
-                      const MapM<S>& Z, MapM<S> dZ, const GBlock& dKt, const GBlock& dY,
-                      GBlock dK, GBlock dW, S* dbeta) {
+                      const MapM<S>& Z, MapM<S> dZ, const GBlock& dKt, const GBlock& dY, GBlock dK,
+                      GBlock dW, S* dbeta) {
   const int64_t ln = Wb.rows();
   // Kt = K - Z^T W
   dK += dKt;
@@ -100,10 +101,10 @@ int64_t blockwise_backward_ws(int64_t T, int64_t Dh, int64_t L) {
 }
 
 template <class S>
-void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
-                        const S* q, const S* k, const S* v, const S* w, const S* beta,
-                        const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
-                        int64_t H, int64_t Dh, S scale, int64_t L, S* ws) {
+void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout, const S* q,
+                        const S* k, const S* v, const S* w, const S* beta, const S* log_f,
+                        const S* out, const S* lse, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                        S scale, int64_t L, S* ws) {
   Arena<S> arena{ws};
   BackwardLayout<S> lay;
   lay.layout(arena, T, Dh, L);
@@ -111,13 +112,14 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
   const int64_t Lc = f.L;
   MapM<S> dQs(lay.dqs, T, Dh), dK(lay.dk, T, Dh), dV(lay.dv, T, Dh), dW(lay.dw, T, Dh);
   MapM<S> dKt(lay.dkt, T, Dh), dY(lay.dy, T, Dh);
+  std::vector<double> G(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto Q = head_view(q, b, h, T, H, Dh), K = head_view(k, b, h, T, H, Dh);
       const auto V = head_view(v, b, h, T, H, Dh), W = head_view(w, b, h, T, H, Dh);
       const auto O = head_view(out, b, h, T, H, Dh), dO = head_view(dout, b, h, T, H, Dh);
       const S* lse_row = lse + (b * H + h) * T;
-      gather_beta_gate(lay.beta, lay.G, beta, log_f, b, h, T, H);
+      gather_beta_gate(lay.beta, G.data(), beta, log_f, b, h, T, H);
       compute_block_factors(f, W, K, lay.beta);
       for (int64_t t = 0; t < T; ++t) lay.delta[t] = dO.row(t).dot(O.row(t));
       dQs.setZero(), dK.setZero(), dV.setZero(), dW.setZero(), dKt.setZero(), dY.setZero();
@@ -157,11 +159,13 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
         Pd.noalias() -= A * f.Z(n);
         // Probabilities from the saved lse; dS = P (dout . v - delta).
         dS.noalias() = dO.middleRows(s, lq) * V.topRows(e).transpose();
+        if (log_f) block_gate_bias(lay.rowbias, lay.colbias, G.data(), s, lq);
         for (int64_t r = 0; r < lq; ++r) {
           const int64_t len = s + r + 1;
           auto prow = P.row(r).head(len);
-          if (log_f) prow.array() += lay.G[s + r] - Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(lay.G, len);
-          prow = (prow.array() - lse_row[s + r]).exp();
+          if (log_f) prow.array() += lay.rowbias[r] - row_array(lay.colbias, len);
+          prow.array() -= lse_row[s + r];
+          shifted_exp_in_place<S>(prow);
           P.row(r).tail(e - len).setZero();
           dS.row(r).array() = P.row(r).array() * (dS.row(r).array() - lay.delta[s + r]);
         }
@@ -170,7 +174,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
           for (int64_t r = 0; r < lq; ++r) lay.dG[s + r] += dS.row(r).sum();
           Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>(lay.dG, e) -= dS.colwise().sum();
         }
-        // Cross blocks, left to right: S_m = X_m Kt_m^T and X_{m-1} = X_m - (X_m W_m^T) Y_m.
+        // Cross blocks, left to right: S_m = X_m Kt_m^T and X_{m-1} = X_m P_m (dense or factored).
         S* xi = lay.xi0;  // gradient w.r.t. X_{m-1} (unused for m = 0)
         S* nx = lay.xi1;
         for (int64_t m = 0; m < n; ++m) {
@@ -231,7 +235,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
     }
 }
 
-#define SB_PATH_BACKWARD_INSTANTIATE(S)                                                          \
+#define SB_PATH_BACKWARD_INSTANTIATE(S)                                                           \
   template void blockwise_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,       \
                                       const S*, const S*, const S*, const S*, const S*, const S*, \
                                       int64_t, int64_t, int64_t, int64_t, S, int64_t, S*);

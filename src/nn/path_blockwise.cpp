@@ -14,20 +14,23 @@ namespace {
 template <class S>
 struct ForwardLayout {
   BlockFactors<S> f;
-  S* beta = nullptr;   // [T]
-  S* G = nullptr;      // [T] gate prefix sums
-  S* qs = nullptr;     // [L, Dh] scaled queries of the current block
-  S* a = nullptr;      // [L, L]  lower(Qs W^T) of the current block
-  S* x = nullptr;      // [L, Dh] queries transported to the end of the key block being scored
-  S* xw = nullptr;     // [L, max(L, Dh)] X W^T (factored) or X P (dense transport)
-  S* strip = nullptr;  // [L, T] logits, then probabilities, of the current query block
-  S* rowsum = nullptr; // [L]
+  S* beta = nullptr;     // [T]
+  S* rowbias = nullptr;  // [L] gate bias of the query rows (block_gate_bias)
+  S* colbias = nullptr;  // [T] gate bias of the key columns
+  S* qs = nullptr;       // [L, Dh] scaled queries of the current block
+  S* a = nullptr;        // [L, L]  lower(Qs W^T) of the current block
+  S* x = nullptr;        // [L, Dh] queries transported to the end of the key block being scored
+  S* xw = nullptr;       // [L, max(L, Dh)] X W^T (factored) or X P (dense transport)
+  S* strip = nullptr;    // [L, T] logits, then probabilities, of the current query block
+  S* rowsum = nullptr;   // [L]
 
   void layout(Arena<S>& ar, int64_t T, int64_t Dh, int64_t L) {
     L = std::min(L, T);
     f.layout(ar, T, Dh, L);
-    beta = ar.take(T), G = ar.take(T), qs = ar.take(L * Dh), a = ar.take(L * L);
-    x = ar.take(L * Dh), xw = ar.take(L * std::max(L, Dh)), strip = ar.take(L * T), rowsum = ar.take(L);
+    beta = ar.take(T), rowbias = ar.take(L), colbias = ar.take(T), qs = ar.take(L * Dh),
+    a = ar.take(L * L);
+    x = ar.take(L * Dh), xw = ar.take(L * std::max(L, Dh)), strip = ar.take(L * T),
+    rowsum = ar.take(L);
   }
 };
 
@@ -47,13 +50,14 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
   ForwardLayout<S> lay;
   lay.layout(arena, T, Dh, L);
   const BlockFactors<S>& f = lay.f;
+  std::vector<double> G(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto Q = head_view(q, b, h, T, H, Dh), K = head_view(k, b, h, T, H, Dh);
       const auto V = head_view(v, b, h, T, H, Dh), W = head_view(w, b, h, T, H, Dh);
       auto O = head_view_mut(out, b, h, T, H, Dh);
       S* lse_row = lse + (b * H + h) * T;
-      gather_beta_gate(lay.beta, lay.G, beta, log_f, b, h, T, H);
+      gather_beta_gate(lay.beta, G.data(), beta, log_f, b, h, T, H);
       compute_block_factors(f, W, K, lay.beta);
       for (int64_t n = 0; n < f.nblocks; ++n) {
         const int64_t s = f.start(n), lq = f.size(n), e = s + lq;
@@ -85,12 +89,14 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
           }
         }
         // Gate, causal mask, softmax.
+        if (log_f) block_gate_bias(lay.rowbias, lay.colbias, G.data(), s, lq);
         for (int64_t r = 0; r < lq; ++r) {
           const int64_t len = s + r + 1;
           auto row = St.row(r).head(len);
-          if (log_f) row.array() += lay.G[s + r] - Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(lay.G, len);
+          if (log_f) row.array() += lay.rowbias[r] - row_array(lay.colbias, len);
           const S mx = row.maxCoeff();
-          row = (row.array() - mx).exp();
+          row.array() -= mx;
+          shifted_exp_in_place<S>(row);
           const S l = row.sum();
           lay.rowsum[r] = l;
           lse_row[s + r] = mx + std::log(l);
@@ -103,9 +109,10 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
     }
 }
 
-#define SB_PATH_BLOCKWISE_INSTANTIATE(S)                                                         \
-  template void blockwise_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*,    \
-                                     const S*, int64_t, int64_t, int64_t, int64_t, S, int64_t, S*);
+#define SB_PATH_BLOCKWISE_INSTANTIATE(S)                                                       \
+  template void blockwise_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*, \
+                                     const S*, int64_t, int64_t, int64_t, int64_t, S, int64_t, \
+                                     S*);
 SB_PATH_BLOCKWISE_INSTANTIATE(float)
 SB_PATH_BLOCKWISE_INSTANTIATE(double)
 #undef SB_PATH_BLOCKWISE_INSTANTIATE

@@ -14,7 +14,6 @@ template <class S>
 struct DirectLayout {
   S* scores = nullptr;  // [T, T] logits s_ij (row i = query), then probabilities
   S* beta = nullptr;    // [T]
-  S* G = nullptr;       // [T] gate prefix sums
   S* kt = nullptr;      // [Dh] the key being pushed
   // backward only
   S* pulled = nullptr;  // [T, Dh] row t: H_{t+1}..H_i q_i for the current query i
@@ -27,7 +26,7 @@ struct DirectLayout {
   S* delta = nullptr;   // [T] dout_i . out_i
 
   void layout(Arena<S>& a, int64_t T, int64_t Dh, bool backward) {
-    scores = a.take(T * T), beta = a.take(T), G = a.take(T), kt = a.take(Dh);
+    scores = a.take(T * T), beta = a.take(T), kt = a.take(Dh);
     if (!backward) return;
     pulled = a.take(T * Dh), dq = a.take(T * Dh), dk = a.take(T * Dh), dv = a.take(T * Dh);
     dw = a.take(T * Dh), dbeta = a.take(T), dG = a.take(T), delta = a.take(T);
@@ -37,15 +36,15 @@ struct DirectLayout {
 // Fills rows of `scores` with s_ij (j <= i) for one head, pushing each key forward.
 template <class S>
 void direct_scores(MapM<S>& Sc, Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>& kt,
-                   const CStrided<S>& Q, const CStrided<S>& K, const CStrided<S>& W,
-                   const S* beta, const S* G, S scale) {
+                   const CStrided<S>& Q, const CStrided<S>& K, const CStrided<S>& W, const S* beta,
+                   const double* G, S scale) {
   const int64_t T = Q.rows();
   for (int64_t j = 0; j < T; ++j) {
     kt = K.row(j);
     Sc(j, j) = scale * Q.row(j).dot(kt);
     for (int64_t i = j + 1; i < T; ++i) {
       kt -= (beta[i] * W.row(i).dot(kt)) * W.row(i);
-      Sc(i, j) = scale * Q.row(i).dot(kt) + (G[i] - G[j]);
+      Sc(i, j) = scale * Q.row(i).dot(kt) + static_cast<S>(G[i] - G[j]);
     }
   }
 }
@@ -71,13 +70,14 @@ void direct_forward(S* out, S* lse, const S* q, const S* k, const S* v, const S*
   lay.layout(arena, T, Dh, false);
   MapM<S> Sc(lay.scores, T, T);
   Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>> kt(lay.kt, Dh);
+  std::vector<double> G(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto Q = head_view(q, b, h, T, H, Dh), K = head_view(k, b, h, T, H, Dh);
       const auto V = head_view(v, b, h, T, H, Dh), W = head_view(w, b, h, T, H, Dh);
       auto O = head_view_mut(out, b, h, T, H, Dh);
-      gather_beta_gate(lay.beta, lay.G, beta, log_f, b, h, T, H);
-      direct_scores(Sc, kt, Q, K, W, lay.beta, lay.G, scale);
+      gather_beta_gate(lay.beta, G.data(), beta, log_f, b, h, T, H);
+      direct_scores(Sc, kt, Q, K, W, lay.beta, G.data(), scale);
       S* lse_row = lse + (b * H + h) * T;
       for (int64_t i = 0; i < T; ++i) {
         auto row = Sc.row(i).head(i + 1);
@@ -101,6 +101,7 @@ void direct_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* d
   MapM<S> Sc(lay.scores, T, T), A(lay.pulled, T, Dh);
   MapM<S> dQ(lay.dq, T, Dh), dK(lay.dk, T, Dh), dV(lay.dv, T, Dh), dW(lay.dw, T, Dh);
   Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>> kt(lay.kt, Dh);
+  std::vector<double> G(static_cast<size_t>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const auto Q = head_view(q, b, h, T, H, Dh), K = head_view(k, b, h, T, H, Dh);
@@ -108,8 +109,8 @@ void direct_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* d
       const auto O = head_view(out, b, h, T, H, Dh), dO = head_view(dout, b, h, T, H, Dh);
       const S* lse_row = lse + (b * H + h) * T;
       const S* be = lay.beta;
-      gather_beta_gate(lay.beta, lay.G, beta, log_f, b, h, T, H);
-      direct_scores(Sc, kt, Q, K, W, lay.beta, lay.G, scale);
+      gather_beta_gate(lay.beta, G.data(), beta, log_f, b, h, T, H);
+      direct_scores(Sc, kt, Q, K, W, lay.beta, G.data(), scale);
       dQ.setZero(), dK.setZero(), dV.setZero(), dW.setZero();
       std::fill(lay.dbeta, lay.dbeta + T, S(0));
       std::fill(lay.dG, lay.dG + T, S(0));
@@ -150,12 +151,12 @@ void direct_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* d
     }
 }
 
-#define SB_PATH_DIRECT_INSTANTIATE(S)                                                            \
-  template void direct_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*,       \
-                                  const S*, int64_t, int64_t, int64_t, int64_t, S, S*);           \
-  template void direct_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,          \
-                                   const S*, const S*, const S*, const S*, const S*, const S*,    \
-                                   int64_t, int64_t, int64_t, int64_t, S, S*);
+#define SB_PATH_DIRECT_INSTANTIATE(S)                                                              \
+  template void direct_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*,        \
+                                  const S*, int64_t, int64_t, int64_t, int64_t, S, S*);            \
+  template void direct_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, \
+                                   const S*, const S*, const S*, const S*, const S*, int64_t,      \
+                                   int64_t, int64_t, int64_t, S, S*);
 SB_PATH_DIRECT_INSTANTIATE(float)
 SB_PATH_DIRECT_INSTANTIATE(double)
 #undef SB_PATH_DIRECT_INSTANTIATE

@@ -5,7 +5,9 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -38,7 +40,8 @@ struct Arena {
   }
 };
 
-inline void check_shapes(int64_t B, int64_t T, int64_t H, int64_t Dh, PathForm form, int64_t block) {
+inline void check_shapes(int64_t B, int64_t T, int64_t H, int64_t Dh, PathForm form,
+                         int64_t block) {
   if (B < 1 || T < 1 || H < 1 || Dh < 1)
     fail("path attention: bad shape (B, T, H, Dh) = ({}, {}, {}, {})", B, T, H, Dh);
   if (form == PathForm::Blockwise && block < 1) fail("path attention: bad block size '{}'", block);
@@ -59,18 +62,45 @@ Strided<S> head_view_mut(S* x, int64_t b, int64_t h, int64_t T, int64_t H, int64
   return Strided<S>(x + head_offset(b, h, T, H, Dh), T, Dh, Eigen::OuterStride<>(H * Dh));
 }
 
-// Copies beta (and, if present, the inclusive prefix sum G_t = sum_{s<=t} log_f_s, summed in
+// Copies beta (and, if present, the inclusive prefix sum G_t = sum_{s<=t} log_f_s, kept in
 // double) of head (b, h) into contiguous [T] vectors. Without a gate G stays all zero.
 template <class S>
-void gather_beta_gate(S* beta_out, S* G_out, const S* beta, const S* log_f, int64_t b, int64_t h,
-                      int64_t T, int64_t H) {
+void gather_beta_gate(S* beta_out, double* G_out, const S* beta, const S* log_f, int64_t b,
+                      int64_t h, int64_t T, int64_t H) {
   const int64_t off = scalar_offset(b, h, T, H);
   double acc = 0;
   for (int64_t t = 0; t < T; ++t) {
     beta_out[t] = beta[off + t * H];
     if (log_f) acc += static_cast<double>(log_f[off + t * H]);
-    G_out[t] = static_cast<S>(acc);
+    G_out[t] = acc;
   }
+}
+
+// Gate bias of query block [s, s + lq) relative to its start, rounded to S only after the
+// subtraction so float keeps the precision of nearby keys at any T:
+//   G_{s+r} - G_j = rowbias[r] - colbias[j],  rowbias[r] = G_{s+r} - G_s,  colbias[j] = G_j - G_s.
+template <class S>
+void block_gate_bias(S* rowbias, S* colbias, const double* G, int64_t s, int64_t lq) {
+  for (int64_t r = 0; r < lq; ++r) rowbias[r] = static_cast<S>(G[s + r] - G[s]);
+  for (int64_t j = 0; j < s + lq; ++j) colbias[j] = static_cast<S>(G[j] - G[s]);
+}
+
+// A read-only [n] row array over contiguous memory.
+template <class S>
+Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>> row_array(const S* p, int64_t n) {
+  return Eigen::Map<const Eigen::Array<S, 1, Eigen::Dynamic>>(p, n);
+}
+
+// exp(x) for logits already shifted to <= 0, with results below 3 x the smallest normal number
+// set to exactly 0: no subnormal probabilities (slow in the GEMMs that follow) under strong gates.
+// Clamp, Eigen's vectorised exp, then a blend loop the compiler vectorises. `row` is contiguous.
+template <class S, class Row>
+void shifted_exp_in_place(Row&& row) {
+  static const S floor = std::log(std::numeric_limits<S>::min()) + S(1);  // exp(floor) = e min
+  const S tiny = 3 * std::numeric_limits<S>::min();
+  row = row.array().max(floor).exp();
+  S* x = row.data();
+  for (int64_t i = 0, n = row.size(); i < n; ++i) x[i] = x[i] < tiny ? S(0) : x[i];
 }
 
 // dlog_f_s += sum_{t >= s} dG_t (the gradient of the prefix sum), for head (b, h).
@@ -84,8 +114,8 @@ void scatter_gate_grad(S* dlog_f, const S* dG, int64_t b, int64_t h, int64_t T, 
   }
 }
 
-// Per-block UT factors of one head in the Blockwise form. Block n covers rows [n L, min(T, n L + L)).
-// For block rows W (Ln x Dh), keys K, D = diag(beta):
+// Per-block UT factors of one head in the Blockwise form. Block n covers the rows
+// [n L, min(T, n L + L)). For block rows W (Ln x Dh), keys K, D = diag(beta):
 //   Tinv = (I + strictLower(D W W^T))^{-1} D    (Ln x Ln, lower)   so H_{Ln-1}..H_0 = I - W^T Y
 //   Y    = Tinv W                               (Ln x Dh)
 //   Z    = Tinv strictLower(W K^T)              (Ln x Ln, strictly lower)
@@ -183,10 +213,10 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
                        const S* beta, const S* log_f, int64_t B, int64_t T, int64_t H, int64_t Dh,
                        S scale, int64_t L, S* ws);
 template <class S>
-void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
-                        const S* q, const S* k, const S* v, const S* w, const S* beta,
-                        const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
-                        int64_t H, int64_t Dh, S scale, int64_t L, S* ws);
+void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout, const S* q,
+                        const S* k, const S* v, const S* w, const S* beta, const S* log_f,
+                        const S* out, const S* lse, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                        S scale, int64_t L, S* ws);
 
 // Adds a contiguous T x Dh buffer into a (b, h) slice of a [B, T, H, Dh] tensor (skip if null).
 template <class S>

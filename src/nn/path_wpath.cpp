@@ -112,12 +112,12 @@ void path_beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, S beta_max
   }
 }
 
-#define SB_PATH_WPATH_INSTANTIATE(S)                                                             \
-  template void path_wpath_forward<S>(S*, S*, const S*, const S*, const S*, int64_t, int64_t,     \
-                                      int64_t, int64_t, S);                                       \
-  template void path_wpath_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*,        \
-                                       int64_t, int64_t, int64_t, int64_t, S);                    \
-  template void path_beta_forward<S>(S*, const S*, int64_t, S);                                   \
+#define SB_PATH_WPATH_INSTANTIATE(S)                                                          \
+  template void path_wpath_forward<S>(S*, S*, const S*, const S*, const S*, int64_t, int64_t, \
+                                      int64_t, int64_t, S);                                   \
+  template void path_wpath_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*,    \
+                                       int64_t, int64_t, int64_t, int64_t, S);                \
+  template void path_beta_forward<S>(S*, const S*, int64_t, S);                               \
   template void path_beta_backward<S>(S*, const S*, const S*, int64_t, S);
 SB_PATH_WPATH_INSTANTIATE(float)
 SB_PATH_WPATH_INSTANTIATE(double)
