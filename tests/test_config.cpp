@@ -1,6 +1,6 @@
 // test_config.cpp: YAML config mapping: defaults, round trip through to_yaml, every error path
 // (unknown keys with suggestions, wrong types, ranges, --set, cross-field), fingerprint, and the
-// shipped experiments/*.yaml files.
+// shipped experiments/configs/*.yaml files.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -270,7 +270,7 @@ TEST(Config, FingerprintIgnoresOnlyNonSemanticKeys) {
 }
 
 TEST(Config, ShippedExperimentsLoad) {
-  const std::string dir = std::string(SB_SOURCE_DIR) + "/experiments";
+  const std::string dir = std::string(SB_SOURCE_DIR) + "/experiments/configs";
   const TrainConfig ff = load_config(dir + "/flipflop_ref.yaml");
   EXPECT_EQ(ff.model.n_layers, 1);
   EXPECT_EQ(ff.model.n_heads, 2);

@@ -10,6 +10,8 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "sweep/plan.hpp"
+#include "sweep/study.hpp"
+#include "tasks/registry.hpp"
 
 namespace sb::sweep {
 namespace {
@@ -343,3 +345,29 @@ TEST(SweepScheduler, RestoreThenSettleReusesFinishedDepths) {
 
 }  // namespace
 }  // namespace sb::sweep
+
+// Every study shipped in experiments/ expands into a valid plan: each cell's config loads and its
+// task (with every eval split and length) builds.
+TEST(ShippedStudies, EveryStudyPlans) {
+  sb::TaskRegistry tasks;
+  sb::register_builtin_tasks(tasks);
+  const auto check = [&](const sb::TrainConfig& c) {
+    const auto task = tasks.create(c.task.name, c.task.params);
+    for (const auto& e : c.task.eval) {
+      auto params = c.task.params;
+      if (e.length > 0) params["length"] = std::to_string(e.length);
+      tasks.create(c.task.name, params)->split_index(e.split);
+    }
+    return sb::sweep::TaskShape{task->seq_len(), task->vocab_size()};
+  };
+  int studies = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(SB_SOURCE_DIR) + "/experiments")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    const sb::sweep::Study study = sb::sweep::load_study(entry.path().string());
+    const sb::sweep::Plan plan = sb::sweep::make_plan(study, check);
+    EXPECT_GT(plan.cells.size(), 0u);
+    ++studies;
+  }
+  EXPECT_GE(studies, 1);
+}
