@@ -162,6 +162,10 @@ class Trainer {
                                     tokens / std::max(elapsed, 1e-9),
                                     fmt_duration(elapsed / static_cast<double>(done - start) * (steps - done))));
       progress.update(done);
+      if (opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step && done < steps) {
+        save_checkpoint(ckpt, cfg_, TrainState{done, {}}, engine_->model().params(), engine_->optimizer());
+        return {"interrupted", done, 1};
+      }
       if (reached && cfg_.train.target_accuracy > 0 && done < steps) {
         status = "early_stopped";
         ++step;

@@ -15,10 +15,13 @@ struct TrainOptions {
   bool resume = false;       // continue from out_dir/checkpoint.bin if present
   std::string command;       // the command line, for provenance
   bool progress = true;      // progress line on stderr
+  // Stop after this many steps as a crash would (checkpoint written, no summary); 0 = off.
+  // Lets tests prove that resuming equals the uninterrupted run.
+  int64_t interrupt_at_step = 0;
 };
 
 struct TrainOutcome {
-  std::string status;        // completed, early_stopped, diverged, failed, already_finished
+  std::string status;        // completed, early_stopped, diverged, failed, already_finished, interrupted
   int64_t steps = 0;
   int exit_code = 0;         // 0 completed/early stopped/already finished, 1 diverged/failed
 };
