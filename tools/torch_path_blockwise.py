@@ -3,10 +3,11 @@
 by the blockwise UT form of shared/spec/path-attention.md, for timing baselines (torch_train_bench.py).
 
 No Python loop over T and no [T, T, Dh] tensor: one loop over block distances (T / block steps) that
-transports all query blocks at once through one more block product. Memory is O(T^2) per head (the
-score matrix, as in eager softmax attention) plus O(T^2 Dh / block) of transported queries kept for
-autograd. `python3 tools/torch_path_blockwise.py --check` compares it in float64 (output and every
-input gradient) with tools/torch_reference.py's explicit-product path_attention; exits 1 above 1e-8.
+transports all query blocks at once through one more block product, and only the causal block
+triangle of the logits is formed. Memory: O(T^2 / 2) logits per head plus O(T^2 Dh / block) of
+transported queries kept for autograd. `python3 tools/torch_path_blockwise.py --check` compares it in
+float64 (output and every input gradient) with tools/torch_reference.py's explicit-product
+path_attention and exits 1 above a relative error of 1e-8.
 
 Conventions (as statebench): q, k, v, w [B, T, H, Dh], beta and log_f [B, T, H];
 s_ij = q_i . (H_i ... H_{j+1} k_j) / sqrt(Dh) + sum_{s=j+1..i} log f_s (gate term unscaled),
@@ -15,8 +16,8 @@ H_t = I - beta_t w_t w_t^T. Per block of L tokens (rows w_a, D = diag(beta)):
   intra-block logits lower(Q K^T) - lower(Q W^T) Tinv strictLower(W K^T),
   queries pulled back to the block start  Qs = Q - (lower(Q W^T) Tinv) W,
   keys pushed to the block end            Ke = K - (strictLower(W K^T)^T Tinv^T) W,
-and for key block m < query block c: S[c, m] = Qs_c P_{c-1}^T-side ... i.e. (Qs_c P_{c-1} ... P_{m+1}) Ke_m^T
-with queries as row vectors (G P = G - ((G W^T) Tinv) W).
+and for key block m < query block c (queries as row vectors, G P = G - ((G W^T) Tinv) W):
+  S[c, m] = (Qs_c P_{c-1} P_{c-2} ... P_{m+1}) Ke_m^T.
 """
 import argparse
 import math
@@ -42,16 +43,21 @@ def _to_blocks(x, n, L):
     return x.reshape((B, H, n, L) + tuple(rest))
 
 
-def path_scores_blockwise(q, k, w, beta, log_f=None, block=32, scale=None, dense_transport=None):
-    """PaTH attention logits (scaled, gated, NOT masked) [B, H, Tp, Tp], Tp = T rounded up to `block`.
+def _upcast(x):
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
-    Computes in the dtype of q (callers choose: float64 for checks, float32 for bf16 training).
-    dense_transport: None = dense Dh x Dh block products when Dh <= 2 * block, else factored.
+
+def path_logit_blocks(q, k, w, beta, log_f=None, block=32, scale=None, dense_transport=None):
+    """PaTH(-FoX) logits by block diagonals: a list whose entry delta is [B, H, n - delta, L, L], the
+    (scaled, gated) logits of query block c = delta..n-1 against key block c - delta; entry 0 is
+    causally masked with -inf. n = ceil(T / L), L = block; the last block is zero-padded.
+
+    Computes in the dtype of q (float64 for checks, float32 for bf16 training; the triangular solve in
+    fp32 at least). dense_transport: None = dense Dh x Dh block products when Dh <= 2 * block.
     """
     B, T, H, Dh = q.shape
     L = int(block)
     n = (T + L - 1) // L
-    Tp = n * L
     if scale is None:
         scale = 1.0 / math.sqrt(Dh)
     if dense_transport is None:
@@ -62,20 +68,20 @@ def path_scores_blockwise(q, k, w, beta, log_f=None, block=32, scale=None, dense
     wb = _to_blocks(w.to(dt), n, L)
     bb = _to_blocks(beta.to(dt), n, L)    # [B, H, n, L]
 
-    eye = torch.eye(L, dtype=dt, device=dev)
     lower = torch.ones(L, L, dtype=torch.bool, device=dev).tril()
     strict = lower.tril(-1)
     wt = wb.transpose(-1, -2)                                            # [B, H, n, Dh, L]
-    # Tinv = (I + strictLower(D W W^T))^{-1} D, a unit lower-triangular solve per block (fp32 at least).
+    # Tinv = (I + strictLower(D W W^T))^{-1} D: a unit lower-triangular solve per block.
     solve_dt = torch.float64 if dt == torch.float64 else torch.float32
-    A = eye.to(solve_dt) + (bb[..., :, None] * (wb @ wt)).to(solve_dt).masked_fill(~strict, 0.0)
-    Ainv = torch.linalg.solve_triangular(A, eye.to(solve_dt).expand_as(A), upper=False, unitriangular=True)
+    eye = torch.eye(L, dtype=solve_dt, device=dev)
+    A = eye + (bb[..., :, None] * (wb @ wt)).to(solve_dt).masked_fill(~strict, 0.0)
+    Ainv = torch.linalg.solve_triangular(A, eye.expand_as(A), upper=False, unitriangular=True)
     tinv = (Ainv * bb.to(solve_dt)[..., None, :]).to(dt)                  # [B, H, n, L, L], column b * beta_b
 
     qw = (qb @ wt).masked_fill(~lower, 0.0)                               # [.., i, a]  a <= i
     wk = (wb @ kb.transpose(-1, -2)).masked_fill(~strict, 0.0)            # [.., b, j]  b > j
     qwt = qw @ tinv                                                       # [.., i, b]
-    diag0 = qb @ kb.transpose(-1, -2) - qwt @ wk                          # intra-block logits
+    diags = [qb @ kb.transpose(-1, -2) - qwt @ wk]                        # intra-block logits
     q_start = qb - qwt @ wb                                               # queries at their block start
     k_end = kb - (wk.transpose(-1, -2) @ tinv.transpose(-1, -2)) @ wb     # keys at their block end
 
@@ -87,52 +93,54 @@ def path_scores_blockwise(q, k, w, beta, log_f=None, block=32, scale=None, dense
         def transport(g, lo, hi):
             return g - ((g @ wt[:, :, lo:hi]) @ tinv[:, :, lo:hi]) @ wb[:, :, lo:hi]
 
-    # Diagonal delta holds S[c, c - delta] for c = delta..n-1, left-padded with delta empty blocks.
-    diags = [diag0]
     g = q_start[:, :, 1:]  # delta = 1: query blocks c = 1..n-1, not yet transported
     for delta in range(1, n):
-        s = g @ k_end[:, :, : n - delta].transpose(-1, -2)               # [B, H, n - delta, L, L]
-        diags.append(torch.cat([s.new_zeros(B, H, delta, L, L), s], dim=2))
+        diags.append(g @ k_end[:, :, : n - delta].transpose(-1, -2))     # [B, H, n - delta, L, L]
         if delta + 1 < n:  # blocks c = delta+1..n-1 move through P_{c - delta}
             g = transport(g[:, :, 1:], 1, n - delta)
-    stacked = torch.stack(diags, dim=3)                                   # [B, H, n(c), n(delta), L, L]
-    idx = torch.arange(n, device=dev)
-    delta_of = (idx[:, None] - idx[None, :]).clamp(min=0)                 # [c, m] -> c - m (masked later)
-    s = stacked[:, :, idx[:, None], delta_of]                             # [B, H, n(c), n(m), L, L]
-    s = s.permute(0, 1, 2, 4, 3, 5).reshape(B, H, Tp, Tp)
-    if log_f is not None:
-        lf = log_f.to(dt).transpose(1, 2)                                 # [B, H, T]
-        if Tp > T:
-            lf = torch.cat([lf, lf.new_zeros(B, H, Tp - T)], dim=2)
-        c = lf.cumsum(dim=-1)
-        s = s + (c[..., :, None] - c[..., None, :])
-    return s
+    if log_f is not None:  # + sum_{s=j+1..i} log f_s = cum_i - cum_j
+        cum = _to_blocks(log_f.to(dt)[..., None], n, L)[..., 0].cumsum(dim=-1)  # within-block cumsum
+        cum = cum + F.pad(cum[:, :, :-1, -1].cumsum(dim=-1), (1, 0))[..., None]  # + earlier blocks
+        diags = [d + (cum[:, :, delta:, :, None] - cum[:, :, : n - delta, None, :]) for delta, d in enumerate(diags)]
+    diags[0] = diags[0].masked_fill(~lower, float("-inf"))
+    return diags
 
 
 def path_attention_blockwise(q, k, v, w, beta, log_f=None, block=32, scores="fp32", dense_transport=None):
     """PaTH(-FoX) causal attention output [B, T, H, Dh] from q, k, v, w [B, T, H, Dh], beta, log_f [B, T, H].
 
-    scores="fp32": the logits (UT solve, transports, scores, softmax) run in float32 with autocast off
-    (float64 inputs stay float64); "autocast": they follow the ambient autocast / input dtype, only
-    the triangular solve is kept in fp32. The final probabilities @ V follows autocast / v's dtype.
+    Only the causal block triangle is computed (softmax over the block diagonals, P V per diagonal).
+    scores="fp32": logits and softmax run in float32 with autocast off (float64 inputs stay float64);
+    "autocast": the logits follow the ambient autocast / input dtype (the triangular solve stays fp32).
+    The probabilities @ V follow autocast / v's dtype, summed over diagonals in fp32 or better.
     """
     B, T, H, Dh = q.shape
     dev = q.device.type
     if scores == "fp32":
         dt = torch.float64 if q.dtype == torch.float64 else torch.float32
         with _no_autocast(dev):
-            s = path_scores_blockwise(q.to(dt), k.to(dt), w.float() if dt != torch.float64 else w,
-                                      beta.float() if dt != torch.float64 else beta,
+            diags = path_logit_blocks(q.to(dt), k.to(dt), w.to(dt), beta.to(dt),
                                       None if log_f is None else log_f.to(dt), block, dense_transport=dense_transport)
     elif scores == "autocast":
-        s = path_scores_blockwise(q, k, w, beta, log_f, block, dense_transport=dense_transport)
+        diags = path_logit_blocks(_upcast(q), _upcast(k), _upcast(w), _upcast(beta),  # matmuls still autocast
+                                  None if log_f is None else _upcast(log_f), block, dense_transport=dense_transport)
     else:
         raise ValueError(f"path_attention_blockwise: scores must be 'fp32' or 'autocast', got '{scores}'")
-    Tp = s.shape[-1]
-    causal = torch.ones(Tp, Tp, dtype=torch.bool, device=q.device).tril()
-    p = s.float() if s.dtype != torch.float64 else s
-    p = p.masked_fill(~causal, float("-inf")).softmax(dim=-1)[:, :, :T, :T]
-    out = p.to(v.dtype) @ v.transpose(1, 2)                               # [B, H, T, Dh]
+    n, L = diags[0].shape[2], diags[0].shape[3]
+    with _no_autocast(dev):  # row log-sum-exp over all diagonals, then probabilities per diagonal
+        diags = [_upcast(d) for d in diags]
+        lse = [torch.logsumexp(d, dim=-1) for d in diags]                # [B, H, n - delta, L]
+        lse = torch.logsumexp(torch.stack([F.pad(x, (0, 0, delta, 0), value=float("-inf"))
+                                           for delta, x in enumerate(lse)]), dim=0)  # [B, H, n, L]
+        probs = [torch.exp(d - lse[:, :, delta:, :, None]) for delta, d in enumerate(diags)]
+    vb = _to_blocks(v, n, L)                                              # [B, H, n, L, Dh]
+    out = None
+    for delta, p in enumerate(probs):
+        part = _upcast(p.to(vb.dtype) @ vb[:, :, : n - delta])            # [B, H, n - delta, L, Dh]
+        if delta:
+            part = F.pad(part, (0, 0, 0, 0, delta, 0))
+        out = part if out is None else out + part
+    out = out.reshape(B, H, n * L, Dh)[:, :, :T].to(v.dtype)
     return out.transpose(1, 2)
 
 
