@@ -404,9 +404,8 @@ def bench(a):
         torch.set_num_threads(a.threads)
     if a.dtype == "bf16" and dev.type != "cuda":
         print("note: bf16 autocast on the CPU", file=sys.stderr)
-    if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = a.dtype == "tf32"
-        torch.backends.cudnn.allow_tf32 = a.dtype == "tf32"
+    if dev.type == "cuda":  # the public switch in 1.12+ and 2.x ("high" = TF32 matmuls)
+        torch.set_float32_matmul_precision("high" if a.dtype == "tf32" else "highest")
     torch.manual_seed(a.seed)
     model = Model(a)
     model.init_params(a.seed)
