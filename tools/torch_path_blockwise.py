@@ -173,7 +173,8 @@ def _check(verbose=True):
                     dout = torch.randn(B, T, H, Dh, generator=gen, dtype=dt)
                     inputs = [q, k, v, w, beta] + ([log_f] if gate else [])
                     names = ["out", "dq", "dk", "dv", "dw", "dbeta"] + (["dlog_f"] if gate else [])
-                    ref = _grads(lambda *a: torch_reference.path_attention(*a[:5], a[5] if gate else None), inputs, dout)
+                    ref = _grads(lambda *a: torch_reference.path_attention(*a[:5], a[5] if gate else None),
+                                 inputs, dout)
                     for dense in (True, False):
                         got = _grads(lambda *a: path_attention_blockwise(*a[:5], a[5] if gate else None, block=block,
                                                                          dense_transport=dense), inputs, dout)

@@ -17,9 +17,13 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# libgomp reads this when torch loads: sleeping (not spinning) idle OpenMP threads keep a 2-core box
+# shared with other work from stalling every parallel op (see tools/README.md). Set it to override.
+OMP_WAIT_POLICY = os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_path_blockwise import path_attention_blockwise  # noqa: E402
@@ -282,6 +286,8 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check", action="store_true", help="float64 model vs tools/torch_reference.py, then exit")
     a = ap.parse_args(argv)
+    if a.layers and a.n_layers is None:
+        a.n_layers = len(a.layers.split(","))
     base = dict(DEFAULTS, **(PRESETS[a.preset] if a.preset else {}))
     for key, value in base.items():
         if getattr(a, key) is None:
@@ -293,6 +299,9 @@ def parse_args(argv=None):
     a.layer_kinds = a.layers.split(",") if a.layers else [a.attention] * a.n_layers
     if len(a.layer_kinds) != a.n_layers:
         ap.error(f"--layers names {len(a.layer_kinds)} kinds for --n-layers {a.n_layers}")
+    for kind in a.layer_kinds:
+        if kind not in ("path", "rope", "nope", "fox", "path_fox"):
+            ap.error(f"--layers: unknown attention '{kind}' (path, rope, nope, fox, path_fox)")
     if a.sdpa and not hasattr(F, "scaled_dot_product_attention"):
         a.sdpa = False  # PyTorch 1.x
     return a
@@ -315,7 +324,7 @@ def check():
     worst, runs = 0.0, 0
     for idx, extra in enumerate(CHECK_CONFIGS):
         argv = ["--d-model", "16", "--n-heads", "2", "--rank", "4", "--block", "4", "--vocab", "7", "--T", "11",
-                "--batch", "2", "--mlp-ratio", "2", "--n-layers", "2"]
+                "--batch", "2", "--mlp-ratio", "2"]
         for key, value in extra.items():
             flag = "--" + key.replace("_", "-")
             argv += [flag] if value is True else [flag, str(value)]
@@ -474,7 +483,8 @@ def bench(a):
         "sdpa": a.sdpa, "compile": a.compile, "adamw": a.adamw, "grad_clip": a.grad_clip, "warmup": a.warmup,
         "steps": a.steps, "ms_per_step": mean_ms, "ms_per_step_median": statistics.median(times_ms),
         "ms_per_step_min": min(times_ms), "tokens_per_s": tokens / (mean_ms / 1e3), "wall_s": wall_s,
-        "final_loss": float(loss), "torch": torch.__version__, "blas": blas_libraries(), "python": platform.python_version(),
+        "final_loss": float(loss), "torch": torch.__version__, "python": platform.python_version(),
+        "blas": blas_libraries(), "omp_wait_policy": OMP_WAIT_POLICY,
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
     }
     if dev.type == "cuda":
