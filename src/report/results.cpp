@@ -177,7 +177,8 @@ void read_manifest(Study& study, const fs::path& file, const LoadOptions& option
     if (!m.IsMap()) fail("expected a JSON object");
     StudyInfo& info = study.info;
     info.has_manifest = true;
-    if (m["study"]) info.name = scalar_text(m["study"]);
+    if (m["name"]) info.name = scalar_text(m["name"]);  // the sweep's manifest: "study" is the file name
+    else if (m["study"]) info.name = scalar_text(m["study"]);
     if (m["protocol"]) info.protocol = scalar_text(m["protocol"]);
     YAML::Node opts = m["protocol_options"] ? m["protocol_options"] : m["options"];
     if (opts && opts.IsMap()) {
@@ -340,6 +341,8 @@ void apply_setting(RunRecord& r, const std::string& key, const std::string& valu
   } else if (key == "optim.lr") {
     const double lr = to_number(value, key);
     if (lr == lr) r.lr = lr;
+  } else if (key == "model.params") {
+    // A derived count (summary.json reports it), not a setting: never part of a model's label.
   } else {
     r.settings[key] = value;
   }
