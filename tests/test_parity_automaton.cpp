@@ -92,6 +92,28 @@ TEST(Parity, FinalLabelOnly) {
   }
 }
 
+TEST(Parity, BosPrecedesTheBits) {
+  for (const char* labels : {"prefix", "final"}) {
+    const auto task = make("parity", {{"length", "20"}, {"bos", "true"}, {"labels", labels}});
+    ASSERT_EQ(task->seq_len(), 21);
+    ASSERT_EQ(task->vocab(), (std::vector<std::string>{"0", "1", "<bos>"}));
+    for (uint64_t k = 0; k < 100; ++k) {
+      const sb::Example ex = task->example("val", 2, k);
+      ASSERT_EQ(ex.input_ids[0], 2);
+      ASSERT_EQ(ex.labels[0], sb::kIgnoreLabel);
+      ASSERT_EQ(ex.score_mask[0], 0);
+      int ones = 0;
+      for (int64_t t = 1; t <= 20; ++t) {
+        ASSERT_TRUE(ex.input_ids[t] == 0 || ex.input_ids[t] == 1);
+        ones += ex.input_ids[t];
+        const bool labelled = std::string(labels) == "prefix" || t == 20;
+        ASSERT_EQ(ex.labels[t], labelled ? ones % 2 : sb::kIgnoreLabel) << t;
+        ASSERT_EQ(ex.score_mask[t], labelled ? 1 : 0);
+      }
+    }
+  }
+}
+
 TEST(Parity, BitsAreUniformAndPositionsIndependent) {
   const auto task = make("parity", {{"length", "40"}});
   const int n = 2000;

@@ -6,9 +6,10 @@
 namespace sb::cli {
 
 void add_bench_command(CLI::App& app, Context& ctx) {
-  CLI::App* bench = app.add_subcommand("bench", "micro-benchmarks (data generation, later training and attention)");
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: task generation, training throughput");
   bench->require_subcommand(1);
   add_bench_tasks(*bench, ctx);
+  add_bench_train(*bench, ctx);
 }
 
 }  // namespace sb::cli

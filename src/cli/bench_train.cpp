@@ -1,0 +1,116 @@
+// bench_train.cpp: `statebench bench train [--device cpu] [--threads N] [--seconds S] [--json F]`:
+// training throughput (tokens/s of full steps: forward, backward, clipping, AdamW) of the two
+// reference models, the same shapes as tools/torch_train_bench.py's presets for a side-by-side.
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "cli/cli.hpp"
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "train/cpu_engine.hpp"
+#include "train/trainer.hpp"
+
+namespace sb::cli {
+
+namespace {
+
+struct Preset {
+  const char* name;
+  const char* yaml;  // a train config
+};
+
+// tools/torch_train_bench.py --preset flipflop_ref / wordproblem_128 build the same models.
+const Preset kPresets[] = {
+    {"flipflop_ref", R"(task: {name: flipflop, params: {length: 512}}
+model: {d_model: 64, n_layers: 1, n_heads: 2, attention: path, mlp: swiglu, mlp_ratio: 4}
+train: {batch_size: 16}
+)"},
+    {"wordproblem_128", R"(task: {name: word_problem, params: {group: S5, length: 128}}
+model: {d_model: 128, n_layers: 2, n_heads: 4, attention: path, mlp: swiglu, mlp_ratio: 4}
+train: {batch_size: 32}
+)"},
+};
+
+struct Result {
+  std::string preset;
+  int64_t B, T, params, steps;
+  double seconds;
+  double tokens_per_s() const { return static_cast<double>(B * T * steps) / seconds; }
+};
+
+Result measure(const Context& ctx, const Preset& p, const std::string& attention, int64_t threads, double seconds) {
+  std::vector<std::string> sets;
+  if (!attention.empty()) sets.push_back("model.attention=" + attention);
+  const TrainConfig cfg = parse_config(p.yaml, sets, p.name);
+  const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
+  const int64_t B = cfg.train.batch_size, T = task->seq_len();
+  CpuEngine engine(cfg.model, cfg.optim, task->vocab_size(), threads);
+  engine.model().init_params(0);
+  std::vector<int32_t> ids(B * T), labels(B * T);
+  std::vector<uint8_t> mask(B * T);
+  fill_examples(*task, 0, 0, 0, B, ids.data(), labels.data(), mask.data());
+  for (int i = 0; i < 2; ++i) engine.train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0);  // warm-up
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  int64_t steps = 0;
+  double elapsed = 0;
+  while (steps < 3 || elapsed < seconds) {
+    engine.train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0);
+    ++steps;
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return {p.name, B, T, engine.model().params().num_params(), steps, elapsed};
+}
+
+void run_bench_train(Context& ctx, const std::string& device, const std::string& attention, int64_t threads,
+                     double seconds, const std::string& json_path) {
+  ctx.load_plugins();
+  if (device != "cpu") fail("--device '{}': this build trains on the cpu only", device);
+  if (!std::isfinite(seconds) || seconds <= 0) fail("--seconds {}: expected a positive duration", seconds);
+  std::unique_ptr<AtomicFile> json;
+  if (!json_path.empty()) json = std::make_unique<AtomicFile>(json_path);
+  const int64_t used = threads > 0 ? threads : static_cast<int64_t>(std::thread::hardware_concurrency());
+  fmt::print("bench train: full training steps (fwd, bwd, clip, AdamW), fp32, {} (statebench {} {})\n",
+             describe_cpu_device(used), STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
+  std::vector<std::vector<std::string>> rows{{"preset", "attention", "B", "T", "params", "steps", "ms/step", "tokens/s"}};
+  std::string out = fmt::format("{{\"device\": \"{}\", \"commit\": \"{}\", \"date\": \"{}\", \"results\": [",
+                                describe_cpu_device(used), STATEBENCH_GIT_COMMIT, utc_now());
+  bool first = true;
+  for (const Preset& p : kPresets) {
+    const Result r = measure(ctx, p, attention, used, seconds);
+    const std::string att = attention.empty() ? "path" : attention;
+    rows.push_back({r.preset, att, std::to_string(r.B), std::to_string(r.T), std::to_string(r.params),
+                    std::to_string(r.steps), fmt::format("{:.1f}", 1e3 * r.seconds / static_cast<double>(r.steps)),
+                    fmt::format("{:.0f}", r.tokens_per_s())});
+    out += fmt::format("{}{{\"preset\": \"{}\", \"attention\": \"{}\", \"B\": {}, \"T\": {}, \"params\": {}, "
+                       "\"steps\": {}, \"seconds\": {:.6f}, \"tokens_per_s\": {:.1f}}}",
+                       first ? "" : ", ", r.preset, att, r.B, r.T, r.params, r.steps, r.seconds, r.tokens_per_s());
+    first = false;
+  }
+  std::fputs(format_table(rows).c_str(), stdout);
+  if (json) {
+    json->write(out + "]}\n");
+    json->commit();
+  }
+}
+
+}  // namespace
+
+void add_bench_train(CLI::App& bench, Context& ctx) {
+  struct Options {
+    std::string device = "cpu", attention, json;
+    int64_t threads = 0;
+    double seconds = 3.0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = bench.add_subcommand("train", "training tokens/s of the flip-flop reference and a word-problem model");
+  cmd->add_option("--device", o->device, "cpu")->capture_default_str();
+  cmd->add_option("--attention", o->attention, "override the attention kind (default path)");
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seconds", o->seconds, "time per model, after 2 warm-up steps")->capture_default_str();
+  cmd->add_option("--json", o->json, "also write the results to this JSON file")->type_name("FILE");
+  cmd->callback([&ctx, o] { run_bench_train(ctx, o->device, o->attention, o->threads, o->seconds, o->json); });
+}
+
+}  // namespace sb::cli
