@@ -82,15 +82,6 @@ std::string groups_json(const Plan& plan, const Scheduler& scheduler) {
 
 }  // namespace
 
-std::string utc_now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string manifest_json(const Plan& plan, const Scheduler& scheduler, const ManifestInfo& info) {
   const Study& study = plan.study;
   // Top-level keys one per line (readable, diff-friendly); nested values on one line each.
@@ -111,7 +102,7 @@ std::string manifest_json(const Plan& plan, const Scheduler& scheduler, const Ma
   line("metric", json_quote(plan.metric));
   line("axes", axes_json(study));
   line("started", json_quote(info.started));
-  line("updated", json_quote(utc_now_iso8601()));
+  line("updated", json_quote(utc_now()));
   line("complete", info.complete ? "true" : "false");
   JsonObject counts;
   for (const CellState st : {CellState::pending, CellState::running, CellState::finished, CellState::skipped})

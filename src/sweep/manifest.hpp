@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "core/utc_time.hpp"
+
 #include "sweep/plan.hpp"
 
 namespace sb::sweep {
@@ -20,6 +22,5 @@ struct ManifestInfo {
 std::string manifest_json(const Plan& plan, const Scheduler& scheduler, const ManifestInfo& info);
 void write_manifest(const std::string& out_dir, const Plan& plan, const Scheduler& scheduler, const ManifestInfo& info);
 
-std::string utc_now_iso8601();
 
 }  // namespace sb::sweep

@@ -36,7 +36,7 @@ int64_t ProcessLauncher::start(const LaunchSpec& spec) {
   if (log < 0) fail("cannot open '{}': {}", log_path, std::strerror(errno));
   std::string command = "statebench";
   for (const auto& a : spec.args) command += " " + a;
-  const std::string header = fmt::format("==== {} statebench sweep runs: {}\n", utc_now_iso8601(), command);
+  const std::string header = fmt::format("==== {} statebench sweep runs: {}\n", utc_now(), command);
   if (::write(log, header.data(), header.size()) < 0) { /* the log is best effort */ }
 
   // Everything the child needs is prepared before fork (no allocation after it).
@@ -255,7 +255,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   ManifestInfo info;
   info.study_source = plan.study.file == "<string>" ? plan.study.file : fs::absolute(plan.study.file).lexically_normal().string();
   info.base_config = base_config_path(plan, out.string());
-  info.started = utc_now_iso8601();
+  info.started = utc_now();
 
   Scheduler scheduler(plan);
   SweepCounts counts;

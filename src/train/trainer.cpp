@@ -24,15 +24,6 @@ namespace fs = std::filesystem;
 
 std::string describe_cpu_device(int64_t threads) { return fmt::format("cpu ({} threads)", threads); }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

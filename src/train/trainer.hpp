@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/utc_time.hpp"
 #include "tasks/registry.hpp"
 #include "train/config.hpp"
 
@@ -32,7 +33,5 @@ TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const T
 
 // "cpu (2 threads)" or the GPU's name: the device string recorded in provenance.
 std::string describe_cpu_device(int64_t threads);
-// ISO-8601 UTC time now, e.g. 2026-11-21T19:40:00Z.
-std::string utc_now();
 
 }  // namespace sb
