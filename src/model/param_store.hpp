@@ -3,6 +3,7 @@
 // flag) into both. Optimisers, gradient clipping and checkpoints are plain loops over the buffers.
 // Build phase: add() each tensor, then finalize() allocates (params and grads zeroed).
 #pragma once
+#include "core/aligned_vector.hpp"
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -70,7 +71,7 @@ class ParamStore {
   std::unordered_map<std::string, int> index_;
   int64_t size_ = 0;
   bool finalized_ = false;
-  std::vector<S> params_, grads_;
+  AlignedVector<S> params_, grads_;
 };
 
 extern template class ParamStore<float>;

@@ -3,6 +3,7 @@
 // with the ParamStore layout (data-parallel training gives each thread its own). The head and the
 // loss only touch labelled rows when labels are given (MQAR labels a few positions of 8192-way
 // logits), so memory and time scale with the labelled positions, not B*T*V.
+#include "core/aligned_vector.hpp"
 #include <algorithm>
 #include <cmath>
 
@@ -18,7 +19,7 @@ namespace sb {
 
 namespace {
 template <class S>
-using Buf = std::vector<S>;
+using Buf = AlignedVector<S>;
 
 bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
 bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }

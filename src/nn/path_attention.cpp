@@ -1,6 +1,7 @@
 // path_attention.cpp: public entry points of PaTH attention: shape checks, workspace sizes and
 // allocation, dispatch to the Direct (path_direct.cpp) or Blockwise (path_blockwise.cpp,
 // path_backward.cpp) form.
+#include "core/aligned_vector.hpp"
 #include "nn/path_attention.hpp"
 
 #include "nn/path_internal.hpp"
@@ -26,7 +27,7 @@ void path_attention_forward(S* out, S* lse, const S* q, const S* k, const S* v, 
                             const S* beta, const S* log_f, int64_t B, int64_t T, int64_t H,
                             int64_t Dh, S scale, PathForm form, int64_t block, S* workspace) {
   check_shapes(B, T, H, Dh, form, block);
-  std::vector<S> owned;
+  AlignedVector<S> owned;
   if (!workspace) {
     owned.resize(static_cast<size_t>(path_forward_workspace_elems(T, Dh, form, block)));
     workspace = owned.data();
@@ -44,7 +45,7 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, co
                              int64_t H, int64_t Dh, S scale, PathForm form, int64_t block,
                              S* workspace) {
   check_shapes(B, T, H, Dh, form, block);
-  std::vector<S> owned;
+  AlignedVector<S> owned;
   if (!workspace) {
     owned.resize(static_cast<size_t>(path_backward_workspace_elems(T, Dh, form, block)));
     workspace = owned.data();

@@ -1,5 +1,6 @@
 // path_wpath.cpp: forward and backward of the PaTH w path (causal depthwise conv3, SiLU, per-head
 // L2 normalisation) and of beta = min(2 sigmoid(z), beta_max). Conventions in path_wpath.hpp.
+#include "core/aligned_vector.hpp"
 #include "nn/path_wpath.hpp"
 
 #include <algorithm>
@@ -59,7 +60,7 @@ void path_wpath_backward(S* du, S* dwconv, S* dbias, const S* dw, const S* conv_
                          const S* wconv, int64_t B, int64_t T, int64_t H, int64_t Dh, S eps) {
   check_wpath_shape(B, T, H, Dh);
   const int64_t C = H * Dh;
-  std::vector<S> hv(static_cast<size_t>(Dh)), da(static_cast<size_t>(C));
+  AlignedVector<S> hv(static_cast<size_t>(Dh)), da(static_cast<size_t>(C));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
       const int64_t row = (b * T + t) * C;

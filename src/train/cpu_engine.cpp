@@ -1,4 +1,5 @@
 // cpu_engine.cpp: data-parallel forward/backward over threads, gradient reduction, AdamW step.
+#include "core/aligned_vector.hpp"
 #include "train/cpu_engine.hpp"
 
 #include <algorithm>
@@ -12,7 +13,7 @@ namespace sb {
 struct CpuEngine::Shard {
   int64_t begin = 0, count = 0;  // rows [begin, begin + count) of the batch
   std::unique_ptr<TransformerRunner<float>> runner;
-  std::vector<float> grads;      // private gradient buffer (unused by shard 0)
+  AlignedVector<float> grads;    // private gradient buffer (unused by shard 0)
   nn::LossSum loss;
   std::vector<int32_t> predictions;
 };

@@ -3,6 +3,7 @@
 // (torch.nn.utils.clip_grad_norm_). Optimiser state (m, v, step) lives in flat buffers laid out
 // like the ParamStore, so checkpoints are plain loops.
 #pragma once
+#include "core/aligned_vector.hpp"
 #include <cstdint>
 #include <vector>
 
@@ -59,7 +60,7 @@ class AdamW {
   double beta1_, beta2_, eps_, weight_decay_;
   uint64_t layout_hash_;
   int64_t t_ = 0;
-  std::vector<S> m_, v_;
+  AlignedVector<S> m_, v_;
 };
 
 extern template class AdamW<float>;
