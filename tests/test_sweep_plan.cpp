@@ -179,6 +179,8 @@ TEST(SweepStudy, StructuralErrors) {
   EXPECT_CONTAINS(err(base + "grid: {train.seed: []}\n"), "grid 'train.seed': empty list of values");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: 3}\n"), "grid 'train.seed': expected a list of values");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [1, 1]}\n"), "value '1' is listed twice");
+  // A zip list may repeat a value, but two zip entries may not be the same combination.
+  EXPECT_CONTAINS(err(base + "zip: {train.seed: [1, 1], optim.lr: [0.1, 0.1]}\n"), "entries 1 and 2 are the same combination");
   EXPECT_CONTAINS(err(base + "zip: {train.seed: [0, 1], optim.lr: [1e-3]}\n"),
                   "zip: lists of unequal length ('train.seed' has 2 values, 'optim.lr' has 1)");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [0]}\nprotocol: fastest\n"), "unknown protocol 'fastest'");

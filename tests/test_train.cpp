@@ -147,3 +147,18 @@ TEST(Train, BadInputFailsBeforeWritingAnything) {
   EXPECT_THROW(run(dir, {"task.params={length: 7}"}), Error);  // flipflop length must be even
   EXPECT_FALSE(fs::exists(dir));
 }
+
+TEST(Train, FixedTrainingSetCyclesItsExamples) {
+  const std::string a = fresh("fixed_a"), b = fresh("fixed_b");
+  // 8 examples, batch 4: steps 0 and 2 see the same batch, so with a frozen model (lr 1e-30) the
+  // losses of steps 0, 2, 4, ... are equal; a fresh stream gives different batches.
+  run(a, {"train.train_examples=8", "optim.lr=1e-30", "train.steps=6"});
+  run(b, {"optim.lr=1e-30", "train.steps=6"});
+  const auto la = losses(a), lb = losses(b);
+  ASSERT_EQ(la.size(), 6u);
+  EXPECT_EQ(la[0], la[2]);
+  EXPECT_EQ(la[0], la[4]);
+  EXPECT_EQ(la[1], la[3]);
+  EXPECT_NE(la[0], la[1]);
+  EXPECT_NE(lb[0], lb[2]);
+}

@@ -104,7 +104,9 @@ std::vector<Axis> read_axes(const YAML::Node& node, const char* section, bool zi
     if (kv.second.size() == 0) fail("{}: empty list of values", where);
     for (const auto& v : kv.second) {
       AxisValue value = axis_value(v);
-      if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end())
+      // A zip list may repeat a value (entry i goes with entry i of the other lists); its rows
+      // must differ, which is checked once all zip lists are read.
+      if (!zipped && std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end())
         fail("{}: value '{}' is listed twice", where, value.label);
       axis.values.push_back(std::move(value));
     }
@@ -251,6 +253,15 @@ void parse_into(Study& s, const std::string& base_dir) {
     if (a.values.size() != first_zip->values.size())
       fail("zip: lists of unequal length ('{}' has {} values, '{}' has {})", first_zip->key, first_zip->values.size(),
            a.key, a.values.size());
+  }
+  if (first_zip) {
+    std::vector<std::vector<std::string>> rows(first_zip->values.size());
+    for (const auto& a : s.axes)
+      if (a.zipped)
+        for (size_t i = 0; i < a.values.size(); ++i) rows[i].push_back(a.values[i].text);
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (rows[i] == rows[j]) fail("zip: entries {} and {} are the same combination", j + 1, i + 1);
   }
 
   std::vector<std::pair<std::string, std::string>> keys;

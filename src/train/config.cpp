@@ -178,8 +178,8 @@ std::string emit(const TrainConfig& c) {
                    to_string(o.schedule), num(o.min_lr_ratio), num(o.grad_clip));
   const TrainSettings& t = c.train;
   y += "train:\n";
-  y += fmt::format("  steps: {}\n  batch_size: {}\n  seed: {}\n  log_every: {}\n  eval_every: {}\n", t.steps,
-                   t.batch_size, t.seed, t.log_every, t.eval_every);
+  y += fmt::format("  steps: {}\n  batch_size: {}\n  train_examples: {}\n  seed: {}\n  log_every: {}\n  eval_every: {}\n",
+                   t.steps, t.batch_size, t.train_examples, t.seed, t.log_every, t.eval_every);
   y += fmt::format("  eval_examples: {}\n  checkpoint_every: {}\n  target_accuracy: {}\n", t.eval_examples,
                    t.checkpoint_every, num(t.target_accuracy));
   y += fmt::format("  device: {}\n  threads: {}\n  precision: {}\n", to_string(t.device), t.threads, to_string(t.precision));

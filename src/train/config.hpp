@@ -91,6 +91,7 @@ struct OptimConfig {
 struct TrainSettings {
   int64_t steps = 1000;
   int64_t batch_size = 16;
+  int64_t train_examples = 0;    // 0 = a fresh example every time; N = cycle over examples 0..N-1
   uint64_t seed = 0;             // model init and training data stream
   int64_t log_every = 50;        // metrics.jsonl train line every N steps (0 = never)
   int64_t eval_every = 500;      // evaluate every N steps (0 = only at the end)

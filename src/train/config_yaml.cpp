@@ -320,6 +320,7 @@ void map_train(Section s, TrainSettings& t) {
   const TrainSettings d;
   t.steps = s.integer("steps", d.steps, 1);
   t.batch_size = s.integer("batch_size", d.batch_size, 1);
+  t.train_examples = s.integer("train_examples", d.train_examples, 0);
   t.seed = static_cast<uint64_t>(s.integer("seed", static_cast<int64_t>(d.seed), 0));
   t.log_every = s.integer("log_every", d.log_every, 0);
   t.eval_every = s.integer("eval_every", d.eval_every, 0);

@@ -119,8 +119,7 @@ class Trainer {
     int64_t step = start;
     Progress progress("train", steps, !opt_.progress ? ProgressMode::kSilent : is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain, stderr, "steps");
     for (; step < steps; ++step) {
-      fill_examples(*task_, split_, cfg_.train.seed, static_cast<uint64_t>(step * B), B, batch.ids.data(),
-                    batch.labels.data(), batch.mask.data());
+      fill_batch(step, B, T, batch);
       const auto s0 = Clock::now();
       const double lr = scheduled_lr(cfg_.optim, steps, step);
       const StepResult r = engine_->train_step(batch.ids.data(), batch.labels.data(), B, T, lr, cfg_.optim.grad_clip);
@@ -172,6 +171,20 @@ class Trainer {
   }
 
  private:
+  // The batch of step s: examples s*B .. s*B+B-1 of the training stream, or of a fixed set of
+  // train_examples examples (indices modulo N). A pure function of the step: resume is exact.
+  void fill_batch(int64_t step, int64_t B, int64_t T, Batch& batch) const {
+    const int64_t n = cfg_.train.train_examples;
+    if (n == 0) {
+      fill_examples(*task_, split_, cfg_.train.seed, static_cast<uint64_t>(step * B), B, batch.ids.data(),
+                    batch.labels.data(), batch.mask.data());
+      return;
+    }
+    for (int64_t i = 0; i < B; ++i)
+      task_->example(split_, cfg_.train.seed, static_cast<uint64_t>((step * B + i) % n),
+                     {batch.ids.data() + i * T, batch.labels.data() + i * T, batch.mask.data() + i * T});
+  }
+
   void generate_eval(EvalSet& e) {
     const int64_t n = e.examples * e.length;
     e.ids.resize(n), e.labels.resize(n), e.mask.resize(n);
