@@ -507,3 +507,16 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
 
 }  // namespace
 }  // namespace sb::report
+
+// Evaluation and bookkeeping keys (a zip over task.eval, eval sizes, threads) never split a model's
+// row: only settings that change what is trained do.
+TEST(Tables, BookkeepingKeysAreNotModelSettings) {
+  sb::report::RunRecord r;
+  sb::report::apply_setting(r, "task.eval", "[{split: val}, {split: val, length: 32}]");
+  sb::report::apply_setting(r, "task.eval.0.length", "32");
+  sb::report::apply_setting(r, "train.eval_examples", "64");
+  sb::report::apply_setting(r, "train.threads", "1");
+  EXPECT_TRUE(r.settings.empty());
+  sb::report::apply_setting(r, "model.d_model", "128");
+  EXPECT_EQ(r.settings.size(), 1u);
+}

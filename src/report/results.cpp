@@ -316,7 +316,23 @@ std::string RunRecord::attention_label() const {
   return out;
 }
 
+namespace {
+// Keys that say how a run was evaluated, logged or placed, not what was trained: never part of a
+// model's label (the config fingerprint leaves out the same keys).
+bool is_bookkeeping_key(const std::string& key) {
+  static const char* const kKeys[] = {"task.eval", "train.eval_every", "train.eval_examples", "train.log_every",
+                                      "train.checkpoint_every", "train.threads", "train.device",
+                                      "train.target_accuracy", "out_dir"};
+  for (const char* k : kKeys) {
+    const std::string p(k);
+    if (key == p || key.rfind(p + ".", 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
 void apply_setting(RunRecord& r, const std::string& key, const std::string& value) {
+  if (is_bookkeeping_key(key)) return;
   if (key == "model.attention") {
     r.attention = value;
   } else if (key == "model.layers") {
