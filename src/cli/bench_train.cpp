@@ -8,7 +8,7 @@
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
-#include "train/cpu_engine.hpp"
+#include "train/engine.hpp"
 #include "train/trainer.hpp"
 
 namespace sb::cli {
@@ -39,56 +39,66 @@ struct Result {
   double tokens_per_s() const { return static_cast<double>(B * T * steps) / seconds; }
 };
 
-Result measure(const Context& ctx, const Preset& p, const std::string& attention, int64_t threads, double seconds) {
-  std::vector<std::string> sets;
-  if (!attention.empty()) sets.push_back("model.attention=" + attention);
+Result measure(const Context& ctx, const Preset& p, const std::vector<std::string>& common, double seconds,
+               std::string& device_name) {
+  std::vector<std::string> sets = common;
   const TrainConfig cfg = parse_config(p.yaml, sets, p.name);
   const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
   const int64_t B = cfg.train.batch_size, T = task->seq_len();
-  CpuEngine engine(cfg.model, cfg.optim, task->vocab_size(), threads);
-  engine.model().init_params(0);
+  const auto engine = make_engine(cfg, task->vocab_size());
+  engine->model().init_params(0);
+  device_name = engine->device_name();
   std::vector<int32_t> ids(B * T), labels(B * T);
   std::vector<uint8_t> mask(B * T);
   fill_examples(*task, 0, 0, 0, B, ids.data(), labels.data(), mask.data());
-  for (int i = 0; i < 2; ++i) engine.train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0);  // warm-up
+  for (int i = 0; i < 2; ++i) engine->train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0, true);  // warm-up
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   int64_t steps = 0;
   double elapsed = 0;
+  // Steps run back to back (a device engine queues them without syncing); every 10th step reads
+  // its result, which waits for the queue, so the clock measures finished work.
   while (steps < 3 || elapsed < seconds) {
-    engine.train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0);
     ++steps;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    engine->train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0, steps % 10 == 0);
+    if (steps % 10 == 0 || steps < 3) elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   }
-  return {p.name, B, T, engine.model().params().num_params(), steps, elapsed};
+  engine->train_step(ids.data(), labels.data(), B, T, 1e-4, 1.0, true);  // drain the queue
+  ++steps;
+  elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  return {p.name, B, T, engine->model().params().num_params(), steps, elapsed};
 }
 
-void run_bench_train(Context& ctx, const std::string& device, const std::string& attention, int64_t threads,
-                     double seconds, const std::string& json_path) {
+void run_bench_train(Context& ctx, const std::string& device, const std::string& precision,
+                     const std::string& attention, int64_t threads, double seconds, const std::string& json_path) {
   ctx.load_plugins();
-  if (device != "cpu") fail("--device '{}': this build trains on the cpu only", device);
   if (!std::isfinite(seconds) || seconds <= 0) fail("--seconds {}: expected a positive duration", seconds);
+  std::vector<std::string> common = {"train.device=" + device};
+  if (!attention.empty()) common.push_back("model.attention=" + attention);
+  if (threads > 0) common.push_back("train.threads=" + std::to_string(threads));
+  if (device != "cpu") common.push_back("train.precision=" + precision);
   std::unique_ptr<AtomicFile> json;
   if (!json_path.empty()) json = std::make_unique<AtomicFile>(json_path);
-  const int64_t used = threads > 0 ? threads : static_cast<int64_t>(std::thread::hardware_concurrency());
-  fmt::print("bench train: full training steps (fwd, bwd, clip, AdamW), fp32, {} (statebench {} {})\n",
-             describe_cpu_device(used), STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
+  fmt::print("bench train: full training steps (fwd, bwd, clip, AdamW) on {} (statebench {} {})\n", device,
+             STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
   std::vector<std::vector<std::string>> rows{{"preset", "attention", "B", "T", "params", "steps", "ms/step", "tokens/s"}};
-  std::string out = fmt::format("{{\"device\": \"{}\", \"commit\": \"{}\", \"date\": \"{}\", \"results\": [",
-                                describe_cpu_device(used), STATEBENCH_GIT_COMMIT, utc_now());
+  std::string out = fmt::format("{{\"commit\": \"{}\", \"date\": \"{}\", \"results\": [", STATEBENCH_GIT_COMMIT, utc_now());
+  std::string device_name;
   bool first = true;
   for (const Preset& p : kPresets) {
-    const Result r = measure(ctx, p, attention, used, seconds);
+    const Result r = measure(ctx, p, common, seconds, device_name);
     const std::string att = attention.empty() ? "path" : attention;
     rows.push_back({r.preset, att, std::to_string(r.B), std::to_string(r.T), std::to_string(r.params),
                     std::to_string(r.steps), fmt::format("{:.1f}", 1e3 * r.seconds / static_cast<double>(r.steps)),
                     fmt::format("{:.0f}", r.tokens_per_s())});
-    out += fmt::format("{}{{\"preset\": \"{}\", \"attention\": \"{}\", \"B\": {}, \"T\": {}, \"params\": {}, "
-                       "\"steps\": {}, \"seconds\": {:.6f}, \"tokens_per_s\": {:.1f}}}",
-                       first ? "" : ", ", r.preset, att, r.B, r.T, r.params, r.steps, r.seconds, r.tokens_per_s());
+    out += fmt::format("{}{{\"preset\": \"{}\", \"attention\": \"{}\", \"device\": \"{}\", \"B\": {}, \"T\": {}, "
+                       "\"params\": {}, \"steps\": {}, \"seconds\": {:.6f}, \"tokens_per_s\": {:.1f}}}",
+                       first ? "" : ", ", r.preset, att, device_name, r.B, r.T, r.params, r.steps, r.seconds,
+                       r.tokens_per_s());
     first = false;
   }
   std::fputs(format_table(rows).c_str(), stdout);
+  fmt::print("device: {}\n", device_name);
   if (json) {
     json->write(out + "]}\n");
     json->commit();
@@ -99,18 +109,21 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
 
 void add_bench_train(CLI::App& bench, Context& ctx) {
   struct Options {
-    std::string device = "cpu", attention, json;
+    std::string device = "cpu", precision = "tf32", attention, json;
     int64_t threads = 0;
     double seconds = 3.0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand("train", "training tokens/s of the flip-flop reference and a word-problem model");
-  cmd->add_option("--device", o->device, "cpu")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "matmul precision on cuda: fp32 or tf32")->capture_default_str();
   cmd->add_option("--attention", o->attention, "override the attention kind (default path)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seconds", o->seconds, "time per model, after 2 warm-up steps")->capture_default_str();
   cmd->add_option("--json", o->json, "also write the results to this JSON file")->type_name("FILE");
-  cmd->callback([&ctx, o] { run_bench_train(ctx, o->device, o->attention, o->threads, o->seconds, o->json); });
+  cmd->callback([&ctx, o] {
+    run_bench_train(ctx, o->device, o->precision, o->attention, o->threads, o->seconds, o->json);
+  });
 }
 
 }  // namespace sb::cli

@@ -15,7 +15,7 @@
 #include "io/atomic_file.hpp"
 #include "io/progress.hpp"
 #include "train/checkpoint.hpp"
-#include "train/cpu_engine.hpp"
+#include "train/engine.hpp"
 #include "train/metrics_log.hpp"
 
 namespace sb {
@@ -62,6 +62,12 @@ std::string fmt_duration(double s) {
   return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
 }
 
+// Seconds spent training since t0: wall time less evaluation and checkpoints (on a GPU the steps
+// run asynchronously, so per-step host timers would undercount).
+double train_time(Clock::time_point t0, double other_seconds) {
+  return std::max(std::chrono::duration<double>(Clock::now() - t0).count() - other_seconds, 1e-9);
+}
+
 class Trainer {
  public:
   Trainer(const TrainConfig& cfg, const TaskRegistry& tasks, const TrainOptions& opt) : cfg_(cfg), opt_(opt) {
@@ -83,11 +89,8 @@ class Trainer {
              task_->vocab_size());
       evals_.push_back(std::move(set));
     }
-    if (cfg.train.device != Device::cpu)
-      fail("train.device: '{}' is not available in this build (the CUDA trainer is not built); use cpu",
-           to_string(cfg.train.device));
-    engine_ = std::make_unique<CpuEngine>(cfg.model, cfg.optim, task_->vocab_size(), cfg.train.threads);
-    device_ = describe_cpu_device(engine_->threads());
+    engine_ = make_engine(cfg, task_->vocab_size());
+    device_ = engine_->device_name();
   }
 
   TrainOutcome run() {
@@ -114,19 +117,22 @@ class Trainer {
     std::string status = "completed", message;
     JsonObject last_eval;
     std::string last_eval_line;
-    double last_loss = NAN, tokens = 0, train_seconds = 0;
+    double last_loss = NAN, tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints
     const auto t0 = Clock::now();
     int64_t step = start;
     Progress progress("train", steps, !opt_.progress ? ProgressMode::kSilent : is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain, stderr, "steps");
     for (; step < steps; ++step) {
       fill_batch(step, B, T, batch);
-      const auto s0 = Clock::now();
       const double lr = scheduled_lr(cfg_.optim, steps, step);
-      const StepResult r = engine_->train_step(batch.ids.data(), batch.labels.data(), B, T, lr, cfg_.optim.grad_clip);
-      train_seconds += std::chrono::duration<double>(Clock::now() - s0).count();
+      // A device engine reads the loss back only when it is logged, evaluated or last.
+      const int64_t next = step + 1;
+      const bool read = next == steps || (cfg_.train.log_every > 0 && next % cfg_.train.log_every == 0) ||
+                        (cfg_.train.eval_every > 0 && next % cfg_.train.eval_every == 0);
+      const StepResult r =
+          engine_->train_step(batch.ids.data(), batch.labels.data(), B, T, lr, cfg_.optim.grad_clip, read);
       tokens += static_cast<double>(B * T);
-      last_loss = r.loss;
-      if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+      if (read) last_loss = r.loss;
+      if (read && (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm))) {
         status = "diverged";
         message = fmt::format("non-finite {} at step {}", std::isfinite(r.loss) ? "gradient norm" : "loss", step);
         break;
@@ -135,11 +141,12 @@ class Trainer {
       if (cfg_.train.log_every > 0 && (done % cfg_.train.log_every == 0 || done == steps)) {
         log.write(JsonObject()
                       .add("kind", "train").add("step", done).add("loss", r.loss).add("lr", lr)
-                      .add("grad_norm", r.grad_norm).add("tokens_per_s", tokens / train_seconds)
+                      .add("grad_norm", r.grad_norm).add("tokens_per_s", tokens / train_time(t0, other_seconds))
                       .add("elapsed_s", std::chrono::duration<double>(Clock::now() - t0).count()));
       }
       const bool eval_now = done == steps || (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
       bool reached = false;
+      const auto e0 = Clock::now();
       if (eval_now) {
         last_eval = evaluate(reached, last_eval_line);
         log.write(JsonObject().add("kind", "eval").add("step", done).add("eval", last_eval));
@@ -147,9 +154,10 @@ class Trainer {
       if (done == steps || (cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0) ||
           (reached && cfg_.train.target_accuracy > 0))
         save_checkpoint(ckpt, cfg_, TrainState{done, {}}, engine_->model().params(), engine_->optimizer());
+      other_seconds += std::chrono::duration<double>(Clock::now() - e0).count();
       const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      progress.set_note(fmt::format("loss {:.4f} {} {:.3g} tok/s ETA {}", r.loss, last_eval_line,
-                                    tokens / std::max(elapsed, 1e-9),
+      progress.set_note(fmt::format("loss {:.4f} {} {:.3g} tok/s ETA {}", last_loss, last_eval_line,
+                                    tokens / train_time(t0, other_seconds),
                                     fmt_duration(elapsed / static_cast<double>(done - start) * (steps - done))));
       progress.update(done);
       if (opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step && done < steps) {
@@ -164,7 +172,7 @@ class Trainer {
     }
     progress.finish();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    write_summary(summary, summary_json(status, message, step, wall, train_seconds > 0 ? tokens / train_seconds : 0,
+    write_summary(summary, summary_json(status, message, step, wall, tokens / train_time(t0, other_seconds),
                                         last_loss, last_eval));
     const bool ok = status == "completed" || status == "early_stopped";
     return {status, step, ok ? 0 : 1};
@@ -244,7 +252,7 @@ class Trainer {
   std::unique_ptr<Task> task_;
   int split_ = 0;
   std::vector<EvalSet> evals_;
-  std::unique_ptr<CpuEngine> engine_;
+  std::unique_ptr<TrainEngine> engine_;
   std::string device_;
 };
 
