@@ -37,6 +37,7 @@ void add_table_command(CLI::App& app, Context& ctx);
 // `statebench bench` subcommands, each in its own file, called by add_bench_command().
 void add_bench_tasks(CLI::App& bench, Context& ctx);
 void add_bench_train(CLI::App& bench, Context& ctx);
+void add_bench_attention(CLI::App& bench, Context& ctx);  // CUDA kernels (fails without CUDA)
 
 // Shared by subcommands that take a task: a repeatable `--param KEY=VALUE` option (one value per
 // occurrence, so it never swallows a following positional argument) ...

@@ -1,0 +1,346 @@
+// attention_api.cpp: the public CUDA attention entry points (attention_cuda.hpp): argument checks,
+// the workspace layout and sizing, the backward launch configuration (query block, persistent grid,
+// checkpoint segments) and the launch sequences (gate prefix sums, delta, PaTH factors, fused
+// kernels, factor backward, conversions).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/attn_internal.hpp"
+
+namespace sb::cuda {
+
+const char* dtype_name(DType dt) { return dt == DType::BF16 ? "bf16" : "fp32"; }
+size_t dtype_bytes(DType dt) { return dt == DType::BF16 ? 2 : 4; }
+
+bool cuda_device_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver / no device" error
+    return false;
+  }
+  return n > 0;
+}
+
+namespace detail {
+namespace {
+
+constexpr int64_t kBlock = 64;
+int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
+
+struct DeviceInfo {
+  int sms = 1, max_smem = 48 * 1024;
+};
+
+DeviceInfo device_info() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  DeviceInfo info;
+  CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&info.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return info;
+}
+
+void check_dims(const AttnDims& d, const char* what) {
+  if (d.B < 1 || d.T < 1 || d.H < 1)
+    fail("{}: bad shape (B, T, H, Dh) = ({}, {}, {}, {})", what, d.B, d.T, d.H, d.Dh);
+  if (d.Dh != 16 && d.Dh != 32 && d.Dh != 64 && d.Dh != 128)
+    fail("{}: head dim Dh = {} not supported (16, 32, 64 or 128)", what, d.Dh);
+  const int64_t nb = (d.T + kBlock - 1) / kBlock;
+  if (nb * d.B * d.H >= (int64_t{1} << 31)) fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
+}
+
+void require(const void* p, const char* name, const char* what) {
+  if (!p) fail("{}: '{}' must not be null", what, name);
+}
+
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+// With STATEBENCH_ATTN_PROFILE set, records an event after each launch and prints the device time
+// of every step to stderr when the call ends (synchronises the stream; for kernel work only).
+class Profiler {
+ public:
+  Profiler(cudaStream_t s, const char* what) : on_(std::getenv("STATEBENCH_ATTN_PROFILE") != nullptr), s_(s), what_(what) {
+    mark("start");
+  }
+  void mark(const char* name) {
+    if (!on_) return;
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(e, s_));
+    marks_.emplace_back(name, e);
+  }
+  ~Profiler() {
+    if (!on_) return;
+    cudaEventSynchronize(marks_.back().second);
+    std::fprintf(stderr, "[attn profile] %s:", what_);
+    for (size_t i = 1; i < marks_.size(); ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second);
+      std::fprintf(stderr, " %s %.3f ms", marks_[i].first, ms);
+    }
+    std::fprintf(stderr, "\n");
+    for (auto& m : marks_) cudaEventDestroy(m.second);
+  }
+
+ private:
+  bool on_;
+  cudaStream_t s_;
+  const char* what_;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks_;
+};
+
+// A workspace that is either the caller's (checked for size) or a stream-ordered allocation.
+struct ScopedWorkspace {
+  unsigned char* base = nullptr;
+  bool owned = false;
+  cudaStream_t stream = nullptr;
+  ScopedWorkspace(void* ws, size_t have, size_t need, cudaStream_t s, const char* what) : stream(s) {
+    if (ws) {
+      if (have < need) fail("{}: workspace of {} bytes is smaller than the {} required", what, have, need);
+      base = static_cast<unsigned char*>(ws);
+    } else if (need > 0) {
+      void* p = nullptr;
+      CUDA_CHECK(cudaMallocAsync(&p, need, s));
+      base = static_cast<unsigned char*>(p);
+      owned = true;
+    }
+  }
+  ~ScopedWorkspace() {
+    if (owned) cudaFreeAsync(base, stream);
+  }
+  ScopedWorkspace(const ScopedWorkspace&) = delete;
+  ScopedWorkspace& operator=(const ScopedWorkspace&) = delete;
+  template <class T>
+  T* at(size_t off) const { return reinterpret_cast<T*>(base + off); }
+};
+
+}  // namespace
+
+BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
+  const DeviceInfo dev = device_info();
+  const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
+  BwdConfig cfg;
+  cfg.warps = 4;
+  while (cfg.warps > 1 && bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps) > dev.max_smem) cfg.warps /= 2;
+  cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps);
+  if (cfg.smem > dev.max_smem)
+    fail("attention backward: needs {} bytes of shared memory, the device allows {}", cfg.smem, dev.max_smem);
+  const int occ = std::max(1, path ? bwd_occupancy<true>(d.Dh, f32, cfg.warps, cfg.smem)
+                                    : bwd_occupancy<false>(d.Dh, f32, cfg.warps, cfg.smem));
+  const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, items = nqb * d.B * d.H;
+  cfg.grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(dev.sms) * occ));
+  const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
+  if (!path || nbmax == 0) return cfg;
+  // Query-state checkpoints: one segment (every state stored, one transport per block) when the
+  // scratch fits the budget, else segments of ~sqrt(n) blocks (two transports per block).
+  const int64_t state = Bq * d.Dh;
+  const int64_t budget = g_checkpoint_budget > 0
+                             ? g_checkpoint_budget
+                             : std::max<int64_t>(int64_t{64} << 20, d.B * d.H * nb * kBlock * d.Dh * 4);
+  int64_t seg = nbmax, ck = 1;
+  if (cfg.grid * (ck + seg) * state * 4 > budget) {
+    seg = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nbmax))));
+    ck = (nbmax + seg - 1) / seg;
+  }
+  cfg.seg = static_cast<int>(seg);
+  cfg.ck_slots = static_cast<int>(ck);
+  cfg.slot_floats = (ck + seg) * state;
+  return cfg;
+}
+
+Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward) {
+  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
+  const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4, blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
+  const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
+  Workspace w;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  w.gcum = take(static_cast<size_t>(BH * d.T) * 8);
+  if (backward) w.delta = take(static_cast<size_t>(BH * d.T) * 4);
+  if (path) {
+    w.kt = take(rows);
+    w.y = take(rows);
+    w.z = take(blk);
+    if (backward) w.tinv = take(blk);
+    w.c = take(cmat);
+  }
+  if (backward) {
+    w.acc_begin = off;
+    w.dv = take(rows);
+    w.dk = take(rows);
+    if (path) {
+      w.dkt = take(rows);
+      w.dy = take(rows);
+      w.dw = take(rows);
+      w.dz = take(blk);
+      w.dp = take(cmat);
+    }
+    w.dg = take(static_cast<size_t>(BH * Tp) * 4);
+    w.acc_end = off;
+    const BwdConfig cfg = bwd_config(d, dt, path);
+    w.scratch = take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
+  }
+  w.total = off;
+  return w;
+}
+
+}  // namespace detail
+
+void set_path_checkpoint_budget(int64_t bytes) { detail::g_checkpoint_budget = bytes > 0 ? bytes : 0; }
+
+using detail::Workspace;
+using detail::workspace_layout;
+
+size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt) {
+  detail::check_dims(d, "path attention forward");
+  return workspace_layout(d, dt, true, false).total;
+}
+size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
+  detail::check_dims(d, "path attention backward");
+  return workspace_layout(d, dt, true, true).total;
+}
+size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt) {
+  detail::check_dims(d, "softmax attention forward");
+  return workspace_layout(d, dt, false, false).total;
+}
+size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
+  detail::check_dims(d, "softmax attention backward");
+  return workspace_layout(d, dt, false, true).total;
+}
+
+namespace {
+
+void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
+                  const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
+                  size_t workspace_bytes, cudaStream_t stream) {
+  const char* what = path ? "path attention forward" : "softmax attention forward";
+  detail::check_dims(d, what);
+  for (auto [p, name] : {std::pair<const void*, const char*>{out, "out"}, {lse, "lse"}, {q, "q"}, {k, "k"}, {v, "v"}})
+    detail::require(p, name, what);
+  if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
+  const Workspace L = workspace_layout(d, dt, path, false);
+  detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
+  const bool bf16 = dt == DType::BF16;
+  const int nb = static_cast<int>((d.T + 63) / 64);
+  detail::Profiler prof(stream, what);
+  if (log_f) detail::launch_gate_prefix(ws.at<double>(L.gcum), log_f, d.B, d.T, d.H, stream), prof.mark("gate");
+  detail::FwdParams p;
+  p.q = q, p.k = k, p.v = v, p.w = w, p.gcum = log_f ? ws.at<double>(L.gcum) : nullptr;
+  p.out = out, p.lse = lse, p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.scale = scale, p.bf16 = bf16;
+  if (path) {
+    p.dense = detail::path_dense(d.Dh);
+    p.kt = ws.at<float>(L.kt), p.y = ws.at<float>(L.y), p.z = ws.at<float>(L.z);
+    p.c = p.dense ? ws.at<float>(L.c) : nullptr;
+    detail::launch_path_prep(ws.at<float>(L.kt), ws.at<float>(L.y), ws.at<float>(L.z), nullptr,
+                             p.dense ? ws.at<float>(L.c) : nullptr, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
+    prof.mark("prep");
+    detail::launch_fwd<true>(p, d.Dh, stream);
+  } else {
+    detail::launch_fwd<false>(p, d.Dh, stream);
+  }
+  prof.mark("fused");
+}
+
+}  // namespace
+
+void path_attention_forward_cuda(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
+                                 const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt,
+                                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  forward_impl(true, out, lse, q, k, v, w, beta, log_f, d, scale, dt, workspace, workspace_bytes, stream);
+}
+
+void softmax_attention_forward_cuda(void* out, float* lse, const void* q, const void* k, const void* v,
+                                    const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
+                                    size_t workspace_bytes, cudaStream_t stream) {
+  forward_impl(false, out, lse, q, k, v, nullptr, nullptr, log_f, d, scale, dt, workspace, workspace_bytes, stream);
+}
+
+namespace {
+
+void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout,
+                   const void* q, const void* k, const void* v, const float* w, const float* beta,
+                   const float* log_f, const void* out, const float* lse, const AttnDims& d, float scale, DType dt,
+                   void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const char* what = path ? "path attention backward" : "softmax attention backward";
+  detail::check_dims(d, what);
+  for (auto [p, name] : {std::pair<const void*, const char*>{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dout, "dout"},
+                         {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}})
+    detail::require(p, name, what);
+  if (path) {
+    for (auto [p, name] : {std::pair<const void*, const char*>{dw, "dw"}, {dbeta, "dbeta"}, {w, "w"}, {beta, "beta"}})
+      detail::require(p, name, what);
+  }
+  if (log_f) detail::require(dlog_f, "dlog_f", what);
+  const Workspace L = workspace_layout(d, dt, path, true);
+  const detail::BwdConfig cfg = detail::bwd_config(d, dt, path);
+  detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
+  const bool bf16 = dt == DType::BF16, dense = path && detail::path_dense(d.Dh);
+  const int nb = static_cast<int>((d.T + 63) / 64);
+  detail::Profiler prof(stream, what);
+  CUDA_CHECK(cudaMemsetAsync(ws.base + L.acc_begin, 0, L.acc_end - L.acc_begin, stream));
+  if (log_f) detail::launch_gate_prefix(ws.at<double>(L.gcum), log_f, d.B, d.T, d.H, stream);
+  detail::launch_delta(ws.at<float>(L.delta), dout, out, d.B, d.T, d.H, d.Dh, bf16, stream);
+  prof.mark("memset+gate+delta");
+  if (path)
+    detail::launch_path_prep(ws.at<float>(L.kt), ws.at<float>(L.y), ws.at<float>(L.z), ws.at<float>(L.tinv),
+                             dense ? ws.at<float>(L.c) : nullptr, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream),
+        prof.mark("prep");
+  detail::BwdParams p;
+  p.q = q, p.k = k, p.v = v, p.dout = dout, p.w = w, p.lse = lse, p.delta = ws.at<float>(L.delta);
+  p.gcum = log_f ? ws.at<double>(L.gcum) : nullptr;
+  p.dq = dq, p.dv_acc = ws.at<float>(L.dv), p.dk_acc = ws.at<float>(L.dk);
+  p.dg = log_f ? ws.at<float>(L.dg) : nullptr;
+  p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.warps = cfg.warps;
+  p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));
+  p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
+  p.scale = scale, p.bf16 = bf16, p.dense = dense;
+  if (path) {
+    p.kt = ws.at<float>(L.kt), p.y = ws.at<float>(L.y), p.z = ws.at<float>(L.z);
+    p.c = dense ? ws.at<float>(L.c) : nullptr;
+    p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
+    p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
+    p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
+    detail::launch_bwd<true>(p, cfg, d.Dh, stream);
+    prof.mark("fused");
+    detail::launch_path_factors_bwd(dk, dw, dbeta, p.dkt_acc, p.dy_acc, p.dz_acc, p.dp_acc, p.dk_acc, p.dw_acc,
+                                    ws.at<float>(L.tinv), p.z, p.y, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
+    prof.mark("factors");
+  } else {
+    detail::launch_bwd<false>(p, cfg, d.Dh, stream);
+    prof.mark("fused");
+    detail::launch_acc_to_output(dk, p.dk_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
+  }
+  detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
+  if (log_f) detail::launch_gate_grad(dlog_f, ws.at<float>(L.dg), d.B, d.T, d.H, stream);
+  prof.mark("outputs");
+}
+
+}  // namespace
+
+void path_attention_backward_cuda(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f,
+                                  const void* dout, const void* q, const void* k, const void* v, const float* w,
+                                  const float* beta, const float* log_f, const void* out, const float* lse,
+                                  const AttnDims& d, float scale, DType dt, void* workspace, size_t workspace_bytes,
+                                  cudaStream_t stream) {
+  backward_impl(true, dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, d, scale, dt, workspace,
+                workspace_bytes, stream);
+}
+
+void softmax_attention_backward_cuda(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
+                                     const void* k, const void* v, const float* log_f, const void* out,
+                                     const float* lse, const AttnDims& d, float scale, DType dt, void* workspace,
+                                     size_t workspace_bytes, cudaStream_t stream) {
+  backward_impl(false, dq, dk, dv, nullptr, nullptr, dlog_f, dout, q, k, v, nullptr, nullptr, log_f, out, lse, d,
+                scale, dt, workspace, workspace_bytes, stream);
+}
+
+}  // namespace sb::cuda

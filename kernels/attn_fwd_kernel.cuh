@@ -1,0 +1,205 @@
+// attn_fwd_kernel.cuh: the fused causal attention forward kernel (internal), instantiated for PaTH
+// (kPath, in path_attention_fwd.cu) and plain softmax attention (softmax_attention.cu).
+// One CTA = one 64-query block of one head, 4 warps x 16 query rows; online softmax in registers.
+// PaTH: the own block scores lower(Q K^T) - A Z with A = lower(Q W^T), the queries start as
+// Qt = Q - A Y (pulled back to the block start), then key blocks m = n-1 .. 0 are scored with the
+// pushed keys Kt_m and the queries are transported X <- X P_m (dense X - X C_m or factored
+// X - (X W_m^T) Y_m, split precision). Queries stay unscaled; the scale multiplies the scores.
+#pragma once
+#include <cmath>
+
+#include "kernels/attn_common.cuh"
+#include "kernels/attn_internal.hpp"
+
+namespace sb::cuda::detail {
+
+struct FwdSmem {
+  Tile Q, K, V, W, Y, Z, C;
+  float* colb = nullptr;  // [64] gate bias of the current key block (log2 units)
+  int bytes = 0;
+};
+
+__host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense) {
+  Carve cv{base, 0};
+  FwdSmem s;
+  s.Q = cv.tile(kL, Dh, f32);
+  s.K = cv.tile(kL, Dh, f32);
+  s.V = cv.tile(kL, Dh, f32);
+  if (path) {  // own block (W, Y, Z) and dense chain (C) share one region
+    const int start = cv.off;
+    s.W = cv.tile(kL, Dh, true);
+    s.Y = cv.tile(kL, Dh, true);
+    s.Z = cv.tile(kL, kL, f32);
+    const int own_end = cv.off;
+    cv.off = start;
+    if (dense) s.C = cv.tile(Dh, Dh, true);
+    cv.off = cv.off > own_end ? cv.off : own_end;
+  }
+  s.colb = cv.floats(kL);
+  s.bytes = cv.off;
+  return s;
+}
+
+// Online-softmax update of two rows per thread with logits S (log2 units, -inf = masked):
+// rescales O and l, leaves the probabilities (relative to the new max) in S.
+template <int NTD>
+__device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2], float (&l)[2], float (&O)[NTD][4]) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(S[nt][2 * rr], S[nt][2 * rr + 1]));
+    mx = quad_max(mx);
+    const float mnew = fmaxf(m2[rr], mx);
+    const float base = mnew == -INFINITY ? 0.f : mnew;
+    const float alpha = exp2f(m2[rr] - base);
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      S[nt][2 * rr] = exp2f(S[nt][2 * rr] - base);
+      S[nt][2 * rr + 1] = exp2f(S[nt][2 * rr + 1] - base);
+      sum += S[nt][2 * rr] + S[nt][2 * rr + 1];
+    }
+    l[rr] = l[rr] * alpha + sum;
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt) {
+      O[nt][2 * rr] *= alpha;
+      O[nt][2 * rr + 1] *= alpha;
+    }
+    m2[rr] = mnew;
+  }
+}
+
+template <int Dh, bool kPath, bool kF32>
+__global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
+  constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
+  const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
+  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
+  const int n = p.nb - 1 - static_cast<int>(item / BH);
+  const int64_t i0 = static_cast<int64_t>(n) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
+  const int nvalid = static_cast<int>(min64(kL, p.T - i0));
+  const int64_t rs = p.H * Dh, head0 = (b * p.T * p.H + h) * Dh;
+  constexpr size_t esz = bf ? 2 : 4;
+  auto at = [&](const void* base, int64_t elem) {
+    return static_cast<const void*>(static_cast<const unsigned char*>(base) + elem * esz);
+  };
+  const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
+  const double gref = gh ? gh[i0] : 0.0;
+  const float sl2 = p.scale * kLog2e;
+  const int r0 = 16 * warp;
+  float rb2[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int64_t i = i0 + r0 + g + 8 * rr;
+    rb2[rr] = (gh && i < p.T) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+  }
+
+  // ---- own block ----
+  load_tile(sm.Q, kL, Dh, at(p.q, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
+  load_tile(sm.K, kL, Dh, at(p.k, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
+  load_tile(sm.V, kL, Dh, at(p.v, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
+  if constexpr (kPath) {
+    load_tile(sm.W, kL, Dh, p.w + head0 + i0 * rs, rs, false, nvalid, tid, blockDim.x);
+    load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + i0) * Dh, Dh, false, kL, tid, blockDim.x);
+    load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
+  }
+  fill_colbias(sm.colb, gh, i0, p.T, gref, tid);
+  __syncthreads();
+
+  float S[8][4], O[NTD][4], X[NTD][4];
+  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  zero(S);
+  zero(O);
+  mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);  // Q K^T
+  if constexpr (kPath) {
+    float A[8][4];
+    zero(A);
+    mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);  // Q W^T
+    mask_lower(A, r0, lane);
+    mma_rA<4, 8, BL::KN>(S, A, -1.f, sm.Z, 0, 0, f32, lane);  // - A Z
+    load_frag_global(X, at(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
+    mma_rA<4, NTD, BL::KN>(X, A, -1.f, sm.Y, 0, 0, true, lane);  // Qt = Q - A Y
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
+      S[nt][e] = (col <= row && row < nvalid) ? S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[col] : -INFINITY;
+    }
+  online_softmax(S, m2, l, O);
+  mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);  // O += P V
+
+  // ---- earlier key blocks, right to left ----
+  for (int m = n - 1; m >= 0; --m) {
+    const int64_t k0 = static_cast<int64_t>(m) * kL;
+    __syncthreads();
+    if constexpr (kPath) {
+      load_tile(sm.K, kL, Dh, p.kt + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+      if (m > 0) {
+        if (p.dense) {
+          load_tile(sm.C, Dh, Dh, p.c + (bh * p.nb + m) * Dh * Dh, Dh, false, Dh, tid, blockDim.x);
+        } else {
+          load_tile(sm.W, kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
+          load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+        }
+      }
+    } else {
+      load_tile(sm.K, kL, Dh, at(p.k, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
+    }
+    load_tile(sm.V, kL, Dh, at(p.v, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
+    fill_colbias(sm.colb, gh, k0, p.T, gref, tid);
+    __syncthreads();
+    zero(S);
+    if constexpr (kPath)
+      mma_rA<KTD, 8, BL::NK>(S, X, 1.f, sm.K, 0, 0, f32, lane);  // X Kt^T
+    else
+      mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[nt * 8 + 2 * tq + (e & 1)];
+    online_softmax(S, m2, l, O);
+    mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);
+    if constexpr (kPath) {
+      if (m > 0) {  // X <- X P_m
+        if (p.dense) {
+          float Tm[NTD][4];
+          zero(Tm);
+          mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, sm.C, 0, 0, true, lane);
+#pragma unroll
+          for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) X[nt][e] -= Tm[nt][e];
+        } else {
+          float T1[8][4];
+          zero(T1);
+          mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, sm.W, 0, 0, true, lane);   // X W^T
+          mma_rA<4, NTD, BL::KN>(X, T1, -1.f, sm.Y, 0, 0, true, lane);  // X -= (X W^T) Y
+        }
+      }
+    }
+  }
+
+  // ---- normalise and write ----
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const float lt = quad_sum(l[rr]);
+    const int row = r0 + g + 8 * rr;
+    if (row < nvalid && tq == 0) p.lse[bh * p.T + i0 + row] = (m2[rr] + log2f(lt)) * kLn2;
+    l[rr] = 1.f / lt;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) O[nt][e] *= l[e >> 1];
+  store_frag_global(static_cast<unsigned char*>(p.out) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, O, 1.f,
+                    lane);
+}
+
+}  // namespace sb::cuda::detail

@@ -1,0 +1,126 @@
+// attn_internal.hpp: what the attention .cu files share (internal, not a public interface): kernel
+// parameter structs, the workspace layout, the backward launch configuration and the launchers
+// each .cu file defines. Factor layouts (per head bh, block m of 64 rows, Tp = 64 nb):
+//   kt, y, dv/dkt/dk/dy/dw accumulators: [BH, Tp, Dh] fp32    z, tinv, dz: [BH, nb, 64, 64] fp32
+//   c, dp: [BH, nb, Dh, Dh] fp32 (dense transport, Dh <= 64)    gcum: [BH, T] double, dg: [BH, Tp]
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/attention_cuda.hpp"
+#include "kernels/cuda_check.hpp"
+
+namespace sb::cuda::detail {
+
+// Dense block transports (X - X C, C = W^T Y, Dh x Dh per block) for Dh <= 64; factored
+// (X - (X W^T) Y) above, where the dense product would cost more memory than it saves.
+inline bool path_dense(int64_t Dh) { return Dh <= 64; }
+
+// Calls f(std::integral_constant<int, Dh>) for the supported head dims.
+template <class F>
+void with_dh(int64_t Dh, F&& f) {
+  switch (Dh) {
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    case 32: f(std::integral_constant<int, 32>{}); break;
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    case 128: f(std::integral_constant<int, 128>{}); break;
+    default: throw_error("attention CUDA: unsupported head dim (supported: 16, 32, 64, 128)");
+  }
+}
+
+struct FwdParams {
+  const void* q = nullptr;       // [B, T, H, Dh]
+  const void* k = nullptr;       // [B, T, H, Dh]
+  const void* v = nullptr;       // [B, T, H, Dh]
+  const float* w = nullptr;      // [B, T, H, Dh] (PaTH)
+  const double* gcum = nullptr;  // [BH, T] inclusive prefix sums of log_f, or null
+  const float* kt = nullptr;     // PaTH factors (layouts above)
+  const float* y = nullptr;
+  const float* z = nullptr;
+  const float* c = nullptr;
+  void* out = nullptr;  // [B, T, H, Dh]
+  float* lse = nullptr;  // [B, H, T]
+  int64_t B = 0, T = 0, H = 0;
+  int nb = 0;  // number of 64-row blocks
+  float scale = 1.f;
+  bool bf16 = false, dense = false;
+};
+
+struct BwdParams {
+  const void* q = nullptr;     // [B, T, H, Dh]
+  const void* k = nullptr;     // [B, T, H, Dh]
+  const void* v = nullptr;     // [B, T, H, Dh]
+  const void* dout = nullptr;  // [B, T, H, Dh]
+  const float* w = nullptr;    // [B, T, H, Dh]
+  const float* lse = nullptr;  // [BH, T]
+  const float* delta = nullptr;  // [BH, T] dout . out
+  const double* gcum = nullptr;  // [BH, T] or null
+  const float* kt = nullptr;
+  const float* y = nullptr;
+  const float* z = nullptr;
+  const float* c = nullptr;
+  void* dq = nullptr;      // [B, T, H, Dh] written directly
+  float* dv_acc = nullptr;  // accumulators (atomics), zeroed before the launch
+  float* dkt_acc = nullptr;
+  float* dk_acc = nullptr;
+  float* dy_acc = nullptr;
+  float* dw_acc = nullptr;
+  float* dz_acc = nullptr;
+  float* dp_acc = nullptr;
+  float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
+  float* scratch = nullptr;  // [grid, slot_floats] per-CTA query-state checkpoints
+  int64_t B = 0, T = 0, H = 0;
+  int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
+  int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
+  int64_t slot_floats = 0;
+  float scale = 1.f;
+  bool bf16 = false, dense = false;
+};
+
+// Launch shape of the backward main kernel on the current device.
+struct BwdConfig {
+  int warps = 4, smem = 0, grid = 1, seg = 1, ck_slots = 1;
+  int64_t slot_floats = 0;
+};
+BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
+
+// Workspace pieces (byte offsets, each 256-aligned) for one call.
+struct Workspace {
+  size_t gcum = 0, delta = 0, kt = 0, y = 0, z = 0, tinv = 0, c = 0;
+  size_t acc_begin = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
+  size_t scratch = 0, total = 0;
+};
+Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward);
+
+// Launchers (stream-ordered; check their launches). Defined in the .cu files.
+template <bool kPath>
+void launch_fwd(const FwdParams& p, int64_t Dh, cudaStream_t stream);
+template <bool kPath>
+void launch_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
+int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense);
+int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps);
+// Resident CTAs per multiprocessor of the backward kernel (after raising its smem limit).
+template <bool kPath>
+int bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);
+
+// Small kernels (path_prep.cu): prefix sums of log_f per head (double); delta = rowsum(dout * out);
+// the per-block UT factors; the factors' backward (writes dk, dw, dbeta); accumulator -> output
+// conversion; dlog_f from the prefix-sum gradient.
+void launch_gate_prefix(double* gcum, const float* log_f, int64_t B, int64_t T, int64_t H, cudaStream_t s);
+void launch_delta(float* delta, const void* dout, const void* out, int64_t B, int64_t T, int64_t H, int64_t Dh,
+                  bool bf16, cudaStream_t s);
+void launch_path_prep(float* kt, float* y, float* z, float* tinv, float* c, const void* k, const float* w,
+                      const float* beta, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16, cudaStream_t s);
+void launch_path_factors_bwd(void* dk, float* dw, float* dbeta, const float* dkt_acc, const float* dy_acc,
+                             const float* dz_acc, const float* dp_acc, const float* dk_acc, const float* dw_acc,
+                             const float* tinv, const float* z, const float* y, const void* k, const float* w,
+                             const float* beta, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
+                             cudaStream_t s);
+void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
+                          cudaStream_t s);
+void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
+
+}  // namespace sb::cuda::detail

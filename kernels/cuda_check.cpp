@@ -1,0 +1,19 @@
+// cuda_check.cpp: the out-of-line throwing helpers behind CUDA_CHECK / CUBLAS_CHECK (sb::Error
+// with the error string, the failing expression and file:line).
+#include "kernels/cuda_check.hpp"
+
+#include "core/error.hpp"
+
+namespace sb::cuda {
+
+void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
+  fail("CUDA error '{}' ({}) in '{}' at {}:{}", cudaGetErrorString(err), cudaGetErrorName(err), expr, file, line);
+}
+
+void throw_cublas_error(cublasStatus_t st, const char* expr, const char* file, int line) {
+  fail("cuBLAS error '{}' ({}) in '{}' at {}:{}", cublasGetStatusString(st), static_cast<int>(st), expr, file, line);
+}
+
+void throw_error(const char* what) { throw Error(what); }
+
+}  // namespace sb::cuda

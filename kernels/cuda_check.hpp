@@ -1,0 +1,33 @@
+// cuda_check.hpp: error checking for CUDA runtime and cuBLAS calls. Every failure throws sb::Error
+// with the failing expression, file:line and the runtime's error string; kernel launches are
+// checked with SB_CUDA_CHECK_LAUNCH() (cudaGetLastError right after the <<<>>>). The throwing
+// functions live in cuda_check.cpp so that nvcc-compiled files need not parse fmt.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace sb::cuda {
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* expr, const char* file, int line);
+// Throws sb::Error(what).
+[[noreturn]] void throw_error(const char* what);
+
+}  // namespace sb::cuda
+
+#define CUDA_CHECK(expr)                                                                 \
+  do {                                                                                   \
+    const cudaError_t sb_cuda_err_ = (expr);                                             \
+    if (sb_cuda_err_ != cudaSuccess)                                                     \
+      ::sb::cuda::throw_cuda_error(sb_cuda_err_, #expr, __FILE__, __LINE__);             \
+  } while (0)
+
+#define CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                   \
+    const cublasStatus_t sb_cublas_st_ = (expr);                                         \
+    if (sb_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                          \
+      ::sb::cuda::throw_cublas_error(sb_cublas_st_, #expr, __FILE__, __LINE__);          \
+  } while (0)
+
+// After a kernel launch: reports launch-configuration errors (and earlier asynchronous ones).
+#define SB_CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,46 @@
+// softmax_attention.cu: the flash causal softmax attention (NoPE / RoPE-applied q, k / FoX gate):
+// instantiates the shared fused forward and backward kernels without the PaTH transports (one
+// instantiation per head dim each) and provides their launchers and occupancy query. Host API:
+// attention_api.cpp.
+#include "kernels/attn_bwd_kernel.cuh"
+#include "kernels/attn_fwd_kernel.cuh"
+
+namespace sb::cuda::detail {
+
+template <>
+void launch_fwd<false>(const FwdParams& p, int64_t Dh, cudaStream_t stream) {
+  const int smem = fwd_smem(nullptr, static_cast<int>(Dh), !p.bf16, false, false).bytes;
+  const int64_t blocks = static_cast<int64_t>(p.nb) * p.B * p.H;
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    auto* kernel = p.bf16 ? attn_fwd_kernel<D, false, false> : attn_fwd_kernel<D, false, true>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kernel<<<static_cast<unsigned>(blocks), 128, smem, stream>>>(p);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+template <>
+int bwd_occupancy<false>(int64_t Dh, bool f32, int warps, int smem) {
+  int occ = 0;
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    auto* kernel = f32 ? attn_bwd_kernel<D, false, true> : attn_bwd_kernel<D, false, false>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 32 * warps, smem));
+  });
+  return occ;
+}
+
+template <>
+void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    auto* kernel = p.bf16 ? attn_bwd_kernel<D, false, false> : attn_bwd_kernel<D, false, true>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg.smem));
+    kernel<<<cfg.grid, 32 * cfg.warps, cfg.smem, stream>>>(p);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace sb::cuda::detail

@@ -1,0 +1,357 @@
+// test_cuda_attention.cpp: parity of the CUDA attention kernels (kernels/attention_cuda.hpp) with
+// the CPU reference ops run in double: PaTH (nn::path_attention_*, Blockwise form) and softmax
+// attention (nn::softmax_attention_*; NoPE, RoPE-applied q/k, FoX gate). Forward output, lse and
+// every gradient, over awkward shapes, fp32 and bf16, outputs poisoned before each run. Skips
+// when built without CUDA or when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#ifdef STATEBENCH_HAVE_CUDA
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_cuda.hpp"
+#include "kernels/device_buffer.hpp"
+#include "nn/ops_attention.hpp"
+#include "nn/path_attention.hpp"
+#include "path_test_util.hpp"
+
+namespace sb::test {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::DType;
+
+// Norm-wise relative error tolerances ||gpu - ref|| / ||ref|| against a float64 reference on the
+// same (rounded) inputs.
+// fp32: every tensor-core product splits its operands (hi + lo bf16, three products), ~2^-16
+//   relative per product, far below 1e-4 on outputs; gradients add recomputation and atomics
+//   order (fp32 sums) and are held to 1e-3.
+// bf16: inputs are exact bf16, but derived operands (probabilities, pushed keys, dS, transported
+//   queries in the score products) are rounded to bf16 (2^-9 relative), so errors of a few 1e-3
+//   are expected; 1e-2 for outputs and 2e-2 for gradients (the w / beta gradients sum many such
+//   rounded terms).
+struct Tol {
+  double out, lse, grad;
+};
+Tol tolerance(DType dt) { return dt == DType::F32 ? Tol{1e-4, 1e-4, 1e-3} : Tol{1e-2, 1e-3, 2e-2}; }
+
+bool have_device() { return cuda::cuda_device_available(); }
+#define SKIP_WITHOUT_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device available: CUDA attention tests skipped"
+
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even (inputs are finite)
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Rounds x in place to what the device sees (float or bf16) and returns the device bytes.
+DeviceBuffer upload_rounded(Vec& x, DType dt) {
+  if (dt == DType::BF16) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      h[i] = bf16_bits(static_cast<float>(x[i]));
+      x[i] = bf16_value(h[i]);
+    }
+    return cuda::to_device(h);
+  }
+  std::vector<float> f(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = f[i] = static_cast<float>(x[i]);
+  return cuda::to_device(f);
+}
+DeviceBuffer upload_f32(Vec& x) { return upload_rounded(x, DType::F32); }
+
+// Downloads n elements; counts non-finite values (the poison 0xFF.. is NaN in both types).
+Vec download(const DeviceBuffer& buf, size_t n, DType dt, int64_t& nonfinite) {
+  Vec out(n);
+  if (dt == DType::BF16) {
+    const auto h = cuda::to_host<uint16_t>(buf, n);
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_value(h[i]);
+  } else {
+    const auto f = cuda::to_host<float>(buf, n);
+    for (size_t i = 0; i < n; ++i) out[i] = f[i];
+  }
+  for (double x : out) nonfinite += !std::isfinite(x);
+  return out;
+}
+
+DeviceBuffer poisoned(size_t bytes) {
+  DeviceBuffer b(bytes);
+  b.fill_bytes(0xFF);
+  return b;
+}
+
+// ||got - ref|| / max(||ref||, 1e-3 sqrt(n)): relative, except that a reference whose RMS is
+// below 1e-3 is compared absolutely (at T = 1 the exact dq and dk are 0: out = v makes dS = 0,
+// and the device returns rounding-level values there). Real gradients have RMS ~0.1 - 1.
+double rel_err(const Vec& got, const Vec& ref) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    d += (got[i] - ref[i]) * (got[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return std::sqrt(d) / std::max(std::sqrt(r), 1e-3 * std::sqrt(static_cast<double>(ref.size())));
+}
+
+struct Shape {
+  int64_t B, T, H, Dh;
+  bool gate;
+  double beta_lo = 0.05, beta_hi = 1.95;
+  bool rope = false;  // softmax only: q, k rotated by RoPE first
+};
+std::string describe(const Shape& s, DType dt) {
+  return "(B,T,H,Dh)=(" + std::to_string(s.B) + "," + std::to_string(s.T) + "," + std::to_string(s.H) + "," +
+         std::to_string(s.Dh) + ") " + cuda::dtype_name(dt) + (s.gate ? " gate" : "") + (s.rope ? " rope" : "") +
+         " beta in [" + std::to_string(s.beta_lo) + "," + std::to_string(s.beta_hi) + "]";
+}
+
+// One forward + backward on the device and in double on the CPU; checks every output.
+void check_case(const Shape& s, DType dt, bool path, uint64_t seed) {
+  SCOPED_TRACE(describe(s, dt) + (path ? " PaTH" : " softmax"));
+  PathInputs in = make_inputs(s.B, s.T, s.H, s.Dh, s.gate, seed, s.beta_lo, s.beta_hi);
+  if (s.rope) {
+    nn::rope_forward<double>(in.q.data(), in.q.data(), s.B, s.T, s.H, s.Dh);
+    nn::rope_forward<double>(in.k.data(), in.k.data(), s.B, s.T, s.H, s.Dh);
+  }
+  Vec dout = randn(in.nx(), seed + 99);
+  const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns());
+  const size_t esz = cuda::dtype_bytes(dt);
+  DeviceBuffer q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
+  DeviceBuffer dO = upload_rounded(dout, dt);
+  DeviceBuffer w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
+  DeviceBuffer out = poisoned(nx * esz), lse = poisoned(ns * 4), dq = poisoned(nx * esz), dk = poisoned(nx * esz);
+  DeviceBuffer dv = poisoned(nx * esz), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
+  const float* lf = s.gate ? logf.as<float>() : nullptr;
+  if (path) {
+    cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
+                                      beta.as<float>(), lf, d, static_cast<float>(scale), dt, nullptr, 0, nullptr);
+    cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
+                                       s.gate ? dlogf.as<float>() : nullptr, dO.get(), q.get(), k.get(), v.get(),
+                                       w.as<float>(), beta.as<float>(), lf, out.get(), lse.as<float>(), d,
+                                       static_cast<float>(scale), dt, nullptr, 0, nullptr);
+  } else {
+    cuda::softmax_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), lf, d,
+                                         static_cast<float>(scale), dt, nullptr, 0, nullptr);
+    cuda::softmax_attention_backward_cuda(dq.get(), dk.get(), dv.get(), s.gate ? dlogf.as<float>() : nullptr,
+                                          dO.get(), q.get(), k.get(), v.get(), lf, out.get(), lse.as<float>(), d,
+                                          static_cast<float>(scale), dt, nullptr, 0, nullptr);
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  // Reference in double on the rounded inputs.
+  Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
+  const double* rlf = s.gate ? in.log_f.data() : nullptr;
+  if (path) {
+    const int64_t blk = nn::path_default_block(s.Dh);
+    nn::path_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(),
+                                       in.w.data(), in.beta.data(), rlf, s.B, s.T, s.H, s.Dh, scale,
+                                       nn::PathForm::Blockwise, blk, nullptr);
+    nn::path_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), r_dw.data(), r_db.data(), r_df.data(),
+                                        dout.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(),
+                                        in.beta.data(), rlf, r_out.data(), r_lse.data(), s.B, s.T, s.H, s.Dh, scale,
+                                        nn::PathForm::Blockwise, blk, nullptr);
+  } else {
+    nn::softmax_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(), rlf,
+                                          s.B, s.T, s.H, s.Dh, scale);
+    nn::softmax_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), s.gate ? r_df.data() : nullptr,
+                                           dout.data(), in.q.data(), in.k.data(), in.v.data(), rlf, r_out.data(),
+                                           r_lse.data(), s.B, s.T, s.H, s.Dh, scale);
+  }
+
+  const Tol tol = tolerance(dt);
+  int64_t bad = 0;
+  struct Item {
+    const char* name;
+    Vec got;
+    const Vec* ref;
+    double tol;
+  };
+  std::vector<Item> items;
+  items.push_back({"out", download(out, nx, dt, bad), &r_out, tol.out});
+  items.push_back({"lse", download(lse, ns, DType::F32, bad), &r_lse, tol.lse});
+  items.push_back({"dq", download(dq, nx, dt, bad), &r_dq, tol.grad});
+  items.push_back({"dk", download(dk, nx, dt, bad), &r_dk, tol.grad});
+  items.push_back({"dv", download(dv, nx, dt, bad), &r_dv, tol.grad});
+  if (path) {
+    items.push_back({"dw", download(dw, nx, DType::F32, bad), &r_dw, tol.grad});
+    items.push_back({"dbeta", download(dbeta, ns, DType::F32, bad), &r_db, tol.grad});
+  }
+  if (s.gate) items.push_back({"dlog_f", download(dlogf, ns, DType::F32, bad), &r_df, tol.grad});
+  EXPECT_EQ(bad, 0) << "outputs left unwritten (poison) or non-finite";
+  std::string line = std::string(path ? "PaTH    " : "softmax ") + describe(s, dt) + ":";
+  for (const Item& it : items) {
+    const double e = rel_err(it.got, *it.ref);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s %.2e", it.name, e);
+    line += buf;
+    EXPECT_LE(e, it.tol) << it.name << " relative error";
+  }
+  std::printf("%s\n", line.c_str());
+}
+
+const std::vector<Shape>& path_shapes() {
+  static const std::vector<Shape> shapes = {
+      {1, 1, 1, 16, true},
+      {2, 7, 3, 32, false},
+      {1, 64, 2, 64, true},
+      {1, 113, 1, 128, true, 1.9, 1.999},
+      {2, 257, 2, 16, false, 1.9, 1.999},
+      {1, 257, 1, 128, false},
+      {1, 200, 2, 128, true},
+      {1, 1000, 1, 64, true},
+      {1, 1000, 1, 32, false, 1.9, 1.999},
+      {1, 1000, 1, 16, true},
+      {512, 7, 8, 32, true},
+      {64, 64, 4, 16, false},
+      {3, 113, 5, 64, false},
+      {16, 129, 2, 32, true},
+  };
+  return shapes;
+}
+
+const std::vector<Shape>& softmax_shapes() {
+  static const std::vector<Shape> shapes = {
+      {1, 1, 1, 16, true},      {2, 7, 3, 32, false},         {1, 113, 2, 64, true},
+      {1, 257, 1, 128, false},  {512, 7, 8, 32, true},        {1, 1000, 1, 64, false, 0.05, 1.95, true},
+      {2, 300, 2, 128, true, 0.05, 1.95, true},               {64, 64, 4, 16, false},
+  };
+  return shapes;
+}
+
+TEST(CudaAttention, MmaBuildingBlocks) {
+  SKIP_WITHOUT_DEVICE();
+  const double plain = cuda::attention_mma_selftest(false), split = cuda::attention_mma_selftest(true);
+  std::printf("mma self-test: plain %.2e, split %.2e\n", plain, split);
+  EXPECT_LE(plain, 1e-5);  // exact bf16 inputs, fp32 accumulation
+  EXPECT_LE(split, 1e-4);  // fp32 inputs through hi/lo splitting
+}
+
+TEST(CudaAttention, PathFp32) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 100;
+  for (const Shape& s : path_shapes()) check_case(s, DType::F32, true, seed += 10);
+}
+
+TEST(CudaAttention, PathBf16) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 500;
+  for (const Shape& s : path_shapes()) check_case(s, DType::BF16, true, seed += 10);
+}
+
+// The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget).
+TEST(CudaAttention, PathCheckpointSegments) {
+  SKIP_WITHOUT_DEVICE();
+  cuda::set_path_checkpoint_budget(1);
+  check_case({1, 1000, 2, 64, true}, DType::F32, true, 900);
+  check_case({2, 700, 1, 128, false, 1.9, 1.999}, DType::BF16, true, 910);
+  check_case({1, 600, 1, 16, true}, DType::F32, true, 920);
+  cuda::set_path_checkpoint_budget(0);
+}
+
+TEST(CudaAttention, SoftmaxFp32) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 1000;
+  for (const Shape& s : softmax_shapes()) check_case(s, DType::F32, false, seed += 10);
+}
+
+TEST(CudaAttention, SoftmaxBf16) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 2000;
+  for (const Shape& s : softmax_shapes()) check_case(s, DType::BF16, false, seed += 10);
+}
+
+// The shape on which the reference Triton kernel failed (illegal memory access in backward, head
+// dim 32, T <= 128, large batch): full run, every output written and finite, and the first two
+// batch elements compared with the CPU reference.
+TEST(CudaAttention, PathReferenceFailureShape) {
+  SKIP_WITHOUT_DEVICE();
+  const Shape s{256, 128, 8, 32, true};
+  const DType dt = DType::BF16;
+  PathInputs in = make_inputs(s.B, s.T, s.H, s.Dh, s.gate, 4242);
+  Vec dout = randn(in.nx(), 4243);
+  const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns());
+  DeviceBuffer q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
+  DeviceBuffer dO = upload_rounded(dout, dt), w = upload_f32(in.w), beta = upload_f32(in.beta);
+  DeviceBuffer logf = upload_f32(in.log_f);
+  DeviceBuffer out = poisoned(nx * 2), lse = poisoned(ns * 4), dq = poisoned(nx * 2), dk = poisoned(nx * 2);
+  DeviceBuffer dv = poisoned(nx * 2), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
+  const float scale = 1.f / std::sqrt(static_cast<float>(s.Dh));
+  cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
+                                    beta.as<float>(), logf.as<float>(), d, scale, dt, nullptr, 0, nullptr);
+  cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
+                                     dlogf.as<float>(), dO.get(), q.get(), k.get(), v.get(), w.as<float>(),
+                                     beta.as<float>(), logf.as<float>(), out.get(), lse.as<float>(), d, scale, dt,
+                                     nullptr, 0, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  int64_t bad = 0;
+  const Vec g_out = download(out, nx, dt, bad), g_dq = download(dq, nx, dt, bad), g_dk = download(dk, nx, dt, bad);
+  const Vec g_dv = download(dv, nx, dt, bad), g_dw = download(dw, nx, DType::F32, bad);
+  const Vec g_db = download(dbeta, ns, DType::F32, bad), g_df = download(dlogf, ns, DType::F32, bad);
+  download(lse, ns, DType::F32, bad);
+  EXPECT_EQ(bad, 0) << "outputs left unwritten (poison) or non-finite";
+  // Batch elements are independent and contiguous: check b = 0, 1 against the CPU.
+  const int64_t B2 = 2, nx2 = B2 * s.T * s.H * s.Dh, ns2 = B2 * s.T * s.H;
+  Vec r_out(nx2), r_lse(ns2), r_dq(nx2, 0.0), r_dk(nx2, 0.0), r_dv(nx2, 0.0), r_dw(nx2, 0.0), r_db(ns2, 0.0),
+      r_df(ns2, 0.0);
+  nn::path_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(),
+                                     in.beta.data(), in.log_f.data(), B2, s.T, s.H, s.Dh, scale,
+                                     nn::PathForm::Blockwise, 32, nullptr);
+  nn::path_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), r_dw.data(), r_db.data(), r_df.data(),
+                                      dout.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(), in.beta.data(),
+                                      in.log_f.data(), r_out.data(), r_lse.data(), B2, s.T, s.H, s.Dh, scale,
+                                      nn::PathForm::Blockwise, 32, nullptr);
+  auto head = [](const Vec& x, int64_t n) { return Vec(x.begin(), x.begin() + n); };
+  const Tol tol = tolerance(dt);
+  EXPECT_LE(rel_err(head(g_out, nx2), r_out), tol.out);
+  EXPECT_LE(rel_err(head(g_dq, nx2), r_dq), tol.grad);
+  EXPECT_LE(rel_err(head(g_dk, nx2), r_dk), tol.grad);
+  EXPECT_LE(rel_err(head(g_dv, nx2), r_dv), tol.grad);
+  EXPECT_LE(rel_err(head(g_dw, nx2), r_dw), tol.grad);
+  EXPECT_LE(rel_err(head(g_db, ns2), r_db), tol.grad);
+  EXPECT_LE(rel_err(head(g_df, ns2), r_df), tol.grad);
+  std::printf("reference failure shape (256,128,8,32) bf16: out %.2e dq %.2e dk %.2e dv %.2e dw %.2e dbeta %.2e dlog_f %.2e\n",
+              rel_err(head(g_out, nx2), r_out), rel_err(head(g_dq, nx2), r_dq), rel_err(head(g_dk, nx2), r_dk),
+              rel_err(head(g_dv, nx2), r_dv), rel_err(head(g_dw, nx2), r_dw), rel_err(head(g_db, ns2), r_db),
+              rel_err(head(g_df, ns2), r_df));
+}
+
+TEST(CudaAttention, RejectsBadArguments) {
+  SKIP_WITHOUT_DEVICE();
+  const cuda::AttnDims bad_dh{1, 8, 1, 48};
+  EXPECT_THROW(cuda::path_attention_forward_workspace_bytes(bad_dh, DType::F32), Error);
+  const cuda::AttnDims ok{1, 8, 1, 16};
+  DeviceBuffer small(16);
+  DeviceBuffer x(8 * 16 * 4), w(8 * 16 * 4), b(8 * 4), lse(8 * 4);
+  EXPECT_THROW(cuda::path_attention_forward_cuda(x.get(), lse.as<float>(), x.get(), x.get(), x.get(), w.as<float>(),
+                                                 b.as<float>(), nullptr, ok, 0.25f, DType::F32, small.get(), 16,
+                                                 nullptr),
+               Error);
+  EXPECT_THROW(cuda::path_attention_forward_cuda(x.get(), lse.as<float>(), x.get(), x.get(), x.get(), nullptr,
+                                                 b.as<float>(), nullptr, ok, 0.25f, DType::F32, nullptr, 0, nullptr),
+               Error);
+}
+
+}  // namespace
+}  // namespace sb::test
+
+#else  // !STATEBENCH_HAVE_CUDA
+
+TEST(CudaAttention, SkippedWithoutCuda) {
+  GTEST_SKIP() << "statebench was built without CUDA (STATEBENCH_HAVE_CUDA undefined): CUDA attention tests skipped";
+}
+
+#endif
