@@ -1,0 +1,113 @@
+// attention_cuda.hpp: the public host API of the CUDA attention kernels: PaTH attention (fused,
+// FlashAttention-style, forward and backward; optional FoX gate) and causal softmax attention
+// (NoPE, RoPE-applied q/k, FoX gate). Same math and layouts as the CPU ops in src/nn/
+// (path_attention.hpp, ops_attention.hpp): q, k, v, out [B, T, H, Dh]; lse [B, H, T] fp32;
+// w [B, T, H, Dh] fp32; beta, log_f [B, T, H] fp32. Algorithm and numerics: kernels/NOTES.md.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sb::cuda {
+
+// Element type of q, k, v, out, dout, dq, dk, dv. w, beta, log_f, lse and their gradients are
+// always fp32. Arithmetic: tensor-core bf16 products with fp32 accumulation; in F32 mode every
+// product splits its operands into two bf16 halves (three products, ~1e-5 relative error), in BF16
+// mode only the Householder transports do (see NOTES.md).
+enum class DType { F32, BF16 };
+const char* dtype_name(DType dt);
+size_t dtype_bytes(DType dt);
+
+struct AttnDims {
+  int64_t B = 1, T = 1, H = 1, Dh = 64;  // Dh in {16, 32, 64, 128}; any T >= 1, any B * H >= 1
+};
+
+// True when a CUDA device can be used (driver present and at least one device).
+bool cuda_device_available();
+
+// Scratch bytes each call needs on the current device (the backward's query-state checkpoints are
+// sized from the device's multiprocessor count). Pass a workspace at least this large, or nullptr
+// to let the call allocate (stream-ordered) and free its own. Independent of whether a gate is used.
+size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt);
+size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt);
+size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt);
+size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt);
+
+// PaTH forward (spec: /work/shared/spec/path-attention.md; CPU: nn::path_attention_forward):
+//   s_ij = scale * q_i . (H_i ... H_{j+1} k_j) + sum_{s=j+1..i} log_f_s,  H_t = I - beta_t w_t w_t^T
+//   out_i = sum_{j<=i} softmax_j(s_ij) v_j,  lse_i = log sum_j exp(s_ij)  (natural log)
+// out and lse are overwritten. log_f == nullptr: no forget gate. All pointers are device pointers.
+void path_attention_forward_cuda(void* out,            // [B, T, H, Dh] dt
+                                 float* lse,           // [B, H, T]
+                                 const void* q,        // [B, T, H, Dh] dt
+                                 const void* k,        // [B, T, H, Dh] dt
+                                 const void* v,        // [B, T, H, Dh] dt
+                                 const float* w,       // [B, T, H, Dh]
+                                 const float* beta,    // [B, T, H]
+                                 const float* log_f,   // [B, T, H] or nullptr
+                                 const AttnDims& d, float scale, DType dt,
+                                 void* workspace,      // [path_attention_forward_workspace_bytes] or nullptr
+                                 size_t workspace_bytes, cudaStream_t stream);
+
+// PaTH backward. OVERWRITES every gradient (unlike the accumulating CPU op); dlog_f is required
+// when log_f is given (its position-0 entries are exactly 0) and ignored otherwise. out and lse
+// are the forward's outputs.
+void path_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
+                                  void* dk,            // [B, T, H, Dh] dt
+                                  void* dv,            // [B, T, H, Dh] dt
+                                  float* dw,           // [B, T, H, Dh]
+                                  float* dbeta,        // [B, T, H]
+                                  float* dlog_f,       // [B, T, H] or nullptr (no gate)
+                                  const void* dout,    // [B, T, H, Dh] dt
+                                  const void* q,       // [B, T, H, Dh] dt
+                                  const void* k,       // [B, T, H, Dh] dt
+                                  const void* v,       // [B, T, H, Dh] dt
+                                  const float* w,      // [B, T, H, Dh]
+                                  const float* beta,   // [B, T, H]
+                                  const float* log_f,  // [B, T, H] or nullptr
+                                  const void* out,     // [B, T, H, Dh] dt
+                                  const float* lse,    // [B, H, T]
+                                  const AttnDims& d, float scale, DType dt,
+                                  void* workspace,     // [path_attention_backward_workspace_bytes] or nullptr
+                                  size_t workspace_bytes, cudaStream_t stream);
+
+// Causal softmax attention (CPU: nn::softmax_attention_forward): s_ij = scale q_i . k_j +
+// sum_{s=j+1..i} log_f_s. RoPE is applied to q and k by the caller beforehand.
+void softmax_attention_forward_cuda(void* out,           // [B, T, H, Dh] dt
+                                    float* lse,          // [B, H, T]
+                                    const void* q,       // [B, T, H, Dh] dt
+                                    const void* k,       // [B, T, H, Dh] dt
+                                    const void* v,       // [B, T, H, Dh] dt
+                                    const float* log_f,  // [B, T, H] or nullptr
+                                    const AttnDims& d, float scale, DType dt,
+                                    void* workspace,     // [softmax_attention_forward_workspace_bytes] or nullptr
+                                    size_t workspace_bytes, cudaStream_t stream);
+
+// Softmax attention backward; overwrites dq, dk, dv and (with a gate) dlog_f.
+void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
+                                     void* dk,            // [B, T, H, Dh] dt
+                                     void* dv,            // [B, T, H, Dh] dt
+                                     float* dlog_f,       // [B, T, H] or nullptr (no gate)
+                                     const void* dout,    // [B, T, H, Dh] dt
+                                     const void* q,       // [B, T, H, Dh] dt
+                                     const void* k,       // [B, T, H, Dh] dt
+                                     const void* v,       // [B, T, H, Dh] dt
+                                     const float* log_f,  // [B, T, H] or nullptr
+                                     const void* out,     // [B, T, H, Dh] dt
+                                     const float* lse,    // [B, H, T]
+                                     const AttnDims& d, float scale, DType dt,
+                                     void* workspace,     // [softmax_attention_backward_workspace_bytes] or nullptr
+                                     size_t workspace_bytes, cudaStream_t stream);
+
+// Scratch budget (bytes) of the PaTH backward's per-CTA query-state checkpoints; 0 restores the
+// default, max(64 MiB, 4 B T H Dh). Below the need of one segment per item the backward stores
+// only ~sqrt(T / 64) checkpoints and recomputes segments (tests use it to cover that path).
+void set_path_checkpoint_budget(int64_t bytes);
+
+// Self-test of the warp-level tensor-core building blocks (every operand layout, plain and split
+// precision) against a double-precision host product; returns the largest relative error seen
+// (norm-wise per case). Used by tests/test_cuda_attention.cpp.
+double attention_mma_selftest(bool split);
+
+}  // namespace sb::cuda
