@@ -151,15 +151,16 @@ void grad_norm_cuda(double* norm,      // [1]
 // torch clip_grad_norm_: if *norm is finite and max_norm / (*norm + 1e-6) < 1, g *= that coefficient.
 void clip_grads_cuda(float* g, const double* norm, int64_t n, double max_norm, cudaStream_t stream);
 // One AdamW update (AdamW<float>::step semantics) per element with decay_mask 1 (decay) or 0 (no
-// decay); mask 2 marks padding (untouched). Skipped entirely (no change) when *skip_if_nonfinite
-// (nullable) is not finite. bc1 = 1 - beta1^t, bc2_sqrt = sqrt(1 - beta2^t).
+// decay); mask 2 marks padding (untouched). Skipped entirely (no change) when *skip_a or *skip_b
+// (each nullable: e.g. the gradient norm and the loss sum) is not finite. bc1 = 1 - beta1^t, bc2_sqrt = sqrt(1 - beta2^t).
 struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay, bc1, bc2_sqrt;
 };
 void adamw_step_cuda(float* p, float* m, float* v,        // [n] each
                      const float* g,                       // [n]
                      const uint8_t* decay_mask,            // [n]
-                     const double* skip_if_nonfinite,      // [1] or nullptr
+                     const double* skip_a,                 // [1] or nullptr
+                     const double* skip_b,                 // [1] or nullptr
                      int64_t n, const AdamWArgs& args, cudaStream_t stream);
 
 }  // namespace sb::cuda

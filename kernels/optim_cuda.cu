@@ -52,10 +52,11 @@ __global__ void clip_kernel(float* g, const double* norm, int64_t n, double max_
   if (i < n) g[i] *= c;
 }
 
-__global__ void adamw_kernel(float* p, float* m, float* v, const float* g, const uint8_t* mask, const double* skip,
+__global__ void adamw_kernel(float* p, float* m, float* v, const float* g, const uint8_t* mask, const double* skip_a,
+                             const double* skip_b,
                              int64_t n, float decay, float w1, float b2, float one_minus_b2, float step_size,
                              float bc2s, float eps) {
-  if (skip && !isfinite(*skip)) return;
+  if ((skip_a && !isfinite(*skip_a)) || (skip_b && !isfinite(*skip_b))) return;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n || mask[i] == 2) return;
   const float gi = g[i];
@@ -91,11 +92,11 @@ void clip_grads_cuda(float* g, const double* norm, int64_t n, double max_norm, c
 }
 
 void adamw_step_cuda(float* p, float* m, float* v, const float* g, const uint8_t* decay_mask,
-                     const double* skip_if_nonfinite, int64_t n, const AdamWArgs& a, cudaStream_t stream) {
+                     const double* skip_a, const double* skip_b, int64_t n, const AdamWArgs& a, cudaStream_t stream) {
   if (n <= 0) return;
   const float decay = static_cast<float>(1.0 - a.lr * a.weight_decay);
   adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      p, m, v, g, decay_mask, skip_if_nonfinite, n, decay, static_cast<float>(1.0 - a.beta1),
+      p, m, v, g, decay_mask, skip_a, skip_b, n, decay, static_cast<float>(1.0 - a.beta1),
       static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2), static_cast<float>(a.lr / a.bc1),
       static_cast<float>(a.bc2_sqrt), static_cast<float>(a.eps));
   SB_OPS_CUDA_CHECK(cudaGetLastError());

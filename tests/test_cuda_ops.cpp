@@ -337,7 +337,7 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
     const int64_t t = opt.steps_taken();
     const cuda::AdamWArgs args{1e-2, oc.betas[0], oc.betas[1], oc.eps, oc.weight_decay,
                                1.0 - std::pow(oc.betas[0], t), std::sqrt(1.0 - std::pow(oc.betas[1], t))};
-    cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, n, args, s);
+    cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, nullptr, n, args, s);
     expect_close(d_p.host(), std::vector<float>(store.params(), store.params() + n), 1e-5, 1e-7, "adamw params");
     expect_close(d_m.host(), std::vector<float>(opt.m(), opt.m() + n), 1e-5, 1e-9, "adamw m");
     expect_close(d_v.host(), std::vector<float>(opt.v(), opt.v() + n), 1e-5, 1e-12, "adamw v");
@@ -346,7 +346,7 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
   const auto before = d_p.host();
   const double inf = INFINITY;
   SB_OPS_CUDA_CHECK(cudaMemcpy(d_norm.p, &inf, sizeof(double), cudaMemcpyHostToDevice));
-  cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, n,
+  cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, nullptr, d_norm.p, n,
                         cuda::AdamWArgs{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.5, 0.5}, s);
   expect_close(d_p.host(), before, 0, 0, "skipped update");
 }
