@@ -1,0 +1,49 @@
+// blas_cuda.hpp: the cuBLAS handle and the linear layer on the device, out = inp W^T (+ bias),
+// W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32 or TF32 tensor-core
+// products per handle. Also owns the shared CUDA error helpers of kernels/ops_cuda.hpp.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sb::cuda {
+
+enum class MatmulPrecision { fp32, tf32 };
+
+// Owns one cuBLAS handle bound to one stream. Move-only.
+class Blas {
+ public:
+  Blas(MatmulPrecision precision, cudaStream_t stream);
+  ~Blas();
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  cublasHandle_t handle() const { return handle_; }
+  cudaStream_t stream() const { return stream_; }
+  MatmulPrecision precision() const { return precision_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  MatmulPrecision precision_;
+};
+
+// out = inp @ weight^T (+ bias, nullable).
+void linear_forward_cuda(const Blas& blas,
+                         float* out,           // [N, O]
+                         const float* inp,     // [N, I]
+                         const float* weight,  // [O, I]
+                         const float* bias,    // [O] or nullptr
+                         int64_t N, int64_t I, int64_t O);
+// dinp (= or +=, per accumulate_dinp) dout @ weight; dweight += dout^T @ inp; dbias += colsum(dout).
+// Each gradient may be nullptr.
+void linear_backward_cuda(const Blas& blas,
+                          float* dinp,          // [N, I] or nullptr
+                          float* dweight,       // [O, I] or nullptr (+=)
+                          float* dbias,         // [O] or nullptr (+=)
+                          const float* dout,    // [N, O]
+                          const float* inp,     // [N, I]
+                          const float* weight,  // [O, I]
+                          int64_t N, int64_t I, int64_t O, bool accumulate_dinp);
+
+}  // namespace sb::cuda

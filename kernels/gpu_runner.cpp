@@ -1,0 +1,353 @@
+// gpu_runner.cpp: GpuRunner, the device forward/backward of the transformer (mirrors
+// src/model/runner.cpp op for op; activation gradients are overwritten, parameter gradients
+// accumulated; residual gradients are summed explicitly). Attention: kernels/attention_cuda.hpp.
+#include "kernels/gpu_runner.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/attention_cuda.hpp"
+#include "kernels/ops_cuda.hpp"
+#include "nn/path_wpath.hpp"
+
+namespace sb::cuda {
+
+template <class T>
+void DeviceArray<T>::resize(int64_t n) {
+  if (n == n_ && p_) return;
+  release();
+  if (n > 0) {
+    SB_OPS_CUDA_CHECK(cudaMalloc(&p_, static_cast<size_t>(n) * sizeof(T)));
+    SB_OPS_CUDA_CHECK(cudaMemset(p_, 0, static_cast<size_t>(n) * sizeof(T)));
+  }
+  n_ = n;
+}
+
+template <class T>
+void DeviceArray<T>::release() noexcept {
+  if (p_) cudaFree(p_);
+  p_ = nullptr, n_ = 0;
+}
+
+template class DeviceArray<float>;
+template class DeviceArray<double>;
+template class DeviceArray<int32_t>;
+template class DeviceArray<uint8_t>;
+template class DeviceArray<char>;
+
+namespace {
+bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
+bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }
+using Buf = DeviceArray<float>;
+}  // namespace
+
+struct GpuRunner::Impl {
+  struct Layer {
+    Attention kind;
+    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+  };
+
+  const Transformer<float>& model;
+  const ModelConfig& c;
+  Blas blas;
+  cudaStream_t stream;
+  int64_t B, T, N, D, H, Dh, HD, F, V, R, M = 0;
+  float scale, beta_max;
+  AttnDims dims;
+  std::vector<Layer> layers;
+  DeviceArray<int32_t> ids, rows, row_labels;  // [N] each (rows / row_labels: first M used)
+  std::vector<int32_t> host_rows, host_row_labels;
+  Buf x_final, hf, meanf, rstdf, hf_rows, logits, losses, tmp;
+  DeviceArray<double> loss_sum;
+  DeviceArray<char> ws;  // attention workspace (max over calls)
+  size_t ws_bytes = 0;
+  bool have_forward = false;
+  Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dlogits,
+      dhf_rows;
+
+  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st)
+      : model(m), c(m.config()), blas(prec, st), stream(st), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads),
+        Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank) {
+    if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
+    scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+    beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
+    dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
+    const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
+    bool any_path = false, any_rope = false, any_gate = false;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      Layer L;
+      L.kind = c.layer_attention(l);
+      L.x_in.resize(N * D), L.h1.resize(N * D), L.mean1.resize(N), L.rstd1.resize(N);
+      L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD);
+      if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
+      if (uses_path(L.kind)) {
+        L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
+        L.zb.resize(N * H), L.beta.resize(N * H);
+        any_path = true;
+      }
+      any_rope |= L.kind == Attention::rope;
+      L.att.resize(N * HD), L.lse.resize(B * H * T), L.x_mid.resize(N * D);
+      if (c.mlp != MlpKind::none) {
+        L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
+        L.g.resize(N * f_in), L.s.resize(N * F);
+      }
+      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, DType::F32),
+                                                                 path_attention_backward_workspace_bytes(dims, DType::F32))
+                                                      : std::max(softmax_attention_forward_workspace_bytes(dims, DType::F32),
+                                                                 softmax_attention_backward_workspace_bytes(dims, DType::F32)));
+      layers.push_back(std::move(L));
+    }
+    ws.resize(static_cast<int64_t>(ws_bytes));
+    ids.resize(N), rows.resize(N), row_labels.resize(N);
+    x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
+    hf_rows.resize(N * D), logits.resize(N * V), losses.resize(N), loss_sum.resize(1);
+    dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D), datt.resize(N * HD);
+    dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
+    if (any_path) {
+      dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), da1.resize(N * R), dbeta.resize(N * H);
+      dzb.resize(N * H);
+    }
+    if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
+    if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
+    if (c.mlp != MlpKind::none) dg.resize(N * f_in), ds.resize(N * F);
+    dlogits.resize(N * V), dhf_rows.resize(N * D);
+  }
+
+  const float* P(const float* params, const std::string& name) const { return params + model.params().view(name).offset; }
+  float* G(float* grads, const std::string& name) const { return grads + model.params().view(name).offset; }
+  bool has(const std::string& name) const { return model.params().contains(name); }
+
+  void linear(float* out, const float* in, const float* w, const float* b, int64_t n, int64_t i, int64_t o) {
+    linear_forward_cuda(blas, out, in, w, b, n, i, o);
+  }
+
+  void norm_forward(const float* prm, Buf& out, Buf& mean, Buf& rstd, const float* x, const std::string& name) {
+    if (c.norm == NormKind::rmsnorm)
+      rmsnorm_forward_cuda(out.data(), rstd.data(), x, P(prm, name + ".weight"), N, D, 1e-6, stream);
+    else
+      layernorm_forward_cuda(out.data(), mean.data(), rstd.data(), x, P(prm, name + ".weight"), P(prm, name + ".bias"),
+                             N, D, 1e-5, stream);
+  }
+  // dx_out = norm backward of dout (overwritten); parameter grads accumulated.
+  void norm_backward(const float* prm, float* grads, float* dx_out, const float* dout, const float* x, const Buf& mean,
+                     const Buf& rstd, const std::string& name) {
+    if (c.norm == NormKind::rmsnorm)
+      rmsnorm_backward_cuda(dx_out, G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), N, D,
+                            stream);
+    else
+      layernorm_backward_cuda(dx_out, G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
+                              P(prm, name + ".weight"), mean.data(), rstd.data(), N, D, stream);
+  }
+
+  void attention_forward(const float* prm, Layer& L, const std::string& p) {
+    linear(L.q.data(), L.h1.data(), P(prm, p + "attn.wq"), nullptr, N, D, HD);
+    linear(L.k.data(), L.h1.data(), P(prm, p + "attn.wk"), nullptr, N, D, HD);
+    linear(L.v.data(), L.h1.data(), P(prm, p + "attn.wv"), nullptr, N, D, HD);
+    if (L.kind == Attention::rope) {
+      rope_forward_cuda(L.q.data(), L.q.data(), B, T, H, Dh, c.rope_theta, stream);
+      rope_forward_cuda(L.k.data(), L.k.data(), B, T, H, Dh, c.rope_theta, stream);
+    }
+    const float* logf = nullptr;
+    if (uses_gate(L.kind)) {
+      linear(L.zf.data(), L.h1.data(), P(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
+      act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
+      logf = L.logf.data();
+    }
+    if (uses_path(L.kind)) {
+      linear(L.a1.data(), L.h1.data(), P(prm, p + "attn.w1"), nullptr, N, D, R);
+      linear(L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
+      const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
+      path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
+                              static_cast<float>(nn::kPathWNormEps), stream);
+      linear(L.zb.data(), L.h1.data(), P(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
+      path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, stream);
+      path_attention_forward_cuda(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), L.w.data(),
+                                  L.beta.data(), logf, dims, scale, DType::F32, ws.data(), ws_bytes, stream);
+    } else {
+      softmax_attention_forward_cuda(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), logf, dims, scale,
+                                     DType::F32, ws.data(), ws_bytes, stream);
+    }
+  }
+
+  // dx holds d(x_mid) on entry and d(x_in) on exit.
+  void attention_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
+    linear_backward_cuda(blas, datt.data(), G(grads, p + "attn.wo"), nullptr, dx.data(), L.att.data(),
+                         P(prm, p + "attn.wo"), N, HD, D, false);
+    const bool gate = uses_gate(L.kind);
+    if (uses_path(L.kind)) {
+      path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.data(), dbeta.data(),
+                                   gate ? dlogf.data() : nullptr, datt.data(), L.q.data(), L.k.data(), L.v.data(),
+                                   L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, L.att.data(),
+                                   L.lse.data(), dims, scale, DType::F32, ws.data(), ws_bytes, stream);
+    } else {
+      softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), gate ? dlogf.data() : nullptr, datt.data(),
+                                      L.q.data(), L.k.data(), L.v.data(), gate ? L.logf.data() : nullptr, L.att.data(),
+                                      L.lse.data(), dims, scale, DType::F32, ws.data(), ws_bytes, stream);
+    }
+    const float* dq_in = dq.data();
+    const float* dk_in = dk.data();
+    if (L.kind == Attention::rope) {
+      rope_backward_cuda(dq_pre.data(), dq.data(), B, T, H, Dh, c.rope_theta, stream);
+      rope_backward_cuda(dk_pre.data(), dk.data(), B, T, H, Dh, c.rope_theta, stream);
+      dq_in = dq_pre.data(), dk_in = dk_pre.data();
+    }
+    const float* h1 = L.h1.data();
+    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wq"), nullptr, dq_in, h1, P(prm, p + "attn.wq"), N, D, HD,
+                         false);
+    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wk"), nullptr, dk_in, h1, P(prm, p + "attn.wk"), N, D, HD,
+                         true);
+    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wv"), nullptr, dv.data(), h1, P(prm, p + "attn.wv"), N, D,
+                         HD, true);
+    if (gate) {
+      act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
+      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wf"), G(grads, p + "attn.bf"), dzf.data(), h1,
+                           P(prm, p + "attn.wf"), N, D, H, true);
+    }
+    if (uses_path(L.kind)) {
+      const bool bias = has(p + "attn.conv_bias");
+      path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
+                               dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
+                               static_cast<float>(nn::kPathWNormEps), stream);
+      linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
+                           P(prm, p + "attn.w2"), N, R, HD, false);
+      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.w1"), nullptr, da1.data(), h1, P(prm, p + "attn.w1"), N,
+                           D, R, true);
+      path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
+      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wbeta"), G(grads, p + "attn.bbeta"), dzb.data(), h1,
+                           P(prm, p + "attn.wbeta"), N, D, H, true);
+    }
+    norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1");
+    accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
+  }
+
+  void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next) {
+    norm_forward(prm, L.h2, L.mean2, L.rstd2, L.x_mid.data(), p + "norm2");
+    if (c.mlp == MlpKind::swiglu) {
+      linear(L.g.data(), L.h2.data(), P(prm, p + "mlp.w_gate_up"), nullptr, N, D, 2 * F);
+      swiglu_forward_cuda(L.s.data(), L.g.data(), N, F, stream);
+      linear(tmp.data(), L.s.data(), P(prm, p + "mlp.w_down"), nullptr, N, F, D);
+    } else {
+      linear(L.g.data(), L.h2.data(), P(prm, p + "mlp.w_in"), nullptr, N, D, F);
+      act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), N * F, stream);
+      linear(tmp.data(), L.s.data(), P(prm, p + "mlp.w_out"), nullptr, N, F, D);
+    }
+    add_cuda(x_next, L.x_mid.data(), tmp.data(), N * D, stream);
+  }
+
+  void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p) {  // dx: d(x_next) -> d(x_mid)
+    if (c.mlp == MlpKind::swiglu) {
+      linear_backward_cuda(blas, ds.data(), G(grads, p + "mlp.w_down"), nullptr, dx.data(), L.s.data(),
+                           P(prm, p + "mlp.w_down"), N, F, D, false);
+      swiglu_backward_cuda(dg.data(), ds.data(), L.g.data(), N, F, stream);
+      linear_backward_cuda(blas, dh.data(), G(grads, p + "mlp.w_gate_up"), nullptr, dg.data(), L.h2.data(),
+                           P(prm, p + "mlp.w_gate_up"), N, D, 2 * F, false);
+    } else {
+      linear_backward_cuda(blas, ds.data(), G(grads, p + "mlp.w_out"), nullptr, dx.data(), L.s.data(),
+                           P(prm, p + "mlp.w_out"), N, F, D, false);
+      act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), N * F, stream);
+      linear_backward_cuda(blas, dh.data(), G(grads, p + "mlp.w_in"), nullptr, dg.data(), L.h2.data(),
+                           P(prm, p + "mlp.w_in"), N, D, F, false);
+    }
+    norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2");
+    accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
+  }
+
+  const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
+  bool all_rows() const { return M == N; }
+
+  int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
+    for (int64_t n = 0; n < N; ++n)
+      if (in_ids[n] < 0 || in_ids[n] >= V) fail("gpu runner: token id {} at position {} is outside [0, {})", in_ids[n], n, V);
+    host_rows.clear(), host_row_labels.clear();
+    for (int64_t n = 0; n < N; ++n) {
+      if (labels[n] == -100) continue;
+      if (labels[n] < 0 || labels[n] >= V) fail("gpu runner: label {} at position {} is outside [0, {})", labels[n], n, V);
+      host_rows.push_back(static_cast<int32_t>(n)), host_row_labels.push_back(labels[n]);
+    }
+    M = static_cast<int64_t>(host_rows.size());
+    // Pageable-memory async copies return once the source is staged, so the host buffers may change after.
+    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(ids.data(), in_ids, N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    if (M > 0) {
+      SB_OPS_CUDA_CHECK(cudaMemcpyAsync(rows.data(), host_rows.data(), M * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+      SB_OPS_CUDA_CHECK(cudaMemcpyAsync(row_labels.data(), host_row_labels.data(), M * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, stream));
+    }
+    float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
+    embedding_forward_cuda(x0, ids.data(), P(prm, "embed.weight"), N, V, D, stream);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      Layer& L = layers[l];
+      const std::string p = Transformer<float>::layer_prefix(l);
+      norm_forward(prm, L.h1, L.mean1, L.rstd1, L.x_in.data(), p + "norm1");
+      attention_forward(prm, L, p);
+      linear(tmp.data(), L.att.data(), P(prm, p + "attn.wo"), nullptr, N, HD, D);
+      add_cuda(L.x_mid.data(), L.x_in.data(), tmp.data(), N * D, stream);
+      float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
+      if (c.mlp != MlpKind::none)
+        mlp_forward(prm, L, p, x_next);
+      else
+        SB_OPS_CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    }
+    norm_forward(prm, hf, meanf, rstdf, x_final.data(), "norm_f");
+    const float* head_in = hf.data();
+    if (!all_rows()) {
+      gather_rows_cuda(hf_rows.data(), hf.data(), rows.data(), M, D, stream);
+      head_in = hf_rows.data();
+    }
+    linear(logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
+    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels.data(), M, V, stream);
+    have_forward = true;
+    return M;
+  }
+
+  void backward(const float* prm, float* grads, float scale_loss) {
+    if (!have_forward) fail("gpu runner: backward needs a forward first");
+    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels.data(), M, V, scale_loss, stream);
+    float* dhead = G(grads, head_name());
+    if (all_rows()) {
+      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
+                           false);
+    } else {
+      SB_OPS_CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
+      linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M,
+                           D, V, false);
+      scatter_rows_cuda(dh.data(), dhf_rows.data(), rows.data(), M, D, stream);
+    }
+    norm_backward(prm, grads, dx.data(), dh.data(), x_final.data(), meanf, rstdf, "norm_f");
+    for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+      Layer& L = layers[l];
+      const std::string p = Transformer<float>::layer_prefix(l);
+      if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p);
+      attention_backward(prm, grads, L, p);
+    }
+    embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), ids.data(), N, V, D, stream);
+  }
+};
+
+GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
+                     cudaStream_t stream)
+    : impl_(std::make_unique<Impl>(model, B, T, precision, stream)) {}
+GpuRunner::~GpuRunner() = default;
+int64_t GpuRunner::batch() const { return impl_->B; }
+int64_t GpuRunner::seq_len() const { return impl_->T; }
+int64_t GpuRunner::forward(const float* params, const int32_t* ids, const int32_t* labels) {
+  return impl_->forward(params, ids, labels);
+}
+const double* GpuRunner::loss_sum_device() const { return impl_->loss_sum.data(); }
+void GpuRunner::backward(const float* params, float* grads, float scale) { impl_->backward(params, grads, scale); }
+const float* GpuRunner::logits_device() const { return impl_->logits.data(); }
+const std::vector<int32_t>& GpuRunner::logit_rows() const { return impl_->host_rows; }
+
+void GpuRunner::argmax(int32_t* predictions) {
+  Impl& m = *impl_;
+  std::vector<int32_t> best(static_cast<size_t>(m.M));
+  DeviceArray<int32_t> d_best(std::max<int64_t>(1, m.M));
+  argmax_rows_cuda(d_best.data(), m.logits.data(), m.M, m.V, m.stream);
+  if (m.M > 0)
+    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(best.data(), d_best.data(), m.M * sizeof(int32_t), cudaMemcpyDeviceToHost, m.stream));
+  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  std::fill(predictions, predictions + m.N, -1);
+  for (int64_t r = 0; r < m.M; ++r) predictions[m.host_rows[r]] = best[r];
+}
+
+}  // namespace sb::cuda

@@ -1,0 +1,70 @@
+// gpu_runner.hpp: the device TransformerRunner: forward and backward of the model of
+// src/model/transformer.hpp on the GPU, over activations preallocated for one (B, T), calling the
+// ops of ops_cuda.hpp / blas_cuda.hpp and the attention kernels of attention_cuda.hpp. Parameters
+// and gradients are device flat buffers with the host ParamStore's layout (same view offsets).
+// Same sequence as src/model/runner.cpp; the head only touches labelled rows.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "kernels/blas_cuda.hpp"
+#include "model/transformer.hpp"
+
+namespace sb::cuda {
+
+// RAII device array of n elements of T (zeroed), move-only.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(int64_t n) { resize(n); }
+  ~DeviceArray() { release(); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) release(), p_ = std::exchange(o.p_, nullptr), n_ = std::exchange(o.n_, 0);
+    return *this;
+  }
+  void resize(int64_t n);  // reallocates (zeroed); no-op if n is unchanged
+  T* data() const { return p_; }
+  int64_t size() const { return n_; }
+
+ private:
+  void release() noexcept;
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
+
+class GpuRunner {
+ public:
+  // Preallocates every activation for batches of B sequences of length T on `stream`. The model
+  // provides the configuration and the parameter layout (its host values are not read).
+  GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream);
+  ~GpuRunner();
+  int64_t batch() const;
+  int64_t seq_len() const;
+
+  // ids / labels: HOST [B, T] (labels -100 = no loss; ids in [0, V), checked). params: device
+  // [model.params().size()]. Uploads the batch, runs the forward and the loss of the labelled rows;
+  // returns the labelled count M. The loss sum (double) stays on the device: loss_sum_device().
+  int64_t forward(const float* params, const int32_t* ids, const int32_t* labels);
+  const double* loss_sum_device() const;
+  // Backward of scale * (loss sum of the last forward) into device grads (ACCUMULATING, same layout).
+  void backward(const float* params, float* grads, float scale);
+  // HOST predictions [B, T]: argmax over V on labelled rows, -1 elsewhere (synchronises).
+  void argmax(int32_t* predictions);
+  // Device logits [M, V] of the last forward, rows in logit_rows() order.
+  const float* logits_device() const;
+  const std::vector<int32_t>& logit_rows() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sb::cuda

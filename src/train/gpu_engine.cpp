@@ -1,0 +1,152 @@
+// gpu_engine.cpp: the CUDA training engine (see gpu_engine.hpp): device parameters / gradients /
+// AdamW moments in the ParamStore's flat layout, GpuRunner forward/backward, device grad norm,
+// clipping and AdamW with a per-element decay mask, lazy host <-> device mirroring.
+#ifdef STATEBENCH_HAVE_CUDA
+#include "train/gpu_engine.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/gpu_runner.hpp"
+#include "kernels/ops_cuda.hpp"
+
+namespace sb {
+
+struct GpuEngine::DeviceState {
+  cuda::DeviceArray<float> params, grads, m, v;
+  cuda::DeviceArray<uint8_t> decay_mask;
+  cuda::DeviceArray<double> norm, partials;
+  double* host_scalars = nullptr;  // pinned [2]: loss sum, grad norm
+  ~DeviceState() {
+    if (host_scalars) cudaFreeHost(host_scalars);
+  }
+};
+
+namespace {
+cuda::MatmulPrecision matmul_precision(Precision p) {
+  if (p == Precision::bf16) fail("train.precision: 'bf16' is not implemented by the CUDA engine yet; use fp32 or tf32");
+  return p == Precision::tf32 ? cuda::MatmulPrecision::tf32 : cuda::MatmulPrecision::fp32;
+}
+}  // namespace
+
+GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision)
+    : model_(model, vocab_size), optimizer_(optim, model_.params()), optim_(optim), precision_(precision),
+      dev_(std::make_unique<DeviceState>()) {
+  matmul_precision(precision);
+  if (!cuda::ops_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
+  SB_OPS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  const ParamStore<float>& store = model_.params();
+  const int64_t n = store.size();
+  dev_->params.resize(n), dev_->grads.resize(n), dev_->m.resize(n), dev_->v.resize(n);
+  std::vector<uint8_t> mask(static_cast<size_t>(n), 2);
+  for (const ParamView& view : store.views())
+    std::fill_n(mask.begin() + view.offset, view.numel, static_cast<uint8_t>(view.decay ? 1 : 0));
+  dev_->decay_mask.resize(n);
+  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->decay_mask.data(), mask.data(), mask.size(), cudaMemcpyHostToDevice));
+  dev_->norm.resize(1), dev_->partials.resize(cuda::grad_norm_partials(n));
+  SB_OPS_CUDA_CHECK(cudaMallocHost(&dev_->host_scalars, 2 * sizeof(double)));
+}
+
+GpuEngine::~GpuEngine() {
+  runner_.reset();
+  dev_.reset();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Transformer<float>& GpuEngine::model() {
+  download_if_device_newer();
+  host_dirty_ = true;
+  return model_;
+}
+
+AdamW<float>& GpuEngine::optimizer() {
+  download_if_device_newer();
+  host_dirty_ = true;
+  return optimizer_;
+}
+
+std::string GpuEngine::device_name() const {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  SB_OPS_CUDA_CHECK(cudaGetDevice(&dev));
+  SB_OPS_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  return std::string(prop.name) + (precision_ == Precision::tf32 ? " (tf32)" : " (fp32)");
+}
+
+void GpuEngine::upload_if_host_dirty() {
+  if (!host_dirty_) return;
+  const size_t bytes = static_cast<size_t>(model_.params().size()) * sizeof(float);
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->params.data(), model_.params().params(), bytes, cudaMemcpyHostToDevice, stream_));
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->m.data(), optimizer_.m(), bytes, cudaMemcpyHostToDevice, stream_));
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->v.data(), optimizer_.v(), bytes, cudaMemcpyHostToDevice, stream_));
+  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  host_dirty_ = false;
+}
+
+void GpuEngine::download_if_device_newer() {
+  if (!device_newer_) return;
+  const size_t bytes = static_cast<size_t>(model_.params().size()) * sizeof(float);
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(model_.params().params(), dev_->params.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(optimizer_.m(), dev_->m.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(optimizer_.v(), dev_->v.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  device_newer_ = false;
+}
+
+void GpuEngine::ensure_runner(int64_t B, int64_t T) {
+  if (runner_ && runner_->batch() == B && runner_->seq_len() == T) return;
+  runner_.reset();
+  runner_ = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_);
+}
+
+StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr,
+                                 double max_norm, bool read_result) {
+  upload_if_host_dirty();
+  ensure_runner(B, T);
+  StepResult r;
+  for (int64_t i = 0; i < B * T; ++i) r.labelled += labels[i] != -100 ? 1 : 0;
+  if (r.labelled == 0) return r;  // nothing to learn from: no update (as CpuEngine)
+  const int64_t n = model_.params().size();
+  float* grads = dev_->grads.data();
+  SB_OPS_CUDA_CHECK(cudaMemsetAsync(grads, 0, static_cast<size_t>(n) * sizeof(float), stream_));
+  runner_->forward(dev_->params.data(), ids, labels);
+  runner_->backward(dev_->params.data(), grads, 1.0f / static_cast<float>(r.labelled));
+  cuda::grad_norm_cuda(dev_->norm.data(), dev_->partials.data(), grads, n, stream_);
+  if (max_norm > 0) cuda::clip_grads_cuda(grads, dev_->norm.data(), n, max_norm, stream_);
+  const int64_t t = optimizer_.steps_taken() + 1;
+  const cuda::AdamWArgs args{lr, optim_.betas[0], optim_.betas[1], optim_.eps, optim_.weight_decay,
+                             1.0 - std::pow(optim_.betas[0], static_cast<double>(t)),
+                             std::sqrt(1.0 - std::pow(optim_.betas[1], static_cast<double>(t)))};
+  cuda::adamw_step_cuda(dev_->params.data(), dev_->m.data(), dev_->v.data(), grads, dev_->decay_mask.data(),
+                        dev_->norm.data(), runner_->loss_sum_device(), n, args, stream_);
+  device_newer_ = true;
+  if (!read_result) {
+    optimizer_.set_steps_taken(t);
+    return r;
+  }
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars, runner_->loss_sum_device(), sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream_));
+  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars + 1, dev_->norm.data(), sizeof(double), cudaMemcpyDeviceToHost,
+                                    stream_));
+  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  r.loss = dev_->host_scalars[0] / static_cast<double>(r.labelled);
+  r.grad_norm = dev_->host_scalars[1];
+  // The device skipped the update when either is non-finite; the step count follows (as CpuEngine).
+  if (std::isfinite(r.loss) && std::isfinite(r.grad_norm)) optimizer_.set_steps_taken(t);
+  return r;
+}
+
+void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
+                         EvalCounts& counts) {
+  upload_if_host_dirty();
+  ensure_runner(B, T);
+  const int64_t M = runner_->forward(dev_->params.data(), ids, labels);
+  std::vector<int32_t> predictions(static_cast<size_t>(B * T));
+  runner_->argmax(predictions.data());  // synchronises the stream
+  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->host_scalars, runner_->loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+  counts.add_batch(predictions.data(), labels, score_mask, B, T);
+  counts.add_loss(M > 0 ? dev_->host_scalars[0] : 0.0, M);
+}
+
+}  // namespace sb
+#endif  // STATEBENCH_HAVE_CUDA

@@ -1,0 +1,62 @@
+// gpu_engine.hpp: one training or evaluation step of the model on a CUDA device, the GPU twin of
+// CpuEngine (same train_step / evaluate contract). Parameters, gradients and AdamW state live on
+// the device; the host Transformer / AdamW objects are mirrors, synchronised lazily: model() and
+// optimizer() first copy the device state back (if newer) and mark the host copy as possibly
+// edited, so the next step uploads it. Only built with CUDA (STATEBENCH_HAVE_CUDA).
+#pragma once
+#ifdef STATEBENCH_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/transformer.hpp"
+#include "train/cpu_engine.hpp"  // StepResult
+#include "train/optimizer.hpp"
+#include "train/stats.hpp"
+
+namespace sb {
+
+namespace cuda {
+class GpuRunner;
+}
+
+class GpuEngine {
+ public:
+  // precision: fp32 or tf32 matmuls (bf16: sb::Error, not implemented). Throws if no device.
+  GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision);
+  ~GpuEngine();
+
+  // Host mirrors (see the header comment): valid after the call, edits are uploaded before the next step.
+  Transformer<float>& model();
+  AdamW<float>& optimizer();
+  std::string device_name() const;  // e.g. "NVIDIA H100 80GB HBM3 (tf32)"
+
+  // As CpuEngine::train_step, entirely on the device: forward + backward, grad norm, clipping
+  // (max_norm 0 = off), AdamW at lr; a non-finite loss or norm skips the update (device-side check).
+  // read_result = false skips the one host synchronisation (loss and norm are then returned as 0).
+  StepResult train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr, double max_norm,
+                        bool read_result = true);
+  // As CpuEngine::evaluate (synchronises).
+  void evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
+                EvalCounts& counts);
+
+ private:
+  void ensure_runner(int64_t B, int64_t T);
+  void upload_if_host_dirty();
+  void download_if_device_newer();
+
+  Transformer<float> model_;
+  AdamW<float> optimizer_;
+  OptimConfig optim_;
+  Precision precision_;
+  cudaStream_t stream_ = nullptr;
+  struct DeviceState;
+  std::unique_ptr<DeviceState> dev_;
+  std::unique_ptr<cuda::GpuRunner> runner_;
+  bool host_dirty_ = true, device_newer_ = false;
+};
+
+}  // namespace sb
+#endif  // STATEBENCH_HAVE_CUDA

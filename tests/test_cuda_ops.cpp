@@ -1,0 +1,356 @@
+// test_cuda_ops.cpp: every CUDA op of kernels/ops_cuda.hpp and kernels/blas_cuda.hpp (forward and
+// backward) against the CPU reference op of src/nn/ on awkward shapes (T = 1, 7, 113, 257; head
+// dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser. Skips with a message
+// when built without CUDA or when no device is present. Independent of the attention kernels.
+#include <gtest/gtest.h>
+
+#ifndef STATEBENCH_HAVE_CUDA
+TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA (-DSTATEBENCH_CUDA=OFF)"; }
+#else
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/blas_cuda.hpp"
+#include "kernels/ops_cuda.hpp"
+#include "model/param_store.hpp"
+#include "nn/ops_act.hpp"
+#include "nn/ops_attention.hpp"
+#include "nn/ops_basic.hpp"
+#include "nn/ops_loss.hpp"
+#include "nn/path_wpath.hpp"
+#include "train/optimizer.hpp"
+
+namespace sb {
+namespace {
+
+// A device copy of a host vector (RAII), downloaded with host().
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(const std::vector<T>& h) : n(h.size()) {
+    SB_OPS_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
+    if (n) SB_OPS_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  explicit Dev(size_t count) : Dev(std::vector<T>(count, T(0))) {}
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  std::vector<T> host() const {
+    SB_OPS_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    if (n) SB_OPS_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// Element-wise |a - b| <= atol + rtol |b|; reports the first failure.
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
+    if (!(d <= atol + rtol * std::fabs(static_cast<double>(cpu[i])))) {
+      ADD_FAILURE() << what << ": element " << i << " gpu " << gpu[i] << " cpu " << cpu[i];
+      return;
+    }
+  }
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::ops_device_available()) GTEST_SKIP() << "no CUDA device available";
+  }
+  cudaStream_t s = nullptr;  // the default stream
+};
+
+const int64_t kTs[] = {1, 7, 113, 257};
+
+TEST_F(CudaOps, Embedding) {
+  for (int64_t N : kTs)
+    for (int64_t V : {5, 300})
+      for (int64_t D : {16, 96}) {
+        std::mt19937 gen(static_cast<uint32_t>(N * V + D));
+        std::vector<int32_t> ids(N);
+        for (auto& i : ids) i = static_cast<int32_t>(gen() % V);
+        const auto wte = randn(V * D, 1), dout = randn(N * D, 2);
+        std::vector<float> out(N * D), dwte = randn(V * D, 3);
+        Dev<int32_t> d_ids(ids);
+        Dev<float> d_wte(wte), d_out(N * D), d_dout(dout), d_dwte(dwte);
+        cuda::embedding_forward_cuda(d_out.p, d_ids.p, d_wte.p, N, V, D, s);
+        cuda::embedding_backward_cuda(d_dwte.p, d_dout.p, d_ids.p, N, V, D, s);
+        nn::embedding_forward(out.data(), ids.data(), wte.data(), N, V, D);
+        nn::embedding_backward(dwte.data(), dout.data(), ids.data(), N, V, D);
+        expect_close(d_out.host(), out, 0, 0, "embedding forward");
+        expect_close(d_dwte.host(), dwte, 1e-5, 1e-5, "embedding backward");
+      }
+}
+
+TEST_F(CudaOps, LinearFp32AndTf32) {
+  for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::tf32}) {
+    cuda::Blas blas(prec, s);
+    const double tol = prec == cuda::MatmulPrecision::fp32 ? 1e-5 : 3e-3;
+    for (int64_t N : kTs)
+      for (auto [I, O] : {std::pair<int64_t, int64_t>{16, 48}, {130, 7}, {64, 257}}) {
+        const auto x = randn(N * I, 4), w = randn(O * I, 5, 0.2f), b = randn(O, 6), dy = randn(N * O, 7);
+        auto dx = randn(N * I, 8), dw = randn(O * I, 9), db = randn(O, 10);
+        std::vector<float> y(N * O);
+        Dev<float> d_x(x), d_w(w), d_b(b), d_dy(dy), d_dx(dx), d_dw(dw), d_db(db), d_y(N * O);
+        cuda::linear_forward_cuda(blas, d_y.p, d_x.p, d_w.p, d_b.p, N, I, O);
+        cuda::linear_backward_cuda(blas, d_dx.p, d_dw.p, d_db.p, d_dy.p, d_x.p, d_w.p, N, I, O, true);
+        nn::linear_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
+        nn::linear_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, I, O);
+        expect_close(d_y.host(), y, tol, tol * 10, "linear forward");
+        expect_close(d_dx.host(), dx, tol, tol * 10, "linear dinp (accumulated)");
+        expect_close(d_dw.host(), dw, tol, tol * 30, "linear dweight");
+        expect_close(d_db.host(), db, 1e-5, 1e-4, "linear dbias");
+        // Overwrite mode of dinp.
+        std::vector<float> dx0(N * I, 0.f);
+        nn::linear_backward(dx0.data(), static_cast<float*>(nullptr), static_cast<float*>(nullptr), dy.data(),
+                            x.data(), w.data(), N, I, O);
+        cuda::linear_backward_cuda(blas, d_dx.p, nullptr, nullptr, d_dy.p, d_x.p, d_w.p, N, I, O, false);
+        expect_close(d_dx.host(), dx0, tol, tol * 10, "linear dinp (overwritten)");
+      }
+  }
+}
+
+TEST_F(CudaOps, Norms) {
+  for (int64_t N : kTs)
+    for (int64_t D : {16, 64, 100}) {
+      const auto x = randn(N * D, 11, 2.f), g = randn(D, 12), bias = randn(D, 13), dy = randn(N * D, 14);
+      Dev<float> d_x(x), d_g(g), d_b(bias), d_dy(dy), d_out(N * D), d_mean(N), d_rstd(N), d_dx(N * D);
+      // RMSNorm
+      std::vector<float> out(N * D), rstd(N), dx(N * D, 0.f), dg = randn(D, 15), db = randn(D, 16);
+      Dev<float> d_dg(dg), d_db(db);
+      nn::rmsnorm_forward(out.data(), rstd.data(), x.data(), g.data(), N, D);
+      nn::rmsnorm_backward(dx.data(), dg.data(), dy.data(), x.data(), g.data(), rstd.data(), N, D);
+      cuda::rmsnorm_forward_cuda(d_out.p, d_rstd.p, d_x.p, d_g.p, N, D, 1e-6, s);
+      cuda::rmsnorm_backward_cuda(d_dx.p, d_dg.p, d_dy.p, d_x.p, d_g.p, d_rstd.p, N, D, s);
+      expect_close(d_out.host(), out, 1e-5, 1e-5, "rmsnorm forward");
+      expect_close(d_rstd.host(), rstd, 1e-5, 0, "rmsnorm rstd");
+      expect_close(d_dx.host(), dx, 1e-4, 1e-5, "rmsnorm dinp");
+      expect_close(d_dg.host(), dg, 1e-4, 1e-4, "rmsnorm dweight");
+      // LayerNorm
+      std::vector<float> mean(N), dx2(N * D, 0.f), dg2 = dg, db2 = db;
+      Dev<float> d_dg2(dg2), d_db2(db2);
+      nn::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), g.data(), bias.data(), N, D);
+      nn::layernorm_backward(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), g.data(), mean.data(),
+                             rstd.data(), N, D);
+      cuda::layernorm_forward_cuda(d_out.p, d_mean.p, d_rstd.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
+      cuda::layernorm_backward_cuda(d_dx.p, d_dg2.p, d_db2.p, d_dy.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N, D, s);
+      expect_close(d_out.host(), out, 1e-5, 1e-5, "layernorm forward");
+      expect_close(d_dx.host(), dx2, 1e-4, 1e-5, "layernorm dinp");
+      expect_close(d_dg2.host(), dg2, 1e-4, 1e-4, "layernorm dweight");
+      expect_close(d_db2.host(), db2, 1e-5, 1e-4, "layernorm dbias");
+    }
+}
+
+TEST_F(CudaOps, Activations) {
+  const int64_t n = 4099;
+  auto x = randn(n, 17, 4.f);
+  x[0] = 0.f, x[1] = 60.f, x[2] = -60.f, x[3] = 1e-3f;
+  const auto dy = randn(n, 18);
+  Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n);
+  using Fwd = void (*)(float*, const float*, int64_t);
+  using Bwd = void (*)(float*, const float*, const float*, int64_t);
+  struct Case {
+    cuda::Act act;
+    Fwd fwd;
+    Bwd bwd;
+    const char* name;
+  };
+  for (const Case& c : {Case{cuda::Act::silu, nn::silu_forward<float>, nn::silu_backward<float>, "silu"},
+                        Case{cuda::Act::gelu, nn::gelu_forward<float>, nn::gelu_backward<float>, "gelu"},
+                        Case{cuda::Act::sigmoid, nn::sigmoid_forward<float>, nn::sigmoid_backward<float>, "sigmoid"},
+                        Case{cuda::Act::logsigmoid, nn::logsigmoid_forward<float>, nn::logsigmoid_backward<float>,
+                             "logsigmoid"}}) {
+    std::vector<float> out(n), dx(n, 0.f);
+    c.fwd(out.data(), x.data(), n);
+    c.bwd(dx.data(), dy.data(), x.data(), n);
+    cuda::act_forward_cuda(c.act, d_out.p, d_x.p, n, s);
+    cuda::act_backward_cuda(c.act, d_dx.p, d_dy.p, d_x.p, n, s);
+    expect_close(d_out.host(), out, 1e-5, 1e-6, std::string(c.name) + " forward");
+    expect_close(d_dx.host(), dx, 1e-5, 1e-6, std::string(c.name) + " backward");
+  }
+  for (int64_t N : kTs) {
+    const int64_t F = 37;
+    const auto g = randn(N * 2 * F, 19, 3.f), dyy = randn(N * F, 20);
+    std::vector<float> out(N * F), dg(N * 2 * F, 0.f);
+    nn::swiglu_forward(out.data(), g.data(), N, F);
+    nn::swiglu_backward(dg.data(), dyy.data(), g.data(), N, F);
+    Dev<float> d_g(g), d_dyy(dyy), d_o(N * F), d_dg(N * 2 * F);
+    cuda::swiglu_forward_cuda(d_o.p, d_g.p, N, F, s);
+    cuda::swiglu_backward_cuda(d_dg.p, d_dyy.p, d_g.p, N, F, s);
+    expect_close(d_o.host(), out, 1e-5, 1e-6, "swiglu forward");
+    expect_close(d_dg.host(), dg, 1e-5, 1e-6, "swiglu backward");
+  }
+  // add / accumulate / bias
+  const auto a = randn(n, 21), b = randn(n, 22);
+  Dev<float> d_a(a), d_b(b), d_sum(n);
+  cuda::add_cuda(d_sum.p, d_a.p, d_b.p, n, s);
+  cuda::accumulate_cuda(d_sum.p, d_b.p, n, s);
+  std::vector<float> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = (a[i] + b[i]) + b[i];
+  expect_close(d_sum.host(), sum, 0, 0, "add + accumulate");
+}
+
+TEST_F(CudaOps, Rope) {
+  for (int64_t T : kTs)
+    for (int64_t Dh : {16, 32, 64, 128}) {
+      const int64_t B = 2, H = 3, n = B * T * H * Dh;
+      const auto x = randn(n, 23), dy = randn(n, 24);
+      std::vector<float> out(n), dx(n, 0.f);
+      nn::rope_forward(out.data(), x.data(), B, T, H, Dh, 10000.0);
+      nn::rope_backward(dx.data(), dy.data(), B, T, H, Dh, 10000.0);
+      Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n);
+      cuda::rope_forward_cuda(d_out.p, d_x.p, B, T, H, Dh, 10000.0, s);
+      cuda::rope_backward_cuda(d_dx.p, d_dy.p, B, T, H, Dh, 10000.0, s);
+      expect_close(d_out.host(), out, 1e-5, 1e-5, "rope forward");
+      expect_close(d_dx.host(), dx, 1e-5, 1e-5, "rope backward");
+      cuda::rope_forward_cuda(d_x.p, d_x.p, B, T, H, Dh, 10000.0, s);  // in place
+      expect_close(d_x.host(), out, 1e-5, 1e-5, "rope forward in place");
+    }
+}
+
+TEST_F(CudaOps, PathWPathAndBeta) {
+  for (int64_t T : kTs)
+    for (int64_t Dh : {16, 32, 64, 128})
+      for (bool bias : {false, true}) {
+        const int64_t B = 2, H = 2, C = H * Dh, n = B * T * C;
+        const auto u = randn(n, 25), wc = randn(C * 3, 26, 0.5f), cb = randn(C, 27, 0.3f), dw = randn(n, 28);
+        std::vector<float> w(n), conv(n), du(n, 0.f), dwc = randn(C * 3, 29), dcb = randn(C, 30);
+        nn::path_wpath_forward(w.data(), conv.data(), u.data(), wc.data(), bias ? cb.data() : nullptr, B, T, H, Dh,
+                               1e-6f);
+        nn::path_wpath_backward(du.data(), dwc.data(), bias ? dcb.data() : nullptr, dw.data(), conv.data(), u.data(),
+                                wc.data(), B, T, H, Dh, 1e-6f);
+        Dev<float> d_u(u), d_wc(wc), d_cb(cb), d_dw(dw), d_w(n), d_conv(n), d_du(n), d_da(n);
+        Dev<float> d_dwc(randn(C * 3, 29)), d_dcb(randn(C, 30));
+        cuda::path_wpath_forward_cuda(d_w.p, d_conv.p, d_u.p, d_wc.p, bias ? d_cb.p : nullptr, B, T, H, Dh, 1e-6f, s);
+        cuda::path_wpath_backward_cuda(d_du.p, d_dwc.p, bias ? d_dcb.p : nullptr, d_da.p, d_dw.p, d_conv.p, d_u.p,
+                                       d_wc.p, B, T, H, Dh, 1e-6f, s);
+        expect_close(d_conv.host(), conv, 1e-5, 1e-5, "wpath conv");
+        expect_close(d_w.host(), w, 1e-5, 1e-5, "wpath w");
+        expect_close(d_du.host(), du, 1e-4, 1e-4, "wpath du");
+        expect_close(d_dwc.host(), dwc, 1e-4, 1e-4, "wpath dwconv");
+        if (bias) expect_close(d_dcb.host(), dcb, 1e-4, 1e-4, "wpath dbias");
+      }
+  const int64_t n = 1001;
+  auto z = randn(n, 31, 3.f);
+  z[0] = 40.f, z[1] = -40.f;
+  const auto db = randn(n, 32);
+  for (float bmax : {2.f, 1.5f}) {
+    std::vector<float> beta(n), dz(n, 0.f);
+    nn::path_beta_forward(beta.data(), z.data(), n, bmax);
+    nn::path_beta_backward(dz.data(), db.data(), z.data(), n, bmax);
+    Dev<float> d_z(z), d_db(db), d_beta(n), d_dz(n);
+    cuda::path_beta_forward_cuda(d_beta.p, d_z.p, n, bmax, s);
+    cuda::path_beta_backward_cuda(d_dz.p, d_db.p, d_z.p, n, bmax, s);
+    expect_close(d_beta.host(), beta, 1e-6, 1e-7, "beta forward");
+    expect_close(d_dz.host(), dz, 1e-5, 1e-7, "beta backward");
+  }
+}
+
+TEST_F(CudaOps, CrossEntropyArgmaxAndRows) {
+  for (int64_t M : kTs)
+    for (int64_t V : {2, 37, 1000}) {
+      auto logits = randn(M * V, 33, 3.f);
+      std::mt19937 gen(static_cast<uint32_t>(M + V));
+      std::vector<int32_t> labels(M);
+      for (auto& l : labels) l = static_cast<int32_t>(gen() % V);
+      if (V > 2) logits[V - 1] = logits[1] = 50.f;  // a tie in row 0: argmax must be index 1
+      std::vector<float> losses(M), dl(M * V, 0.f);
+      const nn::LossSum ls = nn::crossentropy_forward(losses.data(), static_cast<float*>(nullptr), logits.data(),
+                                                      labels.data(), M, V);
+      nn::crossentropy_backward(dl.data(), static_cast<const float*>(nullptr), logits.data(), labels.data(), M, V,
+                                0.25);
+      Dev<float> d_logits(logits), d_losses(M), d_dl(M * V);
+      Dev<int32_t> d_labels(labels), d_arg(M);
+      Dev<double> d_sum(1);
+      cuda::crossentropy_forward_cuda(d_losses.p, d_sum.p, d_logits.p, d_labels.p, M, V, s);
+      cuda::crossentropy_backward_cuda(d_dl.p, d_logits.p, d_labels.p, M, V, 0.25f, s);
+      cuda::argmax_rows_cuda(d_arg.p, d_logits.p, M, V, s);
+      expect_close(d_losses.host(), losses, 1e-5, 1e-5, "crossentropy losses");
+      EXPECT_NEAR(d_sum.host()[0], ls.loss_sum, 1e-5 * (1 + std::fabs(ls.loss_sum)));
+      expect_close(d_dl.host(), dl, 1e-5, 1e-7, "crossentropy backward");
+      const auto arg = d_arg.host();
+      for (int64_t m = 0; m < M; ++m) {
+        const float* row = logits.data() + m * V;
+        EXPECT_EQ(arg[m], std::max_element(row, row + V) - row) << "argmax row " << m;
+      }
+    }
+  // gather / scatter of rows
+  const int64_t N = 113, D = 24;
+  const std::vector<int32_t> rows = {0, 5, 6, 112, 40};
+  const auto x = randn(N * D, 34);
+  Dev<float> d_x(x), d_g(rows.size() * D), d_back(N * D);
+  Dev<int32_t> d_rows(rows);
+  cuda::gather_rows_cuda(d_g.p, d_x.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
+  cuda::scatter_rows_cuda(d_back.p, d_g.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
+  std::vector<float> expect(N * D, 0.f);
+  for (int32_t r : rows) std::copy_n(x.data() + r * D, D, expect.data() + r * D);
+  expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
+}
+
+TEST_F(CudaOps, GradNormClipAndAdamW) {
+  ParamStore<float> store;
+  store.add("a.weight", {37, 5}, true);
+  store.add("a.bias", {7}, false);
+  store.add("b.weight", {3, 129}, true);
+  store.finalize();
+  const int64_t n = store.size();
+  std::vector<uint8_t> mask(n, 2);
+  for (const ParamView& v : store.views()) std::fill_n(mask.begin() + v.offset, v.numel, v.decay ? 1 : 0);
+  OptimConfig oc;
+  oc.lr = 1e-2, oc.weight_decay = 0.1;
+  AdamW<float> opt(oc, store);
+  for (const ParamView& v : store.views()) {
+    const auto init = randn(v.numel, 35 + static_cast<uint32_t>(v.offset));
+    std::copy(init.begin(), init.end(), store.param(v.name));
+  }
+  Dev<float> d_p(std::vector<float>(store.params(), store.params() + n)), d_m(n), d_v(n), d_g(n);
+  Dev<uint8_t> d_mask(mask);
+  Dev<double> d_norm(1), d_part(cuda::grad_norm_partials(n));
+  for (int step = 0; step < 3; ++step) {
+    for (const ParamView& v : store.views()) {
+      const auto g = randn(v.numel, 100 + step * 7 + static_cast<uint32_t>(v.offset), step == 1 ? 10.f : 0.01f);
+      std::copy(g.begin(), g.end(), store.grad(v.name));
+    }
+    SB_OPS_CUDA_CHECK(cudaMemcpy(d_g.p, store.grads(), n * sizeof(float), cudaMemcpyHostToDevice));
+    const double norm = clip_grad_norm(store, 1.0);
+    cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
+    cuda::clip_grads_cuda(d_g.p, d_norm.p, n, 1.0, s);
+    EXPECT_NEAR(d_norm.host()[0], norm, 1e-9 * norm);
+    expect_close(d_g.host(), std::vector<float>(store.grads(), store.grads() + n), 1e-6, 0, "clipped grads");
+    opt.step(store, 1e-2);
+    const int64_t t = opt.steps_taken();
+    const cuda::AdamWArgs args{1e-2, oc.betas[0], oc.betas[1], oc.eps, oc.weight_decay,
+                               1.0 - std::pow(oc.betas[0], t), std::sqrt(1.0 - std::pow(oc.betas[1], t))};
+    cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, nullptr, n, args, s);
+    expect_close(d_p.host(), std::vector<float>(store.params(), store.params() + n), 1e-5, 1e-7, "adamw params");
+    expect_close(d_m.host(), std::vector<float>(opt.m(), opt.m() + n), 1e-5, 1e-9, "adamw m");
+    expect_close(d_v.host(), std::vector<float>(opt.v(), opt.v() + n), 1e-5, 1e-12, "adamw v");
+  }
+  // A non-finite norm skips the update.
+  const auto before = d_p.host();
+  const double inf = INFINITY;
+  SB_OPS_CUDA_CHECK(cudaMemcpy(d_norm.p, &inf, sizeof(double), cudaMemcpyHostToDevice));
+  cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, nullptr, d_norm.p, n,
+                        cuda::AdamWArgs{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.5, 0.5}, s);
+  expect_close(d_p.host(), before, 0, 0, "skipped update");
+}
+
+}  // namespace
+}  // namespace sb
+#endif
