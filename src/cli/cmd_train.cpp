@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "model/transformer.hpp"
+#include "train/engine.hpp"
 #include "train/trainer.hpp"
 
 namespace sb::cli {
@@ -21,7 +22,18 @@ struct TrainArgs {
 void run_train(Context& ctx, const TrainArgs& a) {
   ctx.load_plugins();
   std::vector<std::string> overrides = a.sets;
-  if (!a.device.empty()) overrides.push_back("train.device=" + a.device);
+  if (!a.device.empty()) {
+    // cpu, cuda, or cuda:N (device N of the visible ones; sweeps give each worker its own).
+    std::string device = a.device;
+    if (device.rfind("cuda:", 0) == 0) {
+      const std::string idx = device.substr(5);
+      if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 4)
+        fail("--device '{}': expected cpu, cuda or cuda:N", device);
+      select_cuda_device(std::stoi(idx));
+      device = "cuda";
+    }
+    overrides.push_back("train.device=" + device);
+  }
   if (a.threads >= 0) overrides.push_back("train.threads=" + std::to_string(a.threads));
   if (!a.out.empty()) overrides.push_back("out_dir=" + a.out);
   const TrainConfig cfg = load_config(a.config, overrides);
@@ -55,7 +67,7 @@ void add_train_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--set", a->sets, "override a config key, KEY.PATH=VALUE (repeatable)")->type_name("K=V")
       ->allow_extra_args(false);
   cmd->add_option("--out", a->out, "run directory (default: the config's out_dir)")->type_name("DIR");
-  cmd->add_option("--device", a->device, "cpu, or cuda when built with CUDA")->type_name("DEVICE");
+  cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (when built with CUDA)")->type_name("DEVICE");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
   cmd->add_flag("--dry-run", a->dry_run, "print the effective config and the model size, train nothing");

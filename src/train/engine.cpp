@@ -64,6 +64,17 @@ bool cuda_available() {
 #endif
 }
 
+void select_cuda_device(int index) {
+#ifdef STATEBENCH_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  if (index < 0 || index >= n) fail("--device cuda:{}: {} CUDA device(s) visible", index, n);
+  if (cudaSetDevice(index) != cudaSuccess) fail("--device cuda:{}: cudaSetDevice failed", index);
+#else
+  fail("--device cuda:{}: this statebench was built without CUDA", index);
+#endif
+}
+
 std::unique_ptr<TrainEngine> make_engine(const TrainConfig& c, int64_t vocab_size) {
   if (c.train.device == Device::cpu) {
     if (c.train.precision != Precision::fp32)

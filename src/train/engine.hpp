@@ -38,4 +38,8 @@ std::unique_ptr<TrainEngine> make_engine(const TrainConfig& config, int64_t voca
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();
 
+// Makes CUDA device `index` (among the visible ones) current for this process: `--device cuda:N`.
+// Throws sb::Error for an index out of range or a build without CUDA.
+void select_cuda_device(int index);
+
 }  // namespace sb
