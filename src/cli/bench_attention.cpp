@@ -37,7 +37,7 @@ struct Shape {
 const std::vector<std::string> kDefaultShapes = {"8x2048x16x64", "4x4096x16x64",  "2x8192x16x128",
                                                  "128x256x8x64", "256x128x8x32", "64x512x4x64"};
 
-Shape parse_shape(const std::string& s) {
+[[maybe_unused]] Shape parse_shape(const std::string& s) {
   Shape sh;
   char tail = 0;
   long long b, t, h, d;
