@@ -170,8 +170,9 @@ __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtile
   }
 }
 
+// Softmax (no transports) at Dh <= 64 fits 3 CTAs per SM when held to 170 registers.
 template <int Dh, bool kPath, bool kF32>
-__global__ void __launch_bounds__(128) attn_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_kernel(const BwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
