@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -125,11 +126,25 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   const DeviceInfo dev = device_info();
   const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
   BwdConfig cfg;
-  cfg.warps = 4;
-  while (cfg.warps > 1 && bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps) > dev.max_smem) cfg.warps /= 2;
-  cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps);
-  if (cfg.smem > dev.max_smem)
-    fail("attention backward: needs {} bytes of shared memory, the device allows {}", cfg.smem, dev.max_smem);
+  cfg.smem = 0;
+  // The largest query block that fits, double-buffered when possible.
+  for (int warps : {4, 2, 1}) {
+    for (int stages : {2, 1})
+      if (bwd_smem_bytes(d.Dh, f32, path, dense, warps, stages) <= dev.max_smem) {
+        cfg.warps = warps, cfg.stages = stages, cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, warps, stages);
+        break;
+      }
+    if (cfg.smem) break;
+  }
+  if (!cfg.smem)
+    fail("attention backward: needs {} bytes of shared memory, the device allows {}",
+         bwd_smem_bytes(d.Dh, f32, path, dense, 1, 1), dev.max_smem);
+  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
+  // double-buffered key-block pipeline.
+  if (const char* e = std::getenv("STATEBENCH_ATTN_BWD_STAGES"); e && std::string(e) == "1" && cfg.stages == 2) {
+    cfg.stages = 1;
+    cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps, 1);
+  }
   const int occ = std::max(1, path ? bwd_occupancy<true>(d.Dh, f32, cfg.warps, cfg.smem)
                                     : bwd_occupancy<false>(d.Dh, f32, cfg.warps, cfg.smem));
   const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, items = nqb * d.B * d.H;
@@ -157,6 +172,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4, blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
   const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
+  const size_t plane = rows / 2;  // bf16 [BH, Tp, Dh]
   Workspace w;
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -167,11 +183,14 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   w.gcum = take(static_cast<size_t>(BH * d.T) * 8);
   if (backward) w.delta = take(static_cast<size_t>(BH * d.T) * 4);
   if (path) {
-    w.kt = take(rows);
-    w.y = take(rows);
+    w.kt = take(plane);
+    w.kt_lo = take(dt == DType::F32 ? plane : 0);
+    w.y = take(plane);
+    w.y_lo = take(plane);
     w.z = take(blk);
-    if (backward) w.tinv = take(blk);
-    w.c = take(cmat);
+    if (backward) w.minv = take(blk);
+    w.c = take(cmat / 2);
+    w.c_lo = take(cmat / 2);
   }
   if (backward) {
     w.acc_begin = off;
@@ -219,6 +238,18 @@ size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
 
 namespace {
 
+// The factor kernel's outputs inside a workspace laid out by workspace_layout.
+detail::PrepOut prep_out(const detail::ScopedWorkspace& ws, const Workspace& L, DType dt, bool dense, bool backward) {
+  detail::PrepOut o;
+  o.kt_hi = ws.at<uint16_t>(L.kt);
+  o.kt_lo = dt == DType::F32 ? ws.at<uint16_t>(L.kt_lo) : nullptr;
+  o.y_hi = ws.at<uint16_t>(L.y), o.y_lo = ws.at<uint16_t>(L.y_lo);
+  o.c_hi = dense ? ws.at<uint16_t>(L.c) : nullptr, o.c_lo = dense ? ws.at<uint16_t>(L.c_lo) : nullptr;
+  o.z = ws.at<float>(L.z);
+  o.minv = backward ? ws.at<float>(L.minv) : nullptr;
+  return o;
+}
+
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                   const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
                   size_t workspace_bytes, cudaStream_t stream) {
@@ -238,10 +269,10 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   p.out = out, p.lse = lse, p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.scale = scale, p.bf16 = bf16;
   if (path) {
     p.dense = detail::path_dense(d.Dh);
-    p.kt = ws.at<float>(L.kt), p.y = ws.at<float>(L.y), p.z = ws.at<float>(L.z);
-    p.c = p.dense ? ws.at<float>(L.c) : nullptr;
-    detail::launch_path_prep(ws.at<float>(L.kt), ws.at<float>(L.y), ws.at<float>(L.z), nullptr,
-                             p.dense ? ws.at<float>(L.c) : nullptr, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
+    const detail::PrepOut o = prep_out(ws, L, dt, p.dense, false);
+    p.kt_hi = o.kt_hi, p.kt_lo = o.kt_lo, p.y_hi = o.y_hi, p.y_lo = o.y_lo, p.c_hi = o.c_hi, p.c_lo = o.c_lo;
+    p.z = o.z;
+    detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
     prof.mark("prep");
     detail::launch_fwd<true>(p, d.Dh, stream);
   } else {
@@ -290,29 +321,32 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   if (log_f) detail::launch_gate_prefix(ws.at<double>(L.gcum), log_f, d.B, d.T, d.H, stream);
   detail::launch_delta(ws.at<float>(L.delta), dout, out, d.B, d.T, d.H, d.Dh, bf16, stream);
   prof.mark("memset+gate+delta");
-  if (path)
-    detail::launch_path_prep(ws.at<float>(L.kt), ws.at<float>(L.y), ws.at<float>(L.z), ws.at<float>(L.tinv),
-                             dense ? ws.at<float>(L.c) : nullptr, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream),
-        prof.mark("prep");
+  const detail::PrepOut o = path ? prep_out(ws, L, dt, dense, true) : detail::PrepOut{};
+  if (path) detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
   detail::BwdParams p;
   p.q = q, p.k = k, p.v = v, p.dout = dout, p.w = w, p.lse = lse, p.delta = ws.at<float>(L.delta);
   p.gcum = log_f ? ws.at<double>(L.gcum) : nullptr;
   p.dq = dq, p.dv_acc = ws.at<float>(L.dv), p.dk_acc = ws.at<float>(L.dk);
   p.dg = log_f ? ws.at<float>(L.dg) : nullptr;
-  p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.warps = cfg.warps;
+  p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.warps = cfg.warps, p.stages = cfg.stages;
+  // Developer switch (kernels/NOTES.md): STATEBENCH_ATTN_ATOMIC_V2=1 uses 8-byte vector atomics.
+  p.vec4 = std::getenv("STATEBENCH_ATTN_ATOMIC_V2") == nullptr;
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));
   p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
   p.scale = scale, p.bf16 = bf16, p.dense = dense;
   if (path) {
-    p.kt = ws.at<float>(L.kt), p.y = ws.at<float>(L.y), p.z = ws.at<float>(L.z);
-    p.c = dense ? ws.at<float>(L.c) : nullptr;
+    p.kt_hi = o.kt_hi, p.kt_lo = o.kt_lo, p.y_hi = o.y_hi, p.y_lo = o.y_lo, p.c_hi = o.c_hi, p.c_lo = o.c_lo;
+    p.z = o.z;
     p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
     p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
     p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
     detail::launch_bwd<true>(p, cfg, d.Dh, stream);
     prof.mark("fused");
-    detail::launch_path_factors_bwd(dk, dw, dbeta, p.dkt_acc, p.dy_acc, p.dz_acc, p.dp_acc, p.dk_acc, p.dw_acc,
-                                    ws.at<float>(L.tinv), p.z, p.y, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
+    detail::FactorsBwdArgs fa;
+    fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;
+    fa.dp_acc = p.dp_acc, fa.dk_acc = p.dk_acc, fa.dw_acc = p.dw_acc, fa.minv = o.minv, fa.z = o.z;
+    fa.y_hi = o.y_hi, fa.y_lo = o.y_lo, fa.k = k, fa.w = w, fa.beta = beta;
+    detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);
     prof.mark("factors");
   } else {
     detail::launch_bwd<false>(p, cfg, d.Dh, stream);

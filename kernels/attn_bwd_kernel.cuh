@@ -16,32 +16,39 @@
 namespace sb::cuda::detail {
 
 struct BwdSmem {
-  Tile Q, dO, K, V, W, Y, C, X, Z, G, P, dS, A, dA;
-  float* colb = nullptr;
+  Tile Q, dO, K, V, W, Y, Z;   // own block (K, V, W, Y, Z alias the pipeline buffers)
+  Tile Kb, Vb, Cb, Wb, Yb;     // key-block pipeline buffers of stage 0; stage s is s * stage_bytes on
+  int stage_bytes = 0;
+  Tile X, G, P, dS, A, dA;
+  float* colb = nullptr;       // [2][64]
   int bytes = 0;
 };
 
-__host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense, int Bq) {
+__host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense, int Bq,
+                                            int stages) {
   Carve cv{base, 0};
   BwdSmem s;
   s.Q = cv.tile(Bq, Dh, f32);
   s.dO = cv.tile(Bq, Dh, f32);
+  const int start = cv.off;
   s.K = cv.tile(kL, Dh, f32);
   s.V = cv.tile(kL, Dh, f32);
   if (path) {
-    int start = cv.off;  // W, Y (own block, factored chain) | C (dense chain)
     s.W = cv.tile(kL, Dh, true);
     s.Y = cv.tile(kL, Dh, true);
-    int end = cv.off;
-    cv.off = start;
-    if (dense) s.C = cv.tile(Dh, Dh, true);
-    cv.off = cv.off > end ? cv.off : end;
-    start = cv.off;  // X (chain) | Z (own block)
-    s.X = cv.tile(Bq, Dh, f32);
-    end = cv.off;
-    cv.off = start;
     s.Z = cv.tile(kL, kL, f32);
-    cv.off = cv.off > end ? cv.off : end;
+  }
+  const int own_end = cv.off;
+  cv.off = start;
+  s.Kb = cv.tile(kL, Dh, f32);
+  s.Vb = cv.tile(kL, Dh, f32);
+  if (path && dense) s.Cb = cv.tile(Dh, Dh, true);
+  if (path && !dense) s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  cv.off = cv.off > own_end ? cv.off : own_end;
+  if (path) {
+    s.X = cv.tile(Bq, Dh, f32);
     s.G = cv.tile(Bq, Dh, f32);
   }
   s.P = cv.tile(Bq, kL, f32);
@@ -50,7 +57,7 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
     s.A = cv.tile(Bq, kL, true);  // -G Y^T (factored chain) | A (own block)
     s.dA = cv.tile(Bq, kL, f32);  // X W^T (factored chain) | dA (own block)
   }
-  s.colb = cv.floats(kL);
+  s.colb = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;
 }
@@ -75,27 +82,46 @@ __device__ __forceinline__ void load_state(float (&X)[NTD][4], const float* base
   }
 }
 
-// Loads the transport operands of block m (C_m dense; W_m, Y_m factored) into shared memory.
-template <int Dh>
-__device__ __forceinline__ void load_transport(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
-                                               int64_t rs, int m, int tid) {
-  const int64_t k0 = static_cast<int64_t>(m) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
-  if (p.dense) {
-    load_tile(sm.C, Dh, Dh, p.c + (bh * p.nb + m) * Dh * Dh, Dh, false, Dh, tid, blockDim.x);
-  } else {
-    load_tile(sm.W, kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
-    load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+// Starts loading block j's operands into pipeline stage st: the transport operands (C_j dense;
+// W_j, Y_j factored) when j > 0, and with `step` also the pushed keys / keys, values and gate bias.
+template <int Dh, bool kPath, bool kBf16>
+__device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
+                                            int64_t rs, const double* gh, double gref, int j, int st, bool step,
+                                            int tid) {
+  const int64_t k0 = static_cast<int64_t>(j) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
+  const int sb = st * sm.stage_bytes;
+  constexpr size_t esz = kBf16 ? 2 : 4;
+  if constexpr (kPath) {
+    if (j > 0) {
+      if (p.dense) {
+        load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
+      } else {
+        load_tile(shifted(sm.Wb, sb), kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
+        load_planes_tile(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
+      }
+    }
   }
+  if (step) {
+    if constexpr (kPath)
+      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
+    else
+      load_input_tile<kBf16>(shifted(sm.Kb, sb), kL, Dh, static_cast<const unsigned char*>(p.k) + (head0 + k0 * rs) * esz,
+                             rs, kL, tid);
+    load_input_tile<kBf16>(shifted(sm.Vb, sb), kL, Dh, static_cast<const unsigned char*>(p.v) + (head0 + k0 * rs) * esz,
+                           rs, kL, tid);
+    fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
+  }
+  cp_async_commit();
 }
 
-// X <- X P_m with the operands of block m already in shared memory (split precision).
+// X <- X P_m with the operands of block m in pipeline stage `cb` bytes on (split precision).
 template <int Dh>
-__device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const BwdSmem& sm, bool dense, int lane) {
+__device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const BwdSmem& sm, int cb, bool dense, int lane) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   if (dense) {
     float Tm[NTD][4];
     zero(Tm);
-    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, sm.C, 0, 0, true, lane);
+    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);
 #pragma unroll
     for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
@@ -103,32 +129,56 @@ __device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const BwdS
   } else {
     float T1[8][4];
     zero(T1);
-    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, sm.W, 0, 0, true, lane);
-    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, sm.Y, 0, 0, true, lane);
+    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(sm.Wb, cb), 0, 0, true, lane);
+    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(sm.Yb, cb), 0, 0, true, lane);
   }
+}
+
+// Pipeline bookkeeping: before using stage `cur`, start the next block's loads (if any) into the
+// other stage, then wait for `cur`. One stage: load and wait in place.
+template <int Dh, bool kPath, bool kBf16>
+__device__ __forceinline__ int pipeline_next(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
+                                             int64_t rs, const double* gh, double gref, int it, int j, int jnext,
+                                             bool has_next, bool step, int tid) {
+  if (p.stages == 2) {
+    const int cur = it & 1;
+    if (has_next)
+      issue_block<Dh, kPath, kBf16>(sm, p, bh, head0, rs, gh, gref, jnext, cur ^ 1, step, tid);
+    else
+      cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    return cur;
+  }
+  issue_block<Dh, kPath, kBf16>(sm, p, bh, head0, rs, gh, gref, j, 0, step, tid);
+  cp_async_wait<0>();
+  __syncthreads();
+  return 0;
 }
 
 // One CTA-wide product out (M x 8NT, M = 16 * mtiles) = A^T B with A stored [k][m] and B [k][n]
 // (k = the Bq query rows), added to dst rows by atomics.
 template <int NT>
 __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtiles, const Tile& A, const Tile& B,
-                                               int kt, float mul, bool split, int warp, int warps, int lane) {
+                                               int kt, float mul, bool split, int warp, int warps, int lane,
+                                               bool vec4) {
   for (int mt = warp; mt < mtiles; mt += warps) {
     float acc[NT][4];
     zero(acc);
     mma_sA<NT, true, BL::KN>(acc, A, 16 * mt, 0, kt, B, 0, 0, split, lane);
-    atomic_frag(dst, ld, 16 * mt, acc, mul, lane);
+    atomic_frag(dst, ld, 16 * mt, acc, mul, lane, vec4);
   }
 }
 
+// Softmax (no transports) at Dh <= 64 fits 3 CTAs per SM when held to 170 registers.
 template <int Dh, bool kPath, bool kF32>
-__global__ void __launch_bounds__(128) attn_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_kernel(const BwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const int warps = p.warps, Bq = 16 * warps, kt = warps;
-  const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, kPath, p.dense, Bq);
+  const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, kPath, p.dense, Bq, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int64_t BH = p.B * p.H, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
   const int64_t nitems = static_cast<int64_t>(p.nqb) * BH;
@@ -160,12 +210,14 @@ __global__ void __launch_bounds__(128) attn_bwd_kernel(const BwdParams p) {
     }
 
     __syncthreads();  // the previous item is done with shared memory
-    load_tile(sm.Q, Bq, Dh, at(p.q, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
-    load_tile(sm.dO, Bq, Dh, at(p.dout, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
+    load_input_tile<bf>(sm.Q, Bq, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
+    load_input_tile<bf>(sm.dO, Bq, Dh, at(p.dout, head0 + i0 * rs), rs, nvalid, tid);
     if constexpr (kPath) {
       load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
-      load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + kn0) * Dh, Dh, false, kL, tid, blockDim.x);
+      load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     }
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
 
     float X[NTD][4], G[NTD][4];
@@ -180,141 +232,140 @@ __global__ void __launch_bounds__(128) attn_bwd_kernel(const BwdParams p) {
     }
 
     // ---- key blocks m < n, left to right ----
+    __syncthreads();  // the own-block tiles alias the pipeline buffers
+    const bool two = p.stages == 2;
     if (n > 0) {
       const int seg = p.seg, nseg = (n + seg - 1) / seg;
-      if constexpr (kPath) {
-        if (nseg > 1) {  // pass 1: checkpoints X_top(s) of every segment s
-          for (int m = n - 1; m >= seg - 1; --m) {
-            const int s = m / seg;
-            if (m == min(n, (s + 1) * seg) - 1) save_state(X, slots, s, Bq, Dh, warp, lane);
-            if (m > seg - 1) {
-              __syncthreads();
-              load_transport<Dh>(sm, p, bh, head0, rs, m, tid);
-              __syncthreads();
-              transport_rows<Dh>(X, sm, p.dense, lane);
-            }
-          }
+      // Transports X through blocks hi, hi-1, .., lo+1 (pipelined), saving X_m into slot
+      // slot_of(m) first when that is >= 0.
+      auto chain = [&](int hi, int lo, auto slot_of) {
+        if (two && hi > lo) issue_block<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, tid);
+        for (int j = hi, it = 0; j >= lo; --j, ++it) {
+          const int64_t slot = slot_of(j);
+          if (slot >= 0) save_state(X, slots, slot, Bq, Dh, warp, lane);
+          if (j == lo) break;
+          const int cur = pipeline_next<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
+                                                       false, tid);
+          transport_rows<Dh>(X, sm, cur * sm.stage_bytes, p.dense, lane);
+          __syncthreads();
         }
+      };
+      if constexpr (kPath) {
+        if (nseg > 1)  // pass 1: checkpoints X_top(s) of every segment s
+          chain(n - 1, seg - 1, [&](int m) -> int64_t {
+            const int s = m / seg;
+            return m == min(n, (s + 1) * seg) - 1 ? s : -1;
+          });
       }
-      int lo = 0;
-      for (int m = 0; m < n; ++m) {
-        const int64_t k0 = static_cast<int64_t>(m) * kL;
-        if constexpr (kPath) {
-          if (m % seg == 0) {  // recompute this segment's states X_hi .. X_lo
-            lo = m;
-            const int hi = min(n, lo + seg) - 1;
-            if (nseg > 1) load_state(X, slots, m / seg, Bq, Dh, warp, lane);
-            for (int mm = hi; mm >= lo; --mm) {
-              save_state(X, slots, p.ck_slots + (mm - lo), Bq, Dh, warp, lane);
-              if (mm > lo) {
-                __syncthreads();
-                load_transport<Dh>(sm, p, bh, head0, rs, mm, tid);
-                __syncthreads();
-                transport_rows<Dh>(X, sm, p.dense, lane);
+      for (int lo = 0; lo < n; lo += seg) {
+        const int hi = min(n, lo + seg) - 1;
+        if constexpr (kPath) {  // this segment's states X_hi .. X_lo
+          if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
+          chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
+        }
+        if (two) issue_block<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, tid);
+        for (int m = lo, it = 0; m <= hi; ++m, ++it) {
+          const int64_t k0 = static_cast<int64_t>(m) * kL;
+          if constexpr (kPath) load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
+          const int cur = pipeline_next<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
+                                                       tid);
+          const int cb = cur * sm.stage_bytes;
+          const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
+          const float* colb = sm.colb + cur * kL;
+
+          float S[8][4], dS[8][4];
+          zero(S);
+          zero(dS);
+          if constexpr (kPath)
+            mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);
+          else
+            mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, Kc, 0, 0, f32, lane);
+          mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, Vc, 0, 0, f32, lane);  // dP = dO V^T
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int rr = e >> 1;
+              S[nt][e] = exp2f(S[nt][e] * sl2 + rb2[rr] - colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
+              dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
+              dgr[rr] += dS[nt][e];
+            }
+          if (gh) {
+            float cs[8][2];
+            column_sums(dS, cs);
+            if (g == 0)
+#pragma unroll
+              for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) atomicAdd(p.dg + bh * Tp + k0 + nt * 8 + 2 * tq + c, -cs[nt][c]);
+          }
+          store_frag(sm.P, r0, S, 1.f, lane);
+          store_frag(sm.dS, r0, dS, p.scale, lane);
+          if constexpr (kPath) {
+            store_frag(sm.X, r0, X, 1.f, lane);
+            if (m > 0) {
+              store_frag(sm.G, r0, G, 1.f, lane);
+              if (!p.dense) {
+                float T2[8][4];
+                zero(T2);
+                mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
+                store_frag(sm.A, r0, T2, -1.f, lane);
+                zero(T2);
+                mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
+                store_frag(sm.dA, r0, T2, 1.f, lane);
               }
             }
           }
-          load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
-        }
-        __syncthreads();
-        if constexpr (kPath) {
-          load_tile(sm.K, kL, Dh, p.kt + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
-          if (m > 0) load_transport<Dh>(sm, p, bh, head0, rs, m, tid);
-        } else {
-          load_tile(sm.K, kL, Dh, at(p.k, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
-        }
-        load_tile(sm.V, kL, Dh, at(p.v, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
-        fill_colbias(sm.colb, gh, k0, p.T, gref, tid);
-        __syncthreads();
+          __syncthreads();
 
-        float S[8][4], dS[8][4];
-        zero(S);
-        zero(dS);
-        if constexpr (kPath)
-          mma_rA<KTD, 8, BL::NK>(S, X, 1.f, sm.K, 0, 0, f32, lane);
-        else
-          mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);
-        mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, sm.V, 0, 0, f32, lane);  // dP = dO V^T
+          // CTA-wide products over the query rows, into the accumulators.
+          cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+          if constexpr (kPath) {
+            cta_atb_atomic<NTD>(p.dkt_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32, warp, warps, lane, p.vec4);
+            if (m > 0) {
+              if (p.dense) {
+                cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+                                    warps, lane, p.vec4);
+              } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
+                cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
+                                    lane, p.vec4);
+                cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
+                                    lane, p.vec4);
+              }
+              // G <- G P_m^T
+              if (p.dense) {
+                float Tm[NTD][4];
+                zero(Tm);
+                mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+                for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int rr = e >> 1;
-            S[nt][e] = exp2f(S[nt][e] * sl2 + rb2[rr] - sm.colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
-            dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
-            dgr[rr] += dS[nt][e];
-          }
-        if (gh) {
-          float cs[8][2];
-          column_sums(dS, cs);
-          if (g == 0)
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-              for (int c = 0; c < 2; ++c) atomicAdd(p.dg + bh * Tp + k0 + nt * 8 + 2 * tq + c, -cs[nt][c]);
-        }
-        store_frag(sm.P, r0, S, 1.f, lane);
-        store_frag(sm.dS, r0, dS, p.scale, lane);
-        if constexpr (kPath) {
-          store_frag(sm.X, r0, X, 1.f, lane);
-          if (m > 0) {
-            store_frag(sm.G, r0, G, 1.f, lane);
-            if (!p.dense) {
-              float T2[8][4];
-              zero(T2);
-              mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, sm.Y, 0, 0, true, lane);  // G Y^T
-              store_frag(sm.A, r0, T2, -1.f, lane);
-              zero(T2);
-              mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, sm.W, 0, 0, f32, lane);  // X W^T
-              store_frag(sm.dA, r0, T2, 1.f, lane);
+                  for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
+              } else {
+                mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
+              }
             }
+          } else {
+            cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
           }
+          mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt
+          __syncthreads();  // stage `cur` and the P / dS / X / G tiles are reused next
         }
-        __syncthreads();
-
-        // CTA-wide products over the query rows, into the accumulators.
-        cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane);
-        if constexpr (kPath) {
-          cta_atb_atomic<NTD>(p.dkt_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32, warp, warps, lane);
-          if (m > 0) {
-            if (p.dense) {
-              cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
-                                  warps, lane);
-            } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
-              cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps, lane);
-              cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
-                                  lane);
-            }
-            // G <- G P_m^T
-            if (p.dense) {
-              float Tm[NTD][4];
-              zero(Tm);
-              mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, sm.C, 0, 0, true, lane);  // G C^T
-#pragma unroll
-              for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
-            } else {
-              mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, sm.W, 0, 0, true, lane);  // G += (-G Y^T) W
-            }
-          }
-        } else {
-          cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane);
-        }
-        mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, sm.K, 0, 0, f32, lane);  // G += dS_raw Kt
       }
     }
 
     // ---- own block ----
     __syncthreads();
-    load_tile(sm.K, kL, Dh, at(p.k, head0 + kn0 * rs), rs, bf, kvalid, tid, blockDim.x);
-    load_tile(sm.V, kL, Dh, at(p.v, head0 + kn0 * rs), rs, bf, kvalid, tid, blockDim.x);
+    load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + kn0 * rs), rs, kvalid, tid);
+    load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + kn0 * rs), rs, kvalid, tid);
     if constexpr (kPath) {
       load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
-      load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + kn0) * Dh, Dh, false, kL, tid, blockDim.x);
+      load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
       load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
     }
+    cp_async_commit();
     fill_colbias(sm.colb, gh, kn0, p.T, gref, tid);
+    cp_async_wait<0>();
     __syncthreads();
     {
       float S[8][4], dS[8][4], A[8][4];
@@ -375,12 +426,12 @@ __global__ void __launch_bounds__(128) attn_bwd_kernel(const BwdParams p) {
                         lane);
     }
     __syncthreads();
-    cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane);
-    cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane);
+    cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
     if constexpr (kPath) {
-      cta_atb_atomic<8>(p.dz_acc + (bh * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane);
-      cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane);
-      cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane);
+      cta_atb_atomic<8>(p.dz_acc + (bh * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
+      cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
+      cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
     }
   }
 }

@@ -28,6 +28,16 @@ struct Tile {
   int ld = 0;
 };
 
+// The same tile `bytes` further on (pipeline stage buffers are laid out back to back).
+__host__ __device__ inline Tile shifted(const Tile& t, int bytes) {
+  Tile s = t;
+  if (bytes) {
+    s.hi = reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(t.hi) + bytes);
+    if (t.lo) s.lo = reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(t.lo) + bytes);
+  }
+  return s;
+}
+
 // Bytes of a tile with `cols` columns padded by 8 (16 bytes: conflict-free ldmatrix rows).
 __host__ __device__ inline int tile_bytes(int rows, int cols, bool lo) {
   return rows * (cols + 8) * 2 * (lo ? 2 : 1);
@@ -217,26 +227,50 @@ __device__ __forceinline__ void store_frag(const Tile& T, int m0, const float (&
   }
 }
 
-// dst[(m0 + row) * ld + col] += mul * acc, fp32 atomics (vector atomics on sm_90).
+// dst[(m0 + row) * ld + col] += mul * acc, fp32 atomics. On sm_90 the lane pairs (t, t^1) swap
+// halves so that each lane adds four consecutive floats of one row with one vector atomic.
 template <int NT>
 __device__ __forceinline__ void atomic_frag(float* dst, int64_t ld, int m0, const float (&acc)[NT][4], float mul,
-                                            int lane) {
+                                            int lane, bool vec4 = true) {
   const int g = lane >> 2, t = lane & 3;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (!vec4) {  // pairs: one 8-byte vector atomic per row and n-tile
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float* p = dst + static_cast<int64_t>(m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(mul * acc[nt][2 * half]),
+                     "f"(mul * acc[nt][2 * half + 1])
+                     : "memory");
+      }
+    return;
+  }
+  const bool odd = t & 1;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    // even t keeps row g and takes the partner's row-g pair; odd t keeps row g+8.
+    const float s0 = odd ? acc[nt][0] : acc[nt][2], s1 = odd ? acc[nt][1] : acc[nt][3];
+    const float q0 = __shfl_xor_sync(0xffffffffu, s0, 1), q1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+    const float4 v = odd ? make_float4(mul * q0, mul * q1, mul * acc[nt][2], mul * acc[nt][3])
+                         : make_float4(mul * acc[nt][0], mul * acc[nt][1], mul * q0, mul * q1);
+    const int row = odd ? g + 8 : g, col = nt * 8 + 2 * (t & 2);
+    float* p = dst + static_cast<int64_t>(m0 + row) * ld + col;
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+  }
+#else
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int col = nt * 8 + 2 * t;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float* p = dst + static_cast<int64_t>(m0 + g + 8 * half) * ld + col;
-      const float x = mul * acc[nt][2 * half], y = mul * acc[nt][2 * half + 1];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      atomicAdd(reinterpret_cast<float2*>(p), make_float2(x, y));
-#else
-      atomicAdd(p, x);
-      atomicAdd(p + 1, y);
-#endif
+      atomicAdd(p, mul * acc[nt][2 * half]);
+      atomicAdd(p + 1, mul * acc[nt][2 * half + 1]);
     }
   }
+#endif
 }
 
 __device__ __forceinline__ float2 load2(const void* base, int64_t idx, bool is_bf16) {
@@ -313,6 +347,53 @@ __device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, con
       *reinterpret_cast<uint2*>(T.hi + idx) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
     }
   }
+}
+
+// 16-byte asynchronous global -> shared copy; zero-fills instead when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Starts copying rows [0, rows) x cols [0, cols) of bf16 planes (row stride `stride` elements,
+// rows >= valid zero-filled) into a tile; the low plane is copied from lo, or zeroed when lo is
+// null. Complete after cp_async_wait + __syncthreads.
+__device__ __forceinline__ void copy_tile_async(const Tile& T, int rows, int cols, const bf16* hi, const bf16* lo,
+                                                int64_t stride, int valid, int tid, int nthreads) {
+  const int per_row = cols / 8;
+  for (int e = tid; e < rows * per_row; e += nthreads) {
+    const int r = e / per_row, c = (e - r * per_row) * 8;
+    const bool ok = r < valid;
+    const int64_t so = ok ? r * stride + c : 0;
+    cp_async16(T.hi + r * T.ld + c, hi + so, ok);
+    if (T.lo) {
+      if (lo)
+        cp_async16(T.lo + r * T.ld + c, lo + so, ok);
+      else
+        *reinterpret_cast<uint4*>(T.lo + r * T.ld + c) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
+// Rows [0, rows) of a [*, Dh] operand of the input dtype into a tile: bf16 asynchronously, fp32
+// synchronously (split into planes).
+template <bool kBf16>
+__device__ __forceinline__ void load_input_tile(const Tile& T, int rows, int Dh, const void* src, int64_t stride,
+                                                int valid, int tid) {
+  if constexpr (kBf16)
+    copy_tile_async(T, rows, Dh, static_cast<const bf16*>(src), nullptr, stride, valid, tid, blockDim.x);
+  else
+    load_tile(T, rows, Dh, src, stride, false, valid, tid, blockDim.x);
+}
+__device__ __forceinline__ void load_planes_tile(const Tile& T, int rows, int cols, const uint16_t* hi,
+                                                 const uint16_t* lo, int64_t off, int tid) {
+  copy_tile_async(T, rows, cols, reinterpret_cast<const bf16*>(hi) + off,
+                  lo ? reinterpret_cast<const bf16*>(lo) + off : nullptr, cols, rows, tid, blockDim.x);
 }
 
 // Zeroes accumulator entries above the diagonal of the query rows: keeps (row, col) with

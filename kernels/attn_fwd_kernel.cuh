@@ -14,28 +14,36 @@
 namespace sb::cuda::detail {
 
 struct FwdSmem {
-  Tile Q, K, V, W, Y, Z, C;
-  float* colb = nullptr;  // [64] gate bias of the current key block (log2 units)
+  Tile Q, K, V, W, Y, Z;      // own block (aliases the pipeline buffers)
+  Tile Kb, Vb, Cb, Wb, Yb;    // key-block pipeline buffers of stage 0; stage s is s * stage_bytes on
+  int stage_bytes = 0;        // (see shifted(); no run-time indexed arrays: they would go to local memory)
+  float* colb = nullptr;      // [2][64] gate bias of the buffered key block (log2 units)
   int bytes = 0;
 };
 
-__host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense) {
+__host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense,
+                                            int stages) {
   Carve cv{base, 0};
   FwdSmem s;
   s.Q = cv.tile(kL, Dh, f32);
+  const int start = cv.off;
   s.K = cv.tile(kL, Dh, f32);
   s.V = cv.tile(kL, Dh, f32);
-  if (path) {  // own block (W, Y, Z) and dense chain (C) share one region
-    const int start = cv.off;
+  if (path) {
     s.W = cv.tile(kL, Dh, true);
     s.Y = cv.tile(kL, Dh, true);
     s.Z = cv.tile(kL, kL, f32);
-    const int own_end = cv.off;
-    cv.off = start;
-    if (dense) s.C = cv.tile(Dh, Dh, true);
-    cv.off = cv.off > own_end ? cv.off : own_end;
   }
-  s.colb = cv.floats(kL);
+  const int own_end = cv.off;
+  cv.off = start;
+  s.Kb = cv.tile(kL, Dh, f32);
+  s.Vb = cv.tile(kL, Dh, f32);
+  if (path && dense) s.Cb = cv.tile(Dh, Dh, true);
+  if (path && !dense) s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  cv.off = cv.off > own_end ? cv.off : own_end;
+  s.colb = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;
 }
@@ -76,7 +84,7 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
-  const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense);
+  const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
   const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
@@ -100,15 +108,17 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
   }
 
   // ---- own block ----
-  load_tile(sm.Q, kL, Dh, at(p.q, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
-  load_tile(sm.K, kL, Dh, at(p.k, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
-  load_tile(sm.V, kL, Dh, at(p.v, head0 + i0 * rs), rs, bf, nvalid, tid, blockDim.x);
+  load_input_tile<bf>(sm.Q, kL, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
+  load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + i0 * rs), rs, nvalid, tid);
+  load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + i0 * rs), rs, nvalid, tid);
   if constexpr (kPath) {
     load_tile(sm.W, kL, Dh, p.w + head0 + i0 * rs, rs, false, nvalid, tid, blockDim.x);
-    load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + i0) * Dh, Dh, false, kL, tid, blockDim.x);
+    load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + i0) * Dh, tid);
     load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
   }
+  cp_async_commit();
   fill_colbias(sm.colb, gh, i0, p.T, gref, tid);
+  cp_async_wait<0>();
   __syncthreads();
 
   float S[8][4], O[NTD][4], X[NTD][4];
@@ -134,44 +144,63 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
     }
   online_softmax(S, m2, l, O);
   mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);  // O += P V
+  __syncthreads();  // the own-block tiles alias the pipeline buffers
 
-  // ---- earlier key blocks, right to left ----
-  for (int m = n - 1; m >= 0; --m) {
-    const int64_t k0 = static_cast<int64_t>(m) * kL;
-    __syncthreads();
+  // ---- earlier key blocks, right to left, through a `stages`-deep cp.async pipeline ----
+  // Starts the loads of key block j into buffer st (its pushed keys, values, transport operands).
+  auto issue = [&](int j, int st) {
+    const int64_t k0 = static_cast<int64_t>(j) * kL;
+    const int sb = st * sm.stage_bytes;
     if constexpr (kPath) {
-      load_tile(sm.K, kL, Dh, p.kt + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
-      if (m > 0) {
+      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
+      if (j > 0) {
         if (p.dense) {
-          load_tile(sm.C, Dh, Dh, p.c + (bh * p.nb + m) * Dh * Dh, Dh, false, Dh, tid, blockDim.x);
+          load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
         } else {
-          load_tile(sm.W, kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
-          load_tile(sm.Y, kL, Dh, p.y + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+          load_tile(shifted(sm.Wb, sb), kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
+          load_planes_tile(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
         }
       }
     } else {
-      load_tile(sm.K, kL, Dh, at(p.k, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
+      load_input_tile<bf>(shifted(sm.Kb, sb), kL, Dh, at(p.k, head0 + k0 * rs), rs, kL, tid);
     }
-    load_tile(sm.V, kL, Dh, at(p.v, head0 + k0 * rs), rs, bf, kL, tid, blockDim.x);
-    fill_colbias(sm.colb, gh, k0, p.T, gref, tid);
+    load_input_tile<bf>(shifted(sm.Vb, sb), kL, Dh, at(p.v, head0 + k0 * rs), rs, kL, tid);
+    fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
+    cp_async_commit();
+  };
+  const bool two = p.stages == 2;
+  if (two && n > 0) issue(n - 1, 0);
+  for (int m = n - 1, it = 0; m >= 0; --m, ++it) {
+    const int cur = two ? (it & 1) : 0;
+    if (two) {
+      if (m > 0) issue(m - 1, cur ^ 1);
+      else cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      issue(m, 0);
+      cp_async_wait<0>();
+    }
     __syncthreads();
+    const float* colb = sm.colb + cur * kL;
+    const int cb = cur * sm.stage_bytes;
+    const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
     zero(S);
     if constexpr (kPath)
-      mma_rA<KTD, 8, BL::NK>(S, X, 1.f, sm.K, 0, 0, f32, lane);  // X Kt^T
+      mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);  // X Kt^T
     else
-      mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);
+      mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, Kc, 0, 0, f32, lane);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[nt * 8 + 2 * tq + (e & 1)];
+      for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - colb[nt * 8 + 2 * tq + (e & 1)];
     online_softmax(S, m2, l, O);
-    mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);
+    mma_rA<4, NTD, BL::KN>(O, S, 1.f, Vc, 0, 0, f32, lane);
     if constexpr (kPath) {
       if (m > 0) {  // X <- X P_m
         if (p.dense) {
           float Tm[NTD][4];
           zero(Tm);
-          mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, sm.C, 0, 0, true, lane);
+          mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);
 #pragma unroll
           for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
@@ -179,11 +208,12 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
         } else {
           float T1[8][4];
           zero(T1);
-          mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, sm.W, 0, 0, true, lane);   // X W^T
-          mma_rA<4, NTD, BL::KN>(X, T1, -1.f, sm.Y, 0, 0, true, lane);  // X -= (X W^T) Y
+          mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(sm.Wb, cb), 0, 0, true, lane);   // X W^T
+          mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // X -= (X W^T) Y
         }
       }
     }
+    __syncthreads();  // buffer `cur` is refilled by the next-but-one issue
   }
 
   // ---- normalise and write ----

@@ -15,6 +15,9 @@
 
 namespace sb::cuda::detail {
 
+// bf16 storage in the structs shared with host code (device code casts to __nv_bfloat16).
+using bf16_raw = uint16_t;
+
 // Dense block transports (X - X C, C = W^T Y, Dh x Dh per block) for Dh <= 64; factored
 // (X - (X W^T) Y) above, where the dense product would cost more memory than it saves.
 inline bool path_dense(int64_t Dh) { return Dh <= 64; }
@@ -31,20 +34,32 @@ void with_dh(int64_t Dh, F&& f) {
   }
 }
 
+// Largest dynamic shared memory a block may opt into on the current device.
+inline int device_max_smem() {
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return v;
+}
+
 struct FwdParams {
   const void* q = nullptr;       // [B, T, H, Dh]
   const void* k = nullptr;       // [B, T, H, Dh]
   const void* v = nullptr;       // [B, T, H, Dh]
   const float* w = nullptr;      // [B, T, H, Dh] (PaTH)
   const double* gcum = nullptr;  // [BH, T] inclusive prefix sums of log_f, or null
-  const float* kt = nullptr;     // PaTH factors (layouts above)
-  const float* y = nullptr;
+  const bf16_raw* kt_hi = nullptr;  // PaTH factors as bf16 planes (layouts above)
+  const bf16_raw* kt_lo = nullptr;  // fp32 mode only
+  const bf16_raw* y_hi = nullptr;
+  const bf16_raw* y_lo = nullptr;
+  const bf16_raw* c_hi = nullptr;  // dense transport only
+  const bf16_raw* c_lo = nullptr;
   const float* z = nullptr;
-  const float* c = nullptr;
   void* out = nullptr;  // [B, T, H, Dh]
   float* lse = nullptr;  // [B, H, T]
   int64_t B = 0, T = 0, H = 0;
-  int nb = 0;  // number of 64-row blocks
+  int nb = 0;      // number of 64-row blocks
+  int stages = 2;  // key-block pipeline depth (1 where shared memory is short)
   float scale = 1.f;
   bool bf16 = false, dense = false;
 };
@@ -58,10 +73,13 @@ struct BwdParams {
   const float* lse = nullptr;  // [BH, T]
   const float* delta = nullptr;  // [BH, T] dout . out
   const double* gcum = nullptr;  // [BH, T] or null
-  const float* kt = nullptr;
-  const float* y = nullptr;
+  const bf16_raw* kt_hi = nullptr;
+  const bf16_raw* kt_lo = nullptr;
+  const bf16_raw* y_hi = nullptr;
+  const bf16_raw* y_lo = nullptr;
+  const bf16_raw* c_hi = nullptr;
+  const bf16_raw* c_lo = nullptr;
   const float* z = nullptr;
-  const float* c = nullptr;
   void* dq = nullptr;      // [B, T, H, Dh] written directly
   float* dv_acc = nullptr;  // accumulators (atomics), zeroed before the launch
   float* dkt_acc = nullptr;
@@ -74,6 +92,8 @@ struct BwdParams {
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query-state checkpoints
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
+  int stages = 2;                  // key-block pipeline depth
+  bool vec4 = true;                // 16-byte (else 8-byte) vector atomics into the accumulators
   int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
   int64_t slot_floats = 0;
   float scale = 1.f;
@@ -82,14 +102,14 @@ struct BwdParams {
 
 // Launch shape of the backward main kernel on the current device.
 struct BwdConfig {
-  int warps = 4, smem = 0, grid = 1, seg = 1, ck_slots = 1;
+  int warps = 4, stages = 2, smem = 0, grid = 1, seg = 1, ck_slots = 1;
   int64_t slot_floats = 0;
 };
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 
 // Workspace pieces (byte offsets, each 256-aligned) for one call.
 struct Workspace {
-  size_t gcum = 0, delta = 0, kt = 0, y = 0, z = 0, tinv = 0, c = 0;
+  size_t gcum = 0, delta = 0, kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
   size_t acc_begin = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
   size_t scratch = 0, total = 0;
 };
@@ -100,8 +120,8 @@ template <bool kPath>
 void launch_fwd(const FwdParams& p, int64_t Dh, cudaStream_t stream);
 template <bool kPath>
 void launch_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
-int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense);
-int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps);
+int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages);
+int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps, int stages);
 // Resident CTAs per multiprocessor of the backward kernel (after raising its smem limit).
 template <bool kPath>
 int bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);
@@ -112,12 +132,38 @@ int bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);
 void launch_gate_prefix(double* gcum, const float* log_f, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 void launch_delta(float* delta, const void* dout, const void* out, int64_t B, int64_t T, int64_t H, int64_t Dh,
                   bool bf16, cudaStream_t s);
-void launch_path_prep(float* kt, float* y, float* z, float* tinv, float* c, const void* k, const float* w,
-                      const float* beta, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16, cudaStream_t s);
-void launch_path_factors_bwd(void* dk, float* dw, float* dbeta, const float* dkt_acc, const float* dy_acc,
-                             const float* dz_acc, const float* dp_acc, const float* dk_acc, const float* dw_acc,
-                             const float* tinv, const float* z, const float* y, const void* k, const float* w,
-                             const float* beta, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
+// Outputs of the factor kernel (null pointers are skipped; lo planes hold x - bf16(x)).
+struct PrepOut {
+  bf16_raw* kt_hi = nullptr;  // [BH, Tp, Dh]
+  bf16_raw* kt_lo = nullptr;  // fp32 mode only
+  bf16_raw* y_hi = nullptr;   // [BH, Tp, Dh]
+  bf16_raw* y_lo = nullptr;
+  bf16_raw* c_hi = nullptr;   // [BH, nb, Dh, Dh] (dense)
+  bf16_raw* c_lo = nullptr;
+  float* z = nullptr;         // [BH, nb, 64, 64]
+  float* minv = nullptr;      // [BH, nb, 64, 64] (backward)
+};
+void launch_path_prep(const PrepOut& o, const void* k, const float* w, const float* beta, int64_t B, int64_t T,
+                      int64_t H, int64_t Dh, bool bf16, cudaStream_t s);
+struct FactorsBwdArgs {
+  void* dk = nullptr;  // outputs
+  float* dw = nullptr;
+  float* dbeta = nullptr;
+  const float* dkt_acc = nullptr;  // accumulators of the fused backward
+  const float* dy_acc = nullptr;
+  const float* dz_acc = nullptr;
+  const float* dp_acc = nullptr;
+  const float* dk_acc = nullptr;
+  const float* dw_acc = nullptr;
+  const float* minv = nullptr;  // forward factors
+  const float* z = nullptr;
+  const bf16_raw* y_hi = nullptr;
+  const bf16_raw* y_lo = nullptr;
+  const void* k = nullptr;  // inputs
+  const float* w = nullptr;
+  const float* beta = nullptr;
+};
+void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                              cudaStream_t s);
 void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                           cudaStream_t s);

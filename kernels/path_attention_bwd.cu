@@ -5,8 +5,8 @@
 
 namespace sb::cuda::detail {
 
-int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps) {
-  return bwd_smem(nullptr, static_cast<int>(Dh), f32, path, dense, 16 * warps).bytes;
+int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps, int stages) {
+  return bwd_smem(nullptr, static_cast<int>(Dh), f32, path, dense, 16 * warps, stages).bytes;
 }
 
 template <>

@@ -5,13 +5,15 @@
 
 namespace sb::cuda::detail {
 
-int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense) {
-  return fwd_smem(nullptr, static_cast<int>(Dh), f32, path, dense).bytes;
+int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages) {
+  return fwd_smem(nullptr, static_cast<int>(Dh), f32, path, dense, stages).bytes;
 }
 
 template <>
-void launch_fwd<true>(const FwdParams& p, int64_t Dh, cudaStream_t stream) {
-  const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense);
+void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
+  FwdParams p = params;
+  p.stages = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, 2) <= device_max_smem() ? 2 : 1;
+  const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
   const int64_t blocks = static_cast<int64_t>(p.nb) * p.B * p.H;
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

@@ -8,8 +8,10 @@
 namespace sb::cuda::detail {
 
 template <>
-void launch_fwd<false>(const FwdParams& p, int64_t Dh, cudaStream_t stream) {
-  const int smem = fwd_smem(nullptr, static_cast<int>(Dh), !p.bf16, false, false).bytes;
+void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
+  FwdParams p = params;
+  p.stages = fwd_smem_bytes(Dh, !p.bf16, false, false, 2) <= device_max_smem() ? 2 : 1;
+  const int smem = fwd_smem_bytes(Dh, !p.bf16, false, false, p.stages);
   const int64_t blocks = static_cast<int64_t>(p.nb) * p.B * p.H;
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

@@ -92,16 +92,17 @@ DeviceBuffer poisoned(size_t bytes) {
   return b;
 }
 
-// ||got - ref|| / max(||ref||, 1e-3 sqrt(n)): relative, except that a reference whose RMS is
-// below 1e-3 is compared absolutely (at T = 1 the exact dq and dk are 0: out = v makes dS = 0,
-// and the device returns rounding-level values there). Real gradients have RMS ~0.1 - 1.
+// ||got - ref|| / max(||ref||, 1e-2 sqrt(n)): relative, except that a reference whose RMS is
+// below 1e-2 is compared absolutely (at T = 1 the exact dq and dk are 0 since out = v makes
+// dS = 0; the device returns a cancellation residue ~1e-5 there). Real gradients here have RMS
+// ~0.1 - 1, so the floor never applies to them.
 double rel_err(const Vec& got, const Vec& ref) {
   double d = 0, r = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     d += (got[i] - ref[i]) * (got[i] - ref[i]);
     r += ref[i] * ref[i];
   }
-  return std::sqrt(d) / std::max(std::sqrt(r), 1e-3 * std::sqrt(static_cast<double>(ref.size())));
+  return std::sqrt(d) / std::max(std::sqrt(r), 1e-2 * std::sqrt(static_cast<double>(ref.size())));
 }
 
 struct Shape {

@@ -1,30 +1,42 @@
 #!/usr/bin/env bash
-# run_device.sh: what one device call runs from a staged folder (see kernels/NOTES.md, "Device
-# runs"): prebuilt statebench + test_cuda_attention (built on the CPU box with nvcc, carried with
-# their non-system libraries in lib/), the parity tests, the SDPA reference and our benchmark.
-# Usage: run_device.sh [tests|bench|all|sanitize] ; writes logs to $OUT (or ./out).
+# run_device.sh: what one device call runs from a staged folder (kernels/dev/stage.sh): prebuilt
+# statebench + test_cuda_attention (built on the CPU box with nvcc, carried with their non-system
+# libraries in lib/), the parity tests, a per-step profile, the SDPA reference and our benchmark.
+# Usage: run_device.sh [tests] [profile] [sdpa] [bench] [sanitize]; logs go to $OUT (or ./out).
 set -uo pipefail
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader
 missing=$(ldd ./statebench ./test_cuda_attention | grep "not found" | sort -u)
 [ -n "$missing" ] && echo "MISSING LIBS: $missing"
-if [[ $what == tests || $what == all ]]; then
-  timeout 300 ./test_cuda_attention > "$OUT/test.log" 2>&1
-  echo "test rc=$?"
-  grep -E "^(PaTH|softmax|mma|reference)|Failure|FAILED|error|PASSED|Expected|Which is|relative error|actual" "$OUT/test.log" | head -120
-fi
-if [[ $what == bench || $what == all ]]; then
-  timeout 120 python3 ../tools/sdpa_bench.py --json "$OUT/sdpa.json" --reps 20 > "$OUT/sdpa.log" 2>&1
-  echo "sdpa rc=$?"; cat "$OUT/sdpa.log" | tail -9
-  timeout 200 ./statebench bench attention --reps 10 --sdpa "$OUT/sdpa.json" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
-  echo "bench rc=$?"; tail -16 "$OUT/bench.log"
-fi
-if [[ $what == sanitize ]]; then
-  timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./test_cuda_attention \
-    --gtest_filter='*Mma*:*PathBf16*:*SoftmaxFp32*' > "$OUT/memcheck.log" 2>&1
-  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|Invalid|out of bounds|FAILED|PASSED" "$OUT/memcheck.log" | head -30
-fi
+sdpa=../tools/sdpa.json
+for what in "$@"; do
+  case $what in
+    tests)
+      timeout 300 ./test_cuda_attention > "$OUT/test.log" 2>&1
+      echo "test rc=$?"
+      grep -E "^(PaTH|softmax|mma|reference)|Failure|FAILED|OK \]|Which is|relative error|actual" "$OUT/test.log" | cut -c1-230 | head -150 ;;
+    profile)
+      for s in 8x2048x16x64 128x256x8x64 2x8192x16x128; do
+        STATEBENCH_ATTN_PROFILE=1 timeout 60 ./statebench bench attention --reps 1 --shapes $s > "$OUT/prof_$s.log" 2>&1
+        grep "attn profile" "$OUT/prof_$s.log" | tail -4 | sed "s/^/$s /" | cut -c1-250
+      done ;;
+    sdpa)
+      timeout 120 python3 ../tools/sdpa_bench.py --json "$OUT/sdpa.json" --reps 20 > "$OUT/sdpa.log" 2>&1
+      echo "sdpa rc=$?"; tail -8 "$OUT/sdpa.log"; sdpa=$OUT/sdpa.json ;;
+    bench)
+      timeout 240 ./statebench bench attention --reps 10 --sdpa "$sdpa" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+      echo "bench rc=$?"; tail -15 "$OUT/bench.log" ;;
+    ab)  # A/B of the developer switches on the backward
+      for v in "" "STATEBENCH_ATTN_BWD_STAGES=1" "STATEBENCH_ATTN_ATOMIC_V2=1" "STATEBENCH_ATTN_BWD_STAGES=1 STATEBENCH_ATTN_ATOMIC_V2=1"; do
+        env $v timeout 60 ./statebench bench attention --reps 10 --shapes 8x2048x16x64 128x256x8x64 > "$OUT/ab.log" 2>&1
+        echo "[$v]"; grep -E "^(path|softmax) " "$OUT/ab.log" | awk '{print "   ", $1, $2, "fwd", $3, "f+b", $5}'
+      done ;;
+    sanitize)
+      timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./test_cuda_attention \
+        --gtest_filter='*Mma*:*PathBf16*:*SoftmaxFp32*' > "$OUT/memcheck.log" 2>&1
+      echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|Invalid|out of bounds|FAILED|PASSED" "$OUT/memcheck.log" | head -30 ;;
+  esac
+done

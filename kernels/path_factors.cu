@@ -1,0 +1,406 @@
+// path_factors.cu: the per-block UT factors of PaTH (formulas of src/nn/path_internal.hpp) and
+// their backward (src/nn/path_backward.cpp factors_backward), on tensor cores. One CTA of 4 warps
+// per (64-row block, head); warp w owns rows [16w, 16w+16) of every 64-row product; every product
+// splits both operands into bf16 hi + lo (fp32-level accuracy, ~1e-5). The 64 x 64 unit-lower
+// inverse Minv = (I + strictLower(D W W^T))^{-1} is blocked on CUDA cores; Tinv = Minv D.
+#include "kernels/attn_common.cuh"
+#include "kernels/attn_internal.hpp"
+
+namespace sb::cuda::detail {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kLd = kL + 1;  // padded stride of 64 x 64 fp32 matrices
+
+// Minv = M^{-1}, M = I + strictLower(diag(bt) gram), blocked: 16 x 16 diagonal blocks by
+// column-parallel forward substitution, then [[A, 0], [C, B]]^{-1} = [[A^-1, 0], [-B^-1 C A^-1, B^-1]]
+// twice. Mi, tmp, gram: [64][kLd] fp32.
+__device__ void unit_lower_inverse(float* Mi, float* tmp, const float* gram, const float* bt, int tid) {
+  for (int e = tid; e < kL * kL; e += kThreads) Mi[e / kL * kLd + e % kL] = 0.f;
+  __syncthreads();
+  if (tid < kL) {
+    const int b0 = tid / 16 * 16, c = tid;
+    Mi[c * kLd + c] = 1.f;
+    for (int i = c + 1; i < b0 + 16; ++i) {
+      float acc = 0.f;
+      for (int p = c; p < i; ++p) acc += bt[i] * gram[i * kLd + p] * Mi[p * kLd + c];
+      Mi[i * kLd + c] = -acc;
+    }
+  }
+  __syncthreads();
+  for (int h = 16; h < kL; h *= 2) {
+    const int n = (kL / (2 * h)) * h * h;
+    for (int e = tid; e < n; e += kThreads) {  // tmp = C A^-1
+      const int s = e / (h * h) * 2 * h, i = e / h % h, j = e % h;
+      float acc = 0.f;
+      for (int p = j; p < h; ++p) acc += bt[s + h + i] * gram[(s + h + i) * kLd + s + p] * Mi[(s + p) * kLd + s + j];
+      tmp[(s + h + i) * kLd + s + j] = acc;
+    }
+    __syncthreads();
+    for (int e = tid; e < n; e += kThreads) {  // off-diagonal block = -B^-1 tmp
+      const int s = e / (h * h) * 2 * h, i = e / h % h, j = e % h;
+      float acc = 0.f;
+      for (int p = 0; p <= i; ++p) acc += Mi[(s + h + i) * kLd + s + h + p] * tmp[(s + h + p) * kLd + s + j];
+      Mi[(s + h + i) * kLd + s + j] = -acc;
+    }
+    __syncthreads();
+  }
+}
+
+// Fills a 64 x 64 tile (split planes) with src[r][c] * (scale ? scale[c] : 1); src fp32, row stride ld.
+__device__ __forceinline__ void tile_from_f32(const Tile& T, const float* src, int ld, const float* scale, int tid) {
+  for (int e = tid; e < kL * kL / 2; e += kThreads) {
+    const int r = 2 * e / kL, c = 2 * e % kL;
+    float x = src[r * ld + c], y = src[r * ld + c + 1];
+    if (scale) x *= scale[c], y *= scale[c + 1];
+    uint32_t h, l;
+    split_pack(x, y, h, l);
+    *reinterpret_cast<uint32_t*>(T.hi + r * T.ld + c) = h;
+    *reinterpret_cast<uint32_t*>(T.lo + r * T.ld + c) = l;
+  }
+}
+
+// acc -> fp32 [*][ld] matrix rows m0.. (shared or global).
+template <int NT>
+__device__ __forceinline__ void store_frag_f32(float* dst, int64_t ld, int m0, const float (&acc)[NT][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dst[(m0 + g + ((e & 2) ? 8 : 0)) * ld + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
+}
+
+// acc -> bf16 planes hi (and lo when given), row stride ld, rows m0..
+template <int NT>
+__device__ __forceinline__ void store_frag_planes(bf16_raw* hi, bf16_raw* lo, int64_t ld, int m0,
+                                                  const float (&acc)[NT][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t idx = (m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
+      uint32_t h, l;
+      split_pack(acc[nt][2 * half], acc[nt][2 * half + 1], h, l);
+      *reinterpret_cast<uint32_t*>(hi + idx) = h;
+      if (lo) *reinterpret_cast<uint32_t*>(lo + idx) = l;
+    }
+}
+
+// Keeps entries with col < row (strictly lower) of a warp's 16-row tile at rows m0...
+template <int NT>
+__device__ __forceinline__ void mask_strict_lower(float (&acc)[NT][4], int m0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (nt * 8 + 2 * t + (e & 1) >= m0 + g + ((e & 2) ? 8 : 0)) acc[nt][e] = 0.f;
+}
+
+template <int NT>
+__device__ __forceinline__ void sub(float (&a)[NT][4], const float (&b)[NT][4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[i][e] -= b[i][e];
+}
+
+struct PrepSmem {
+  Tile W, K, Y, Ti, Cm, Zt;
+  float *gram = nullptr, *Mi = nullptr, *tmp = nullptr, *bt = nullptr;
+  int bytes = 0;
+};
+// fp32 scratch of the inverse shares regions with tiles made after it: gram | Y, Minv | Cm, tmp | Zt.
+__host__ __device__ inline PrepSmem prep_smem(unsigned char* base, int Dh, bool f32) {
+  Carve cv{base, 0};
+  PrepSmem s;
+  s.W = cv.tile(kL, Dh, true);
+  s.K = cv.tile(kL, Dh, f32);
+  s.Ti = cv.tile(kL, kL, true);
+  auto region = [&](Tile& t, int cols, float*& f) {
+    const int start = cv.off;
+    t = cv.tile(kL, cols, true);
+    const int end = cv.off;
+    cv.off = start;
+    f = cv.floats(kL * kLd);
+    cv.off = cv.off > end ? cv.off : end;
+  };
+  region(s.Y, Dh, s.gram);
+  region(s.Cm, kL, s.Mi);
+  region(s.Zt, kL, s.tmp);
+  s.bt = cv.floats(kL);
+  s.bytes = cv.off;
+  return s;
+}
+
+// Per-block factors: gram = W W^T, Cm = strictLower(W K^T), Minv, Tinv = Minv D, Y = Tinv W,
+// Z = Tinv Cm, Kt = K - Z^T W, C = W^T Y (dense). Writes kt / y / c planes, z and minv.
+template <int Dh>
+__global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void* k, const float* w,
+                                                           const float* beta, int64_t T, int64_t H, int nb,
+                                                           bool is_bf16, bool dense) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const bool f32 = !is_bf16;
+  const PrepSmem sm = prep_smem(smem_raw, Dh, f32);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * warp;
+  const int m = static_cast<int>(blockIdx.x % nb);
+  const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
+  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, blk = (bh * nb + m) * kL * kL;
+  const int64_t rs = H * Dh, g0 = ((b * T + k0) * H + h) * Dh;  // row k0 of (b, h)
+  const int valid = static_cast<int>(min64(kL, T - k0));
+  const size_t esz = is_bf16 ? 2 : 4;
+  const void* kb = static_cast<const unsigned char*>(k) + g0 * esz;
+  load_tile(sm.W, kL, Dh, w + g0, rs, false, valid, tid, kThreads);
+  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
+  if (tid < kL) sm.bt[tid] = tid < valid ? beta[(b * T + k0 + tid) * H + h] : 0.f;
+  __syncthreads();
+  {
+    float acc[8][4];
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, 0, true, lane);  // W W^T
+    store_frag_f32(sm.gram, kLd, r0, acc, lane);
+  }
+  __syncthreads();
+  unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);
+  if (o.minv)
+    for (int e = tid; e < kL * kL; e += kThreads) o.minv[blk + e] = sm.Mi[e / kL * kLd + e % kL];
+  tile_from_f32(sm.Ti, sm.Mi, kLd, sm.bt, tid);  // Tinv = Minv D
+  __syncthreads();
+  {
+    float acc[8][4];
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, 0, true, lane);  // W K^T (Minv is done)
+    mask_strict_lower(acc, r0, lane);
+    store_frag(sm.Cm, r0, acc, 1.f, lane);
+  }
+  __syncthreads();
+  {
+    float acc[NTD][4];
+    zero(acc);
+    mma_sA<NTD, false, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.W, 0, 0, true, lane);  // Y = Tinv W
+    store_frag(sm.Y, r0, acc, 1.f, lane);
+    store_frag_planes(o.y_hi + rowbase, o.y_lo + rowbase, Dh, r0, acc, lane);
+    float z[8][4];
+    zero(z);
+    mma_sA<8, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, 0, true, lane);  // Z = Tinv Cm
+    store_frag_f32(o.z + blk, kL, r0, z, lane);
+    store_frag(sm.Zt, r0, z, 1.f, lane);
+  }
+  __syncthreads();
+  {
+    float acc[NTD][4], kr[NTD][4];
+    zero(acc);
+    mma_sA<NTD, true, BL::KN>(acc, sm.Zt, r0, 0, 4, sm.W, 0, 0, true, lane);  // Z^T W
+    load_frag_global(kr, kb, rs, is_bf16, r0, valid, lane);
+    sub(kr, acc);  // Kt = K - Z^T W
+    store_frag_planes(o.kt_hi + rowbase, o.kt_lo ? o.kt_lo + rowbase : nullptr, Dh, r0, kr, lane);
+  }
+  if (dense) {
+    const int64_t cb = (bh * nb + m) * Dh * Dh;
+    for (int mt = warp; mt < Dh / 16; mt += kThreads / 32) {
+      float acc[NTD][4];
+      zero(acc);
+      mma_sA<NTD, true, BL::KN>(acc, sm.W, 16 * mt, 0, 4, sm.Y, 0, 0, true, lane);  // C = W^T Y
+      store_frag_planes(o.c_hi + cb, o.c_lo + cb, Dh, 16 * mt, acc, lane);
+    }
+  }
+}
+
+struct FactorsSmem {
+  Tile W, K, dY, dKt, X1, dC, Z, dZ, Mi, Cm, Ti, Yd, dP;
+  float *gram = nullptr, *bt = nullptr;
+  int bytes = 0;
+};
+// Regions are reused across phases: dKt | (X1, dC -> dGram);  dZ | Minv;  Cm | gram (fp32).
+__host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh, bool f32, bool dense) {
+  Carve cv{base, 0};
+  FactorsSmem s;
+  s.W = cv.tile(kL, Dh, true);
+  s.K = cv.tile(kL, Dh, f32);
+  s.dY = cv.tile(kL, Dh, true);
+  int start = cv.off;
+  s.dKt = cv.tile(kL, Dh, true);
+  int end = cv.off;
+  cv.off = start;
+  s.X1 = cv.tile(kL, kL, true);
+  s.dC = cv.tile(kL, kL, true);
+  cv.off = cv.off > end ? cv.off : end;
+  s.Z = cv.tile(kL, kL, true);
+  s.dZ = cv.tile(kL, kL, true);
+  s.Mi = s.dZ;
+  s.Cm = cv.tile(kL, kL, true);
+  s.gram = reinterpret_cast<float*>(s.Cm.hi);  // [64][kLd] fp32 fits in the 64 x 72 x 2-plane tile
+  s.Ti = cv.tile(kL, kL, true);
+  if (dense) {
+    s.Yd = cv.tile(kL, Dh, true);
+    s.dP = cv.tile(Dh, Dh, true);
+  }
+  s.bt = cv.floats(kL);
+  s.bytes = cv.off;
+  return s;
+}
+
+template <int Dh>
+__global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
+                                                              bool is_bf16, bool dense) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const bool f32 = !is_bf16;
+  const FactorsSmem sm = factors_smem(smem_raw, Dh, f32, dense);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
+  const int m = static_cast<int>(blockIdx.x % nb);
+  const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
+  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, blk = (bh * nb + m) * kL * kL;
+  const int64_t rs = H * Dh, g0 = ((b * T + k0) * H + h) * Dh;
+  const int valid = static_cast<int>(min64(kL, T - k0));
+  const size_t esz = is_bf16 ? 2 : 4;
+  const void* kb = static_cast<const unsigned char*>(a.k) + g0 * esz;
+  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
+  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
+  load_tile(sm.dKt, kL, Dh, a.dkt_acc + rowbase, Dh, false, kL, tid, kThreads);
+  load_tile(sm.Z, kL, kL, a.z + blk, kL, false, kL, tid, kThreads);
+  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + rowbase, Dh, false, kL, tid, kThreads);
+  if (dense) {
+    copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
+                    reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThreads);
+    load_tile(sm.dP, Dh, Dh, a.dp_acc + (bh * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
+  }
+  cp_async_commit();
+  if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
+  cp_async_wait<0>();
+  __syncthreads();
+  // Ti = Minv D straight from the forward factors (global, fp32).
+  for (int e = tid; e < kL * kL / 2; e += kThreads) {
+    const int r = 2 * e / kL, c = 2 * e % kL;
+    uint32_t hh, ll;
+    split_pack(a.minv[blk + r * kL + c] * sm.bt[c], a.minv[blk + r * kL + c + 1] * sm.bt[c + 1], hh, ll);
+    *reinterpret_cast<uint32_t*>(sm.Ti.hi + r * sm.Ti.ld + c) = hh;
+    *reinterpret_cast<uint32_t*>(sm.Ti.lo + r * sm.Ti.ld + c) = ll;
+  }
+  float dW[NTD][4], dK[NTD][4], tmp[NTD][4];
+  load_frag_global(dW, a.dw_acc + rowbase, Dh, false, r0, kL, lane);
+  load_frag_global(dK, a.dk_acc + rowbase, Dh, false, r0, kL, lane);
+  load_frag_global(tmp, a.dkt_acc + rowbase, Dh, false, r0, kL, lane);
+#pragma unroll
+  for (int i = 0; i < NTD; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];  // Kt = K - Z^T W: dK += dKt
+  // Phase 1: dense block-product gradient (dW -= Y dP^T, dY -= W dP); dZ -= W dKt^T; dW -= Z dKt;
+  // Cm = strictLower(W K^T).
+  if (dense) {
+    zero(tmp);
+    mma_sA<NTD, false, BL::NK>(tmp, sm.Yd, r0, 0, KTD, sm.dP, 0, 0, true, lane);
+    sub(dW, tmp);
+    float dy[NTD][4];
+    load_frag_global(dy, a.dy_acc + rowbase, Dh, false, r0, kL, lane);
+    zero(tmp);
+    mma_sA<NTD, false, BL::KN>(tmp, sm.W, r0, 0, KTD, sm.dP, 0, 0, true, lane);
+    sub(dy, tmp);
+    store_frag(sm.dY, r0, dy, 1.f, lane);
+  }
+  {
+    float acc[8][4], dz[8][4];
+    load_frag_global(dz, a.dz_acc + blk, kL, false, r0, kL, lane);
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.dKt, 0, 0, true, lane);
+    sub(dz, acc);
+    store_frag(sm.dZ, r0, dz, 1.f, lane);
+    zero(tmp);
+    mma_sA<NTD, false, BL::KN>(tmp, sm.Z, r0, 0, 4, sm.dKt, 0, 0, true, lane);
+    sub(dW, tmp);
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, 0, true, lane);
+    mask_strict_lower(acc, r0, lane);
+    store_frag(sm.Cm, r0, acc, 1.f, lane);
+  }
+  __syncthreads();
+  // Phase 2: dTinv = dZ Cm^T + dY W^T (X1); dC = strictLower(Tinv^T dZ).
+  {
+    float acc[8][4];
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.dZ, r0, 0, 4, sm.Cm, 0, 0, true, lane);
+    mma_sA<8, false, BL::NK>(acc, sm.dY, r0, 0, KTD, sm.W, 0, 0, true, lane);
+    store_frag(sm.X1, r0, acc, 1.f, lane);
+    zero(acc);
+    mma_sA<8, true, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.dZ, 0, 0, true, lane);
+    mask_strict_lower(acc, r0, lane);
+    store_frag(sm.dC, r0, acc, 1.f, lane);
+  }
+  __syncthreads();
+  // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W; gram = W W^T (fp32); Minv (split) for phase 4.
+  mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, 0, true, lane);
+  mma_sA<NTD, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, 0, true, lane);
+  mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+  {
+    float acc[8][4];
+    zero(acc);
+    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, 0, true, lane);
+    store_frag_f32(sm.gram, kLd, r0, acc, lane);
+  }
+  load_tile(sm.Mi, kL, kL, a.minv + blk, kL, false, kL, tid, kThreads);
+  __syncthreads();
+  // Phase 4: R = Minv^T dTinv; E = strictLower(-R Tinv^T); dbeta_r = R_rr + sum_{p<r} E_rp gram_rp;
+  // dGram = D E (into dC's place).
+  {
+    float R[8][4], E[8][4];
+    zero(R);
+    mma_sA<8, true, BL::KN>(R, sm.Mi, r0, 0, 4, sm.X1, 0, 0, true, lane);
+    zero(E);
+    mma_rA<4, 8, BL::NK>(E, R, -1.f, sm.Ti, 0, 0, true, lane);
+    mask_strict_lower(E, r0, lane);
+    float part[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
+        part[e >> 1] += E[nt][e] * sm.gram[row * kLd + col] + (col == row ? R[nt][e] : 0.f);
+        E[nt][e] *= sm.bt[row];
+      }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float s = quad_sum(part[rr]);
+      const int row = r0 + g + 8 * rr;
+      if (tq == 0 && row < valid) a.dbeta[(b * T + k0 + row) * H + h] = s;
+    }
+    store_frag(sm.dC, r0, E, 1.f, lane);
+  }
+  __syncthreads();
+  // Phase 5: dW += (dGram + dGram^T) W; write dw, dk.
+  mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+  mma_sA<NTD, true, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+  store_frag_global(a.dw + g0, rs, false, r0, valid, dW, 1.f, lane);
+  store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
+}
+
+}  // namespace
+
+void launch_path_prep(const PrepOut& o, const void* k, const float* w, const float* beta, int64_t B, int64_t T,
+                      int64_t H, int64_t Dh, bool bf16, cudaStream_t s) {
+  const int nb = static_cast<int>((T + kL - 1) / kL);
+  const int smem = prep_smem(nullptr, static_cast<int>(Dh), !bf16).bytes;
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    CUDA_CHECK(cudaFuncSetAttribute(prep_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    prep_tc_kernel<D><<<static_cast<unsigned>(nb * B * H), kThreads, smem, s>>>(o, k, w, beta, T, H, nb, bf16,
+                                                                                  path_dense(D));
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
+                             cudaStream_t s) {
+  const int nb = static_cast<int>((T + kL - 1) / kL);
+  const bool dense = path_dense(Dh);
+  const int smem = factors_smem(nullptr, static_cast<int>(Dh), !bf16, dense).bytes;
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    CUDA_CHECK(cudaFuncSetAttribute(factors_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    factors_tc_kernel<D><<<static_cast<unsigned>(nb * B * H), kThreads, smem, s>>>(a, T, H, nb, bf16, dense);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace sb::cuda::detail
