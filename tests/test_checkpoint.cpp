@@ -26,8 +26,10 @@ std::string error_of(const std::function<void()>& f) {
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
+// One directory per test: ctest runs the tests of this file in parallel processes.
 std::string tmp_dir() {
-  const std::string dir = std::string(SB_TEST_TMP) + "/checkpoint";
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string dir = std::string(SB_TEST_TMP) + "/checkpoint/" + (info ? info->name() : "shared");
   std::filesystem::create_directories(dir);
   return dir;
 }

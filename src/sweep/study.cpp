@@ -169,7 +169,7 @@ void read_min_depth(const YAML::Node& node, Study& s) {
   MinDepthOptions& o = s.min_depth;
   if (!node["axis"]) fail("min_depth: missing 'axis' (the depth axis, e.g. model.n_layers)");
   o.axis = scalar(node["axis"], "min_depth.axis");
-  const Axis& axis = grid_axis(s, o.axis, "min_depth.axis");
+  const Axis axis = grid_axis(s, o.axis, "min_depth.axis");  // a copy: GCC 13 warns on the reference
   for (const auto& v : axis.values) {
     char* end = nullptr;
     const double d = std::strtod(v.label.c_str(), &end);
