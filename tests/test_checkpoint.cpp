@@ -11,20 +11,10 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "train/checkpoint.hpp"
+#include "test_util.hpp"
 
 namespace sb {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 // One directory per test: ctest runs the tests of this file in parallel processes.
 std::string tmp_dir() {

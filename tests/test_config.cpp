@@ -9,24 +9,14 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "train/config.hpp"
+#include "test_util.hpp"
 
 namespace sb {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 std::string parse_error(const std::string& yaml, const std::vector<std::string>& sets = {}) {
   return error_of([&] { parse_config(yaml, sets, "test.yaml"); });
 }
-
-#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(Config, DefaultsAndResolution) {
   const TrainConfig c = parse_config("");

@@ -11,13 +11,12 @@
 #include <thread>
 
 #include "cli_run.hpp"
+#include "test_util.hpp"
 
 namespace sb::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 const char* kFakeTrain = R"(#!/bin/sh
 # Stand-in for `statebench train ... --out DIR ...` in sweep tests.

@@ -12,22 +12,12 @@
 #include "sweep/plan.hpp"
 #include "sweep/study.hpp"
 #include "tasks/registry.hpp"
+#include "test_util.hpp"
 
 namespace sb::sweep {
 namespace {
 
 namespace fs = std::filesystem;
-
-#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 const char* kInlineBase =
     "config:\n"

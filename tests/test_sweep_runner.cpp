@@ -20,13 +20,12 @@
 #include "sweep/manifest.hpp"
 #include "sweep/runner.hpp"
 #include "train/metrics_log.hpp"
+#include "test_util.hpp"
 
 namespace sb::sweep {
 namespace {
 
 namespace fs = std::filesystem;
-
-#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 // What a fake cell does when the runner waits for it.
 struct Outcome {
