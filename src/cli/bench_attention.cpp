@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_info.hpp"
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -199,7 +200,7 @@ std::string results_json(const std::vector<Result>& results, const std::string& 
   std::string out = fmt::format(
       "{{\n  \"benchmark\": \"attention\",\n  \"statebench\": \"{}\",\n  \"commit\": \"{}\",\n  \"device\": \"{}\",\n"
       "  \"dtype\": \"{}\",\n  \"results\": [",
-      STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT, device, dtype);
+      STATEBENCH_VERSION, sb::build_commit(), device, dtype);
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     out += fmt::format(
@@ -226,7 +227,7 @@ void run_bench_attention(const Options& opt) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   fmt::print("bench attention: {} on {}, median of {} runs (statebench {} {})\n", opt.dtype, prop.name, opt.reps,
-             STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
+             STATEBENCH_VERSION, sb::build_commit());
   std::vector<Result> results;
   for (const Shape& s : shapes)
     for (bool path : {true, false}) {

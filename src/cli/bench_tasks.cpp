@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 
+#include "core/build_info.hpp"
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -93,7 +94,7 @@ std::string results_json(const std::vector<BenchResult>& results, double seconds
   std::string out = fmt::format(
       "{{\n  \"benchmark\": \"tasks\",\n  \"statebench\": \"{}\",\n  \"commit\": \"{}\",\n  \"threads\": 1,\n"
       "  \"seconds_per_config\": {},\n  \"results\": [",
-      STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT, seconds);
+      STATEBENCH_VERSION, sb::build_commit(), seconds);
   for (size_t i = 0; i < results.size(); ++i) {
     const BenchResult& r = results[i];
     out += fmt::format(
@@ -119,7 +120,7 @@ void run_bench_tasks(Context& ctx, double seconds, const std::string& json_path)
     if (ctx.tasks.contains(c.task)) configs.push_back({c.task, c.params});
 
   fmt::print("bench tasks: single-thread generation of training examples, ~{:g} s each (statebench {} {})\n",
-             seconds, STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
+             seconds, STATEBENCH_VERSION, sb::build_commit());
   std::vector<std::vector<std::string>> rows{{"task", "params", "T", "V", "examples", "M tok/s"}};
   std::vector<BenchResult> results;
   std::set<std::string> seen;

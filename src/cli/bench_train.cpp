@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/build_info.hpp"
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -80,9 +81,9 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
   std::unique_ptr<AtomicFile> json;
   if (!json_path.empty()) json = std::make_unique<AtomicFile>(json_path);
   fmt::print("bench train: full training steps (fwd, bwd, clip, AdamW) on {} (statebench {} {})\n", device,
-             STATEBENCH_VERSION, STATEBENCH_GIT_COMMIT);
+             STATEBENCH_VERSION, sb::build_commit());
   std::vector<std::vector<std::string>> rows{{"preset", "attention", "B", "T", "params", "steps", "ms/step", "tokens/s"}};
-  std::string out = fmt::format("{{\"commit\": \"{}\", \"date\": \"{}\", \"results\": [", STATEBENCH_GIT_COMMIT, utc_now());
+  std::string out = fmt::format("{{\"commit\": \"{}\", \"date\": \"{}\", \"results\": [", sb::build_commit(), utc_now());
   std::string device_name;
   bool first = true;
   for (const Preset& p : kPresets) {

@@ -102,10 +102,17 @@ double rough_cell_seconds(const Cell& cell, const std::string& device, int cpu_t
   const double per_token = 2 * params + attention;
   const double train_tokens = static_cast<double>(c.train.steps * c.train.batch_size) * T;
   const double evals = c.train.eval_every > 0 ? static_cast<double>(c.train.steps / c.train.eval_every) + 1 : 1;
-  const double eval_tokens = evals * static_cast<double>(c.task.eval.size() * c.train.eval_examples) * T;
+  double eval_tokens = 0;  // per evaluation, each entry at its own length
+  for (const auto& e : c.task.eval)
+    eval_tokens += static_cast<double>(e.examples > 0 ? e.examples : c.train.eval_examples) *
+                   (e.length > 0 ? static_cast<double>(e.length) : T);
+  eval_tokens *= evals;
   const double flops = 3 * per_token * train_tokens + per_token * eval_tokens;
-  if (device == "cpu") return flops / (4e9 * std::max(1, cpu_threads));
-  return std::max(flops / 2e12, static_cast<double>(c.train.steps) * 0.004);  // small models: launch-bound
+  // Rates fitted to `statebench bench train` (flip-flop reference model): ~7e10 of these FLOPs/s
+  // per CPU thread (native build), ~4e12 on an H100 with tf32, and small models launch-bound.
+  if (device == "cpu") return flops / (6e10 * std::max(1, cpu_threads));
+  const double launch_bound = static_cast<double>(c.train.steps) * 1e-3 * (1 + static_cast<double>(c.model.n_layers));
+  return std::max(flops / 4e12, launch_bound);
 }
 
 void print_dry_run(const Plan& plan, const std::string& out, const std::vector<std::string>& slots, int cpu_threads) {

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "cli/cli.hpp"
+#include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "tasks/plugin_loader.hpp"
 
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
   using namespace sb;
   cli::Context ctx;
   CLI::App app{"statebench: state tracking in small transformers (tasks, training, sweeps, tables)"};
-  app.set_version_flag("--version", std::string("statebench " STATEBENCH_VERSION " (" STATEBENCH_GIT_COMMIT ")"));
+  app.set_version_flag("--version", std::string("statebench " STATEBENCH_VERSION " (") + sb::build_commit() + ")");
   app.add_option("--plugin", ctx.plugin_files, "load task plugins from these shared libraries")
       ->check(CLI::ExistingFile)
       ->type_name("PATH.so");

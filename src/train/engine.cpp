@@ -47,6 +47,8 @@ class GpuTrainEngine final : public TrainEngine {
                 EvalCounts& counts) override {
     engine_.evaluate(ids, labels, mask, B, T, counts);
   }
+  // Larger evaluation batches keep the device busy (one runner reallocation per evaluation).
+  int64_t eval_batch_tokens() const override { return 32768; }
 
  private:
   GpuEngine engine_;

@@ -29,6 +29,8 @@ class TrainEngine {
                                 double max_norm, bool read_result) = 0;
   virtual void evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                         EvalCounts& counts) = 0;
+  // Tokens per evaluation batch the engine handles well (the loop rounds to whole sequences).
+  virtual int64_t eval_batch_tokens() const { return 8192; }
 };
 
 // The engine for config.train.device (cpu, or cuda when built with CUDA and a device exists);

@@ -1,6 +1,7 @@
 // trainer.cpp: the training loop (batches as a pure function of the step, so resume equals the
 // uninterrupted run), evaluation on named splits and lengths, early stop, divergence, checkpoints,
 // metrics.jsonl and summary.json with provenance.
+#include "core/build_info.hpp"
 #include "train/trainer.hpp"
 
 #include <fmt/ranges.h>
@@ -206,7 +207,7 @@ class Trainer {
     line.clear();
     for (auto& e : evals_) {
       EvalCounts counts;
-      const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(e.examples, std::max<int64_t>(cfg_.train.batch_size, 8192 / e.length)));
+      const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(e.examples, std::max<int64_t>(cfg_.train.batch_size, engine_->eval_batch_tokens() / e.length)));
       for (int64_t first = 0; first < e.examples; first += chunk) {
         const int64_t n = std::min(chunk, e.examples - first);
         const int64_t off = first * e.length;
@@ -234,7 +235,7 @@ class Trainer {
     model.add("attention", to_string(cfg_.model.attention)).add_raw("layers", layer_list)
         .add("n_layers", cfg_.model.n_layers).add("d_model", cfg_.model.d_model).add("n_heads", cfg_.model.n_heads)
         .add("head_dim", cfg_.model.head_dim).add("params", engine_->model().params().num_params());
-    prov.add("commit", STATEBENCH_GIT_COMMIT).add("version", STATEBENCH_VERSION).add("device", device_)
+    prov.add("commit", sb::build_commit()).add("version", STATEBENCH_VERSION).add("device", device_)
         .add("date", utc_now()).add("command", opt_.command).add("host", host_name());
     j.add("status", status).add("message", message).add("steps", steps).add("target_steps", cfg_.train.steps)
         .add("wall_seconds", wall).add("tokens_per_second", tok_s).add("final_train_loss", loss)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# reproduce.sh: runs the paper-reproduction studies (experiments/<study>.yaml) and exports each
+# finished one to results/<study>/: tables (Markdown, CSV), plots, every cell's summary/config/
+# metrics, the manifest and PROVENANCE.md (commit, device, dates, command, wall time). Resumable:
+# run it again after a stop (--time-limit stops a sweep cleanly; the next call resumes it).
+#
+#   scripts/reproduce.sh [--build DIR] [--devices LIST] [--workers N] [--time-limit S] [STUDY...]
+#
+# STUDY defaults to: fflm a5_depth s5_depth mqrar mqar. Devices default to every GPU nvidia-smi
+# lists (tf32 matmuls), else the CPU. Sweep state lives in ${SWEEPS:-sweeps}/<study>; each
+# invocation appends one line (date, commit, device, seconds, exit code) to its invocations.tsv.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build DEVICES="" WORKERS="" LIMIT=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --devices) DEVICES=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
+    --time-limit) LIMIT=$2; shift 2 ;;
+    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    -*) echo "reproduce.sh: error: unknown option '$1'" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+STUDIES=("$@")
+[ ${#STUDIES[@]} -eq 0 ] && STUDIES=(fflm a5_depth s5_depth mqrar mqar)
+SB="$BUILD/statebench"
+[ -x "$SB" ] || { echo "reproduce.sh: error: '$SB' not found (build first, or pass --build DIR)" >&2; exit 2; }
+for s in "${STUDIES[@]}"; do
+  [ -f "experiments/$s.yaml" ] || { echo "reproduce.sh: error: no study 'experiments/$s.yaml'" >&2; exit 2; }
+done
+if [ -z "$DEVICES" ]; then
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "${n:-0}" -gt 0 ]; then DEVICES=$(seq -s, -f 'cuda:%g' 0 $((n - 1))); else DEVICES=cpu; fi
+fi
+EXTRA=()
+[[ $DEVICES == *cuda* ]] && EXTRA+=(--set train.precision=tf32)
+[ -n "$WORKERS" ] && EXTRA+=(--workers "$WORKERS")
+if [[ $DEVICES == *cuda* ]]; then
+  DEVICE_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  DEVICE_NAME="$DEVICE_NAME x $(awk -F, '{print NF}' <<<"$DEVICES") ($DEVICES)"
+else
+  DEVICE_NAME="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads"
+fi
+COMMIT=$("$SB" --version | sed -n 's/.*(\(.*\)).*/\1/p')
+SWEEPS=${SWEEPS:-sweeps}
+status=0
+for s in "${STUDIES[@]}"; do
+  out="$SWEEPS/$s" res="results/$s"
+  mkdir -p "$out"
+  cmd=("$SB" sweep "experiments/$s.yaml" --out "$out" --devices "$DEVICES" --progress plain "${EXTRA[@]}")
+  echo "== $s: ${cmd[*]}"
+  start=$(date +%s%N) date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  if [ "$LIMIT" -gt 0 ]; then timeout -s INT -k 60 "$LIMIT" "${cmd[@]}"; else "${cmd[@]}"; fi
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN {printf "%.1f", (b - a) / 1e9}')
+  printf '%s\t%s\t%s\t%s\t%d\t%s\n' "$date" "$COMMIT" "$DEVICE_NAME" "$secs" "$rc" "${cmd[*]}" >> "$out/invocations.tsv"
+  if [ $rc -ne 0 ]; then
+    echo "== $s: stopped (exit $rc) after ${secs}s; run the same command again to resume"
+    status=1
+    [ $rc -eq 124 ] && break  # out of time: the later studies would not start either
+    continue
+  fi
+  rm -rf "$res.tmp" && mkdir -p "$res.tmp/cells"
+  cp "$out/manifest.json" "$out/study.yaml" "$out/invocations.tsv" "$res.tmp/"
+  for cell in "$out"/cells/*/; do
+    id=$(basename "$cell")
+    mkdir -p "$res.tmp/cells/$id"
+    for f in summary.json config.yaml metrics.jsonl; do [ -f "$cell/$f" ] && cp "$cell/$f" "$res.tmp/cells/$id/"; done
+  done
+  "$SB" table "$out" --out "$res.tmp/tables.md" --plots "$res.tmp/plots" &&
+    "$SB" table "$out" --format csv --out "$res.tmp/tables.csv" --no-plots || { status=1; continue; }
+  total=$(awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$out/invocations.tsv")
+  {
+    echo "# $s: provenance"
+    echo
+    echo "- Study: \`experiments/$s.yaml\` (copied as \`study.yaml\`); cells: $(ls -d "$out"/cells/*/ | wc -l)"
+    echo "- Commit(s): $(cut -f2 "$out/invocations.tsv" | sort -u | paste -sd, | sed 's/,/, /g')"
+    echo "- Device(s): $(cut -f3 "$out/invocations.tsv" | sort -u | paste -sd';' | sed 's/;/; /g')"
+    echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
+    echo "- Wall time of the study: ${total} s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
+    echo "- Tables: \`statebench table $out\` (\`tables.md\`, \`tables.csv\`, \`plots/\`); every cell's own provenance is in \`cells/*/summary.json\`"
+    echo
+    echo "| started (UTC) | commit | device | seconds | exit | command |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    awk -F'\t' '{printf "| %s | %s | %s | %s | %s | `%s` |\n", $1, $2, $3, $4, $5, $6}' "$out/invocations.tsv"
+  } > "$res.tmp/PROVENANCE.md"
+  rm -rf "$res" && mv "$res.tmp" "$res"
+  echo "== $s: done in ${total}s in all; results in $res/"
+  cat "$res/tables.md"
+done
+exit $status
