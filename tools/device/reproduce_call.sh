@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # reproduce_call.sh: one call on a lent GPU machine (the `device` tool): builds statebench there,
 # optionally A/B-times CUDA MPS for concurrent small-model cells, runs scripts/reproduce.sh on the
-# given studies until a deadline, and leaves results/ and the resumable sweep state (checkpoints
-# under 4 MB) under $OUT for the next call to carry back in (.gpuwork/sweeps).
+# given studies until a deadline, and leaves results/ and the resumable sweep state (no checkpoints) under $OUT for the next call to carry back in (.gpuwork/sweeps).
 #   tools/device/reproduce_call.sh SECONDS WORKERS [--mps|--mps-ab] STUDY...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,16 +38,15 @@ if [ $mps = ab ]; then
   grep -h "error" /tmp/ab/*.log | head -3
   mps=off
 fi
-[ $mps = on ] && start_mps
+extra=(); [ $mps = on ] && extra=(--mps)
 mkdir -p .gpuwork/sweeps
 for s in "$@"; do
   left=$(( deadline - $(date +%s) - 40 ))
   [ $left -lt 30 ] && { echo "== $s: no time left"; break; }
-  SWEEPS=.gpuwork/sweeps scripts/reproduce.sh --build build-gpu --workers "$workers" --time-limit $left "$s" \
+  SWEEPS=.gpuwork/sweeps scripts/reproduce.sh --build build-gpu --workers "$workers" --time-limit $left "${extra[@]}" "$s" \
     > "$OUT/reproduce_$s.log" 2>&1
   echo "== $s: rc=$?"; grep -E "^== |cells finished|error" "$OUT/reproduce_$s.log" | tail -4
 done
-[ $mps = on ] && stop_mps
-mkdir -p "$OUT/results"; cp -r results/* "$OUT/results/" 2>/dev/null
-cd .gpuwork && find sweeps -type f ! \( -name checkpoint.bin -size +4M \) ! -name '*.lock' ! -name lock -print0 |
-  tar -czf "$OUT/sweeps.tgz" --null -T - && ls -la "$OUT/sweeps.tgz"
+tar -czf "$OUT/results.tgz" results
+cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
+  tar -czf "$OUT/sweeps.tgz" --null -T - && ls -la "$OUT"/*.tgz
