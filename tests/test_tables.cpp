@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -210,6 +212,31 @@ TEST(Tables, MissingDivergedAndFailedCells) {
   EXPECT_EQ(s.runs[2].status, RunStatus::missing);
   EXPECT_EQ(s.runs[2].depth, 1);  // known from the manifest's overrides
   ASSERT_FALSE(t.notes.empty());
+}
+
+TEST(Tables, ProtocolSkippedCellsAreCountedApartFromMissingOnes) {
+  auto runs = grid_runs();
+  const std::string skipped = "path_d1_L32_s0_lr0.0003", missing = "path_d1_L32_s1_lr0.0003";
+  const fs::path dir = write_sweep("skipped", runs, {skipped, missing}, "min_depth");
+  const fs::path manifest = dir / "manifest.json";
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "{\"id\": \"" + skipped + "\", ";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + key.size(), "\"state\": \"skipped\", ");
+  write_file_atomic(manifest.string(), text);
+  const Study s = load_study(dir.string());
+  size_t n_skipped = 0, n_missing = 0;
+  for (const RunRecord& r : s.runs) {
+    if (r.id == skipped) EXPECT_EQ(r.status, RunStatus::skipped);
+    if (r.id == missing) EXPECT_EQ(r.status, RunStatus::missing);
+    n_skipped += r.status == RunStatus::skipped, n_missing += r.status == RunStatus::missing;
+  }
+  EXPECT_EQ(n_skipped, 1u);
+  EXPECT_EQ(n_missing, 1u);
+  const std::string md = render_markdown(s, {});
+  EXPECT_NE(md.find("1 missing, 1 skipped"), std::string::npos) << md.substr(0, 200);
 }
 
 TEST(Tables, MinDepthBestMeanAndUndecided) {

@@ -151,7 +151,7 @@ void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::strin
 void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>& warnings) {
   const fs::path dir(r.dir), summary = dir / "summary.json";
   if (!fs::is_directory(dir)) {
-    r.status = RunStatus::missing;
+    r.status = r.skipped_by_protocol ? RunStatus::skipped : RunStatus::missing;
     return;
   }
   if (!fs::exists(summary)) {
@@ -218,6 +218,7 @@ void read_manifest(Study& study, const fs::path& file, const LoadOptions& option
           if (eq != std::string::npos) apply_setting(r, s.substr(0, eq), s.substr(eq + 1));
         }
       }
+      r.skipped_by_protocol = c["state"] && c["state"].IsScalar() && c["state"].Scalar() == "skipped";
       study.runs.push_back(std::move(r));
     }
   } catch (const Error& e) {
@@ -292,6 +293,7 @@ const char* to_string(RunStatus s) {
     case RunStatus::failed: return "failed";
     case RunStatus::unfinished: return "unfinished";
     case RunStatus::missing: return "missing";
+    case RunStatus::skipped: return "skipped";
     case RunStatus::unreadable: return "unreadable";
   }
   return "?";

@@ -33,6 +33,7 @@ enum class RunStatus {
   failed,         // "failed": its eval is not used
   unfinished,     // a run directory without summary.json (crashed or still running)
   missing,        // a manifest cell whose directory does not exist
+  skipped,        // a manifest cell its protocol decided not to run (min_depth: a smaller depth reached)
   unreadable,     // summary.json could not be parsed (skipped with a warning)
 };
 const char* to_string(RunStatus s);
@@ -45,6 +46,7 @@ struct RunRecord {
   std::string id;   // manifest cell id, else the run directory's name
   std::string dir;  // the run directory
   RunStatus status = RunStatus::missing;
+  bool skipped_by_protocol = false;  // the manifest's state is "skipped"
   std::string message;  // summary.json "message" (why it diverged or failed)
   std::string attention;            // model.attention
   std::vector<std::string> layers;  // model.layers (per-layer attention; may be empty)

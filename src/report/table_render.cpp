@@ -88,7 +88,7 @@ std::string render_markdown(const Study& study, const std::vector<Table>& tables
   for (const RunRecord& r : study.runs) ++counts[to_string(r.status)];
   std::vector<std::string> parts;
   for (RunStatus s : {RunStatus::completed, RunStatus::early_stopped, RunStatus::diverged, RunStatus::failed,
-                      RunStatus::unfinished, RunStatus::missing, RunStatus::unreadable})
+                      RunStatus::unfinished, RunStatus::missing, RunStatus::skipped, RunStatus::unreadable})
     if (counts[to_string(s)]) parts.push_back(fmt::format("{} {}", counts[to_string(s)], to_string(s)));
   std::string out = fmt::format("# {}\n\n", study.info.name);
   out += fmt::format("{} run{}{}: {}.\n", study.runs.size(), study.runs.size() == 1 ? "" : "s",

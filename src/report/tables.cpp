@@ -230,7 +230,7 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
       t.rows.push_back(std::move(row));
     }
   }
-  if (symbols) t.notes.push_back("- = no result (not run, unfinished or unreadable); div / fail = every run diverged / failed; [k div] = k seeds diverged and are left out");
+  if (symbols) t.notes.push_back("- = no result (not run, skipped by the protocol, unfinished or unreadable); div / fail = every run diverged / failed; [k div] = k seeds diverged and are left out");
   return t;
 }
 
