@@ -109,7 +109,7 @@ double rough_cell_seconds(const Cell& cell, const std::string& device, int cpu_t
   eval_tokens *= evals;
   const double flops = 3 * per_token * train_tokens + per_token * eval_tokens;
   // Rates fitted to `statebench bench train` (flip-flop reference model): ~7e10 of these FLOPs/s
-  // per CPU thread (native build), ~4e12 on an H100 with tf32, and small models launch-bound.
+  // per CPU thread (native build; 6e10 used, to err long), ~4e12 on an H100 with tf32, and small models launch-bound.
   if (device == "cpu") return flops / (6e10 * std::max(1, cpu_threads));
   const double launch_bound = static_cast<double>(c.train.steps) * 1e-3 * (1 + static_cast<double>(c.model.n_layers));
   return std::max(flops / 4e12, launch_bound);

@@ -150,10 +150,7 @@ void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::strin
 // Fills `r` from its run directory: summary.json, else config.yaml, else nothing.
 void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>& warnings) {
   const fs::path dir(r.dir), summary = dir / "summary.json";
-  if (!fs::is_directory(dir)) {
-    r.status = r.skipped_by_protocol ? RunStatus::skipped : RunStatus::missing;
-    return;
-  }
+  if (!fs::is_directory(dir)) return;  // status stays missing (or skipped, from the manifest)
   if (!fs::exists(summary)) {
     r.status = RunStatus::unfinished;
     if (fs::exists(dir / "config.yaml")) read_config_yaml(r, dir / "config.yaml", warnings);
@@ -218,7 +215,7 @@ void read_manifest(Study& study, const fs::path& file, const LoadOptions& option
           if (eq != std::string::npos) apply_setting(r, s.substr(0, eq), s.substr(eq + 1));
         }
       }
-      r.skipped_by_protocol = c["state"] && c["state"].IsScalar() && c["state"].Scalar() == "skipped";
+      if (c["state"] && c["state"].IsScalar() && c["state"].Scalar() == "skipped") r.status = RunStatus::skipped;
       study.runs.push_back(std::move(r));
     }
   } catch (const Error& e) {

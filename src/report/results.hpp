@@ -46,7 +46,6 @@ struct RunRecord {
   std::string id;   // manifest cell id, else the run directory's name
   std::string dir;  // the run directory
   RunStatus status = RunStatus::missing;
-  bool skipped_by_protocol = false;  // the manifest's state is "skipped"
   std::string message;  // summary.json "message" (why it diverged or failed)
   std::string attention;            // model.attention
   std::vector<std::string> layers;  // model.layers (per-layer attention; may be empty)
