@@ -1,6 +1,7 @@
 // trainer.cpp: the training loop (batches as a pure function of the step, so resume equals the
-// uninterrupted run), evaluation on named splits and lengths, early stop, divergence, checkpoints,
-// metrics.jsonl and summary.json with provenance.
+// uninterrupted run, generated one step ahead on a background thread), evaluation on named
+// splits and lengths, early stop, divergence, checkpoints, metrics.jsonl and summary.json with
+// provenance.
 #include "core/build_info.hpp"
 #include "train/trainer.hpp"
 
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/progress.hpp"
+#include "train/batch_prefetch.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine.hpp"
 #include "train/metrics_log.hpp"
@@ -43,12 +45,6 @@ struct EvalSet {
   int64_t examples = 0, length = 0;
   std::vector<int32_t> ids, labels;  // generated once: [examples, T]
   std::vector<uint8_t> mask;
-};
-
-struct Batch {
-  std::vector<int32_t> ids, labels;
-  std::vector<uint8_t> mask;
-  void resize(int64_t n) { ids.resize(n), labels.resize(n), mask.resize(n); }
 };
 
 std::string host_name() {
@@ -113,8 +109,9 @@ class Trainer {
     for (auto& e : evals_) generate_eval(e);
 
     const int64_t B = cfg_.train.batch_size, T = task_->seq_len(), steps = cfg_.train.steps;
-    Batch batch;
-    batch.resize(B * T);
+    // Batch s+1 is generated on a background thread while step s runs (eval data exists already;
+    // the worker touches only task_, whose example() is const and thread-safe).
+    BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps);
     std::string status = "completed", message;
     JsonObject last_eval;
     std::string last_eval_line;
@@ -123,7 +120,7 @@ class Trainer {
     int64_t step = start;
     Progress progress("train", steps, !opt_.progress ? ProgressMode::kSilent : is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain, stderr, "steps");
     for (; step < steps; ++step) {
-      fill_batch(step, B, T, batch);
+      const Batch& batch = batches.get(step);
       const double lr = scheduled_lr(cfg_.optim, steps, step);
       // A device engine reads the loss back only when it is logged, evaluated or last.
       const int64_t next = step + 1;
@@ -183,6 +180,7 @@ class Trainer {
   // The batch of step s: examples s*B .. s*B+B-1 of the training stream, or of a fixed set of
   // train_examples examples (indices modulo N). A pure function of the step: resume is exact.
   void fill_batch(int64_t step, int64_t B, int64_t T, Batch& batch) const {
+    batch.resize(B * T);
     const int64_t n = cfg_.train.train_examples;
     if (n == 0) {
       fill_examples(*task_, split_, cfg_.train.seed, static_cast<uint64_t>(step * B), B, batch.ids.data(),

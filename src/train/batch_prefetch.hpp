@@ -1,0 +1,57 @@
+// batch_prefetch.hpp: the training batch (token ids, labels, score mask) and BatchPrefetcher, which
+// fills the batches of consecutive steps on one background thread, a bounded number ahead of the
+// consumer, so that the host generates batch s+1 while a device runs step s. Batches stay a pure
+// function of the step: prefetched, synchronous and resumed runs see the same bytes.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sb {
+
+struct Batch {
+  std::vector<int32_t> ids, labels;  // [B, T]
+  std::vector<uint8_t> mask;         // [B, T]
+  void resize(int64_t n) { ids.resize(n), labels.resize(n), mask.resize(n); }
+};
+
+// Yields the batches of steps first, first+1, ..., end-1, strictly in order. With `enabled` and
+// depth >= 1 a worker thread fills them into `depth` slots: the one the caller holds plus up to
+// depth-1 steps ahead. Otherwise get() fills on the caller's thread (same results).
+class BatchPrefetcher {
+ public:
+  using Fill = std::function<void(int64_t step, Batch& batch)>;  // must size the batch itself
+
+  BatchPrefetcher(Fill fill, int64_t first, int64_t end, int depth = 2, bool enabled = true);
+  ~BatchPrefetcher();  // stops and joins the worker, whether or not every step was consumed
+  BatchPrefetcher(const BatchPrefetcher&) = delete;
+  BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
+
+  // Blocks until the batch of `step` is ready. `step` must be the next one (first, then +1 each
+  // call; sb::Error otherwise). The reference stays valid until the next get() or destruction.
+  // An exception thrown by the fill function for this step is rethrown here.
+  const Batch& get(int64_t step);
+
+ private:
+  void work();
+  Batch& slot(int64_t step) { return slots_[static_cast<size_t>((step - first_) % static_cast<int64_t>(slots_.size()))]; }
+
+  Fill fill_;
+  const int64_t first_, end_;
+  int64_t next_get_;                // the step get() expects next (caller's thread only)
+  std::vector<Batch> slots_;
+  std::mutex mutex_;                // guards the fields below
+  std::condition_variable changed_;
+  int64_t filled_;                  // steps < filled_ are ready
+  int64_t held_;                    // steps < held_ are released; the caller may hold step held_
+  std::exception_ptr error_;        // what the fill threw for step error_step_
+  int64_t error_step_ = -1;
+  bool stop_ = false;
+  std::thread worker_;              // declared last: starts after everything above exists
+};
+
+}  // namespace sb
