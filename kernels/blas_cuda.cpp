@@ -29,8 +29,9 @@ void check_cublas(cublasStatus_t st, const char* what) {
 void gemm(const Blas& blas, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const float alpha = 1.f;
-  const cublasComputeType_t compute =
-      blas.precision() == MatmulPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = blas.precision() == MatmulPrecision::tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : blas.precision() == MatmulPrecision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                                                  : CUBLAS_COMPUTE_32F;
   check_cublas(cublasGemmEx(blas.handle(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
                             &alpha, A, CUDA_R_32F, static_cast<int>(lda), B, CUDA_R_32F, static_cast<int>(ldb), &beta,
                             C, CUDA_R_32F, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
@@ -43,10 +44,15 @@ Blas::Blas(MatmulPrecision precision, cudaStream_t stream) : stream_(stream), pr
   check_cublas(cublasSetStream(handle_, stream_), "cublasSetStream");
   // Pure fp32 products stay fp32 even if the handle default changes; TF32 is requested per GEMM.
   check_cublas(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  // 32 MiB: cuBLAS's recommendation for Hopper; a fixed buffer keeps graph capture allocation-free.
+  constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  SB_OPS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  check_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
 }
 
 Blas::~Blas() {
   if (handle_) cublasDestroy(handle_);
+  if (workspace_) cudaFree(workspace_);
 }
 
 // Row-major X[r, c] is column-major X^T[c, r]: out^T[O, N] = W^T^T... i.e. C = op(Wcm) incm with

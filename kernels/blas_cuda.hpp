@@ -1,6 +1,6 @@
 // blas_cuda.hpp: the cuBLAS handle and the linear layer on the device, out = inp W^T (+ bias),
-// W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32 or TF32 tensor-core
-// products per handle. Also owns the shared CUDA error helpers of kernels/ops_cuda.hpp.
+// W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32, TF32 or BF16 tensor-core
+// products per handle (storage stays fp32: BF16 rounds the operands inside cuBLAS, fp32 accumulate). Also owns the shared CUDA error helpers of kernels/ops_cuda.hpp.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -9,9 +9,10 @@
 
 namespace sb::cuda {
 
-enum class MatmulPrecision { fp32, tf32 };
+enum class MatmulPrecision { fp32, tf32, bf16 };
 
-// Owns one cuBLAS handle bound to one stream. Move-only.
+// Owns one cuBLAS handle bound to one stream and its own fixed workspace (so GEMMs can be captured
+// in CUDA graphs without allocations during capture). Not copyable.
 class Blas {
  public:
   Blas(MatmulPrecision precision, cudaStream_t stream);
@@ -25,6 +26,7 @@ class Blas {
  private:
   cublasHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  void* workspace_ = nullptr;
   MatmulPrecision precision_;
 };
 

@@ -4,11 +4,13 @@
 #include "kernels/gpu_runner.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "core/error.hpp"
 #include "kernels/attention_cuda.hpp"
 #include "kernels/ops_cuda.hpp"
+#include "kernels/stream_graph.hpp"
 #include "nn/path_wpath.hpp"
 
 namespace sb::cuda {
@@ -34,18 +36,38 @@ template class DeviceArray<float>;
 template class DeviceArray<double>;
 template class DeviceArray<int32_t>;
 template class DeviceArray<uint8_t>;
+template class DeviceArray<uint16_t>;
 template class DeviceArray<char>;
 
 namespace {
 bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
 bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }
 using Buf = DeviceArray<float>;
+using Bf16Buf = DeviceArray<uint16_t>;
+
+// One pinned host slot for a batch upload ([ids N | rows N | row labels N] int32) and the event
+// that marks its copy as consumed by the stream.
+struct StagingSlot {
+  int32_t* host = nullptr;
+  cudaEvent_t copied = nullptr;
+  explicit StagingSlot(int64_t N) {
+    SB_OPS_CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(3 * N) * sizeof(int32_t)));
+    SB_OPS_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  }
+  ~StagingSlot() {
+    if (copied) cudaEventDestroy(copied);
+    if (host) cudaFreeHost(host);
+  }
+  StagingSlot(const StagingSlot&) = delete;
+  StagingSlot& operator=(const StagingSlot&) = delete;
+};
 }  // namespace
 
 struct GpuRunner::Impl {
   struct Layer {
     Attention kind;
     Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Bf16Buf qb, kb, vb, ob;  // bf16 precision only: the attention kernel's q, k, v, out [N, HD]
   };
 
   const Transformer<float>& model;
@@ -56,8 +78,13 @@ struct GpuRunner::Impl {
   float scale, beta_max;
   AttnDims dims;
   std::vector<Layer> layers;
-  DeviceArray<int32_t> ids, rows, row_labels;  // [N] each (rows / row_labels: first M used)
+  DType attn_dt;                // F32 (fp32 / tf32 precision) or BF16 (bf16 precision)
+  DeviceArray<int32_t> batch;   // [3N]: ids | rows | row labels (rows / labels: first M used)
+  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr;  // views of batch
   std::vector<int32_t> host_rows, host_row_labels;
+  std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
+  int next_slot = 0;
+  StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
   Buf x_final, hf, meanf, rstdf, hf_rows, logits, losses, tmp;
   DeviceArray<double> loss_sum;
   DeviceArray<char> ws;  // attention workspace (max over calls)
@@ -65,10 +92,13 @@ struct GpuRunner::Impl {
   bool have_forward = false;
   Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dlogits,
       dhf_rows;
+  Bf16Buf dob, dqb, dkb, dvb;  // bf16 precision only [N, HD]
 
-  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st)
+  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs)
       : model(m), c(m.config()), blas(prec, st), stream(st), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads),
-        Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank) {
+        Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
+        attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
+        backward_graph(graphs) {
     if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
     scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
     beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
@@ -88,18 +118,22 @@ struct GpuRunner::Impl {
       }
       any_rope |= L.kind == Attention::rope;
       L.att.resize(N * HD), L.lse.resize(B * H * T), L.x_mid.resize(N * D);
+      if (attn_dt == DType::BF16) L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
       if (c.mlp != MlpKind::none) {
         L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
         L.g.resize(N * f_in), L.s.resize(N * F);
       }
-      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, DType::F32),
-                                                                 path_attention_backward_workspace_bytes(dims, DType::F32))
-                                                      : std::max(softmax_attention_forward_workspace_bytes(dims, DType::F32),
-                                                                 softmax_attention_backward_workspace_bytes(dims, DType::F32)));
+      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, attn_dt),
+                                                                 path_attention_backward_workspace_bytes(dims, attn_dt))
+                                                      : std::max(softmax_attention_forward_workspace_bytes(dims, attn_dt),
+                                                                 softmax_attention_backward_workspace_bytes(dims, attn_dt)));
       layers.push_back(std::move(L));
     }
     ws.resize(static_cast<int64_t>(ws_bytes));
-    ids.resize(N), rows.resize(N), row_labels.resize(N);
+    batch.resize(3 * N);
+    ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N;
+    for (auto& slot : staging) slot = std::make_unique<StagingSlot>(N);
+    if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
     hf_rows.resize(N * D), logits.resize(N * V), losses.resize(N), loss_sum.resize(1);
     dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D), datt.resize(N * HD);
@@ -162,28 +196,52 @@ struct GpuRunner::Impl {
                               static_cast<float>(nn::kPathWNormEps), stream);
       linear(L.zb.data(), L.h1.data(), P(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
       path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, stream);
-      path_attention_forward_cuda(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), L.w.data(),
-                                  L.beta.data(), logf, dims, scale, DType::F32, ws.data(), ws_bytes, stream);
-    } else {
-      softmax_attention_forward_cuda(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), logf, dims, scale,
-                                     DType::F32, ws.data(), ws_bytes, stream);
     }
+    // The kernel's q, k, v, out: the fp32 activations, or their bf16 copies in bf16 precision.
+    const bool bf = attn_dt == DType::BF16;
+    if (bf) {
+      f32_to_bf16_cuda(L.qb.data(), L.q.data(), N * HD, stream);
+      f32_to_bf16_cuda(L.kb.data(), L.k.data(), N * HD, stream);
+      f32_to_bf16_cuda(L.vb.data(), L.v.data(), N * HD, stream);
+    }
+    const void* q = bf ? static_cast<const void*>(L.qb.data()) : L.q.data();
+    const void* k = bf ? static_cast<const void*>(L.kb.data()) : L.k.data();
+    const void* v = bf ? static_cast<const void*>(L.vb.data()) : L.v.data();
+    void* out = bf ? static_cast<void*>(L.ob.data()) : L.att.data();
+    if (uses_path(L.kind))
+      path_attention_forward_cuda(out, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
+                                  ws.data(), ws_bytes, stream);
+    else
+      softmax_attention_forward_cuda(out, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
+    if (bf) bf16_to_f32_cuda(L.att.data(), L.ob.data(), N * HD, stream);
   }
 
   // dx holds d(x_mid) on entry and d(x_in) on exit.
   void attention_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
     linear_backward_cuda(blas, datt.data(), G(grads, p + "attn.wo"), nullptr, dx.data(), L.att.data(),
                          P(prm, p + "attn.wo"), N, HD, D, false);
-    const bool gate = uses_gate(L.kind);
-    if (uses_path(L.kind)) {
-      path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.data(), dbeta.data(),
-                                   gate ? dlogf.data() : nullptr, datt.data(), L.q.data(), L.k.data(), L.v.data(),
-                                   L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, L.att.data(),
-                                   L.lse.data(), dims, scale, DType::F32, ws.data(), ws_bytes, stream);
-    } else {
-      softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), gate ? dlogf.data() : nullptr, datt.data(),
-                                      L.q.data(), L.k.data(), L.v.data(), gate ? L.logf.data() : nullptr, L.att.data(),
-                                      L.lse.data(), dims, scale, DType::F32, ws.data(), ws_bytes, stream);
+    const bool gate = uses_gate(L.kind), bf = attn_dt == DType::BF16;
+    if (bf) f32_to_bf16_cuda(dob.data(), datt.data(), N * HD, stream);
+    void* gq = bf ? static_cast<void*>(dqb.data()) : dq.data();
+    void* gk = bf ? static_cast<void*>(dkb.data()) : dk.data();
+    void* gv = bf ? static_cast<void*>(dvb.data()) : dv.data();
+    const void* dout = bf ? static_cast<const void*>(dob.data()) : datt.data();
+    const void* q = bf ? static_cast<const void*>(L.qb.data()) : L.q.data();
+    const void* k = bf ? static_cast<const void*>(L.kb.data()) : L.k.data();
+    const void* v = bf ? static_cast<const void*>(L.vb.data()) : L.v.data();
+    const void* out = bf ? static_cast<const void*>(L.ob.data()) : L.att.data();
+    if (uses_path(L.kind))
+      path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
+                                   L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, out, L.lse.data(), dims,
+                                   scale, attn_dt, ws.data(), ws_bytes, stream);
+    else
+      softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
+                                      gate ? L.logf.data() : nullptr, out, L.lse.data(), dims, scale, attn_dt, ws.data(),
+                                      ws_bytes, stream);
+    if (bf) {
+      bf16_to_f32_cuda(dq.data(), dqb.data(), N * HD, stream);
+      bf16_to_f32_cuda(dk.data(), dkb.data(), N * HD, stream);
+      bf16_to_f32_cuda(dv.data(), dvb.data(), N * HD, stream);
     }
     const float* dq_in = dq.data();
     const float* dk_in = dk.data();
@@ -256,7 +314,8 @@ struct GpuRunner::Impl {
   const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
   bool all_rows() const { return M == N; }
 
-  int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
+  // Validates the batch on the host, stages it in pinned memory and uploads it (asynchronously).
+  void upload_batch(const int32_t* in_ids, const int32_t* labels) {
     for (int64_t n = 0; n < N; ++n)
       if (in_ids[n] < 0 || in_ids[n] >= V) fail("gpu runner: token id {} at position {} is outside [0, {})", in_ids[n], n, V);
     host_rows.clear(), host_row_labels.clear();
@@ -266,15 +325,21 @@ struct GpuRunner::Impl {
       host_rows.push_back(static_cast<int32_t>(n)), host_row_labels.push_back(labels[n]);
     }
     M = static_cast<int64_t>(host_rows.size());
-    // Pageable-memory async copies return once the source is staged, so the host buffers may change after.
-    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(ids.data(), in_ids, N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-    if (M > 0) {
-      SB_OPS_CUDA_CHECK(cudaMemcpyAsync(rows.data(), host_rows.data(), M * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-      SB_OPS_CUDA_CHECK(cudaMemcpyAsync(row_labels.data(), host_row_labels.data(), M * sizeof(int32_t),
-                                        cudaMemcpyHostToDevice, stream));
-    }
+    StagingSlot& slot = *staging[next_slot];
+    next_slot ^= 1;
+    // Waits only for the upload issued from this slot two batches ago (bounds the host's run-ahead).
+    SB_OPS_CUDA_CHECK(cudaEventSynchronize(slot.copied));
+    std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
+    std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
+    std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
+    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, 3 * N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    SB_OPS_CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+  }
+
+  // Embedding, layers and the final norm: fixed shapes, one CUDA graph.
+  void forward_layers(const float* prm) {
     float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
-    embedding_forward_cuda(x0, ids.data(), P(prm, "embed.weight"), N, V, D, stream);
+    embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       Layer& L = layers[l];
       const std::string p = Transformer<float>::layer_prefix(l);
@@ -289,20 +354,38 @@ struct GpuRunner::Impl {
         SB_OPS_CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     }
     norm_forward(prm, hf, meanf, rstdf, x_final.data(), "norm_f");
+  }
+
+  int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
+    upload_batch(in_ids, labels);
+    forward_graph.run(stream, {prm}, [&] { forward_layers(prm); });
+    // The head only sees the M labelled rows (M varies per batch: eager launches).
     const float* head_in = hf.data();
     if (!all_rows()) {
-      gather_rows_cuda(hf_rows.data(), hf.data(), rows.data(), M, D, stream);
+      gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
       head_in = hf_rows.data();
     }
     linear(logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
-    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels.data(), M, V, stream);
+    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
     have_forward = true;
     return M;
   }
 
+  // From d(final norm output) in dh to the embedding gradient: fixed shapes, one CUDA graph.
+  void backward_layers(const float* prm, float* grads) {
+    norm_backward(prm, grads, dx.data(), dh.data(), x_final.data(), meanf, rstdf, "norm_f");
+    for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+      Layer& L = layers[l];
+      const std::string p = Transformer<float>::layer_prefix(l);
+      if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p);
+      attention_backward(prm, grads, L, p);
+    }
+    embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), ids, N, V, D, stream);
+  }
+
   void backward(const float* prm, float* grads, float scale_loss) {
     if (!have_forward) fail("gpu runner: backward needs a forward first");
-    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels.data(), M, V, scale_loss, stream);
+    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
     float* dhead = G(grads, head_name());
     if (all_rows()) {
       linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
@@ -311,22 +394,15 @@ struct GpuRunner::Impl {
       SB_OPS_CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
       linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M,
                            D, V, false);
-      scatter_rows_cuda(dh.data(), dhf_rows.data(), rows.data(), M, D, stream);
+      scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
     }
-    norm_backward(prm, grads, dx.data(), dh.data(), x_final.data(), meanf, rstdf, "norm_f");
-    for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-      Layer& L = layers[l];
-      const std::string p = Transformer<float>::layer_prefix(l);
-      if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p);
-      attention_backward(prm, grads, L, p);
-    }
-    embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), ids.data(), N, V, D, stream);
+    backward_graph.run(stream, {prm, grads}, [&] { backward_layers(prm, grads); });
   }
 };
 
 GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
-                     cudaStream_t stream)
-    : impl_(std::make_unique<Impl>(model, B, T, precision, stream)) {}
+                     cudaStream_t stream, bool cuda_graphs)
+    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs)) {}
 GpuRunner::~GpuRunner() = default;
 int64_t GpuRunner::batch() const { return impl_->B; }
 int64_t GpuRunner::seq_len() const { return impl_->T; }

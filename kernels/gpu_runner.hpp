@@ -43,15 +43,22 @@ class DeviceArray {
 class GpuRunner {
  public:
   // Preallocates every activation for batches of B sequences of length T on `stream`. The model
-  // provides the configuration and the parameter layout (its host values are not read).
-  GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream);
+  // provides the configuration and the parameter layout (its host values are not read). precision
+  // bf16 also runs the attention kernels in bf16 (q, k, v, out and their gradients; fp32 else).
+  // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
+  // graphs on their second call and replayed after (kernels/stream_graph.hpp; never on the legacy
+  // default stream nullptr); the head (M labelled rows vary) always launches eagerly.
+  GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream,
+            bool cuda_graphs = true);
   ~GpuRunner();
   int64_t batch() const;
   int64_t seq_len() const;
 
   // ids / labels: HOST [B, T] (labels -100 = no loss; ids in [0, V), checked). params: device
-  // [model.params().size()]. Uploads the batch, runs the forward and the loss of the labelled rows;
-  // returns the labelled count M. The loss sum (double) stays on the device: loss_sum_device().
+  // [model.params().size()]. Stages the batch in pinned memory and uploads it asynchronously, runs
+  // the forward and the loss of the labelled rows; returns the labelled count M. No host
+  // synchronisation, except that the host waits for the upload of two calls ago. The loss sum
+  // (double) stays on the device: loss_sum_device().
   int64_t forward(const float* params, const int32_t* ids, const int32_t* labels);
   const double* loss_sum_device() const;
   // Backward of scale * (loss sum of the last forward) into device grads (ACCUMULATING, same layout).

@@ -140,6 +140,15 @@ void crossentropy_backward_cuda(float* dlogits,        // [M, V]
 void argmax_rows_cuda(int32_t* argmax, const float* logits,  // [M], [M, V]
                       int64_t M, int64_t V, cudaStream_t stream);
 
+// ---- precision conversion (kernels/ops_convert.cu) ---------------------------------------------
+// bf16 values are stored as raw uint16_t (the attention kernels' BF16 layout); rounding to nearest even.
+void f32_to_bf16_cuda(uint16_t* dst,     // [n]
+                      const float* src,  // [n]
+                      int64_t n, cudaStream_t stream);
+void bf16_to_f32_cuda(float* dst,           // [n]
+                      const uint16_t* src,  // [n]
+                      int64_t n, cudaStream_t stream);
+
 // ---- optimiser ---------------------------------------------------------------------------------
 // Global gradient L2 norm, two passes in a fixed order (per-block double partials, then one block):
 // *norm = sqrt(sum g^2). partials needs grad_norm_partials() doubles.

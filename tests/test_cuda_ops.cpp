@@ -15,6 +15,7 @@ TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA
 #include <vector>
 
 #include "kernels/blas_cuda.hpp"
+#include "kernels/gpu_runner.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "model/param_store.hpp"
 #include "nn/ops_act.hpp"
@@ -98,10 +99,25 @@ TEST_F(CudaOps, Embedding) {
       }
 }
 
-TEST_F(CudaOps, LinearFp32AndTf32) {
-  for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::tf32}) {
+TEST_F(CudaOps, Bf16ConversionRoundsToNearestEven) {
+  const float e = std::ldexp(1.f, -8);  // half the bf16 spacing at 1
+  const std::vector<float> x = {1.f, 1.f + e, 1.f + 3 * e, 1.f + 1.5f * e, -2.5f, 0.f, 3.0e38f, 1e-30f};
+  const std::vector<float> want = {1.f, 1.f, 1.f + 4 * e, 1.f + 2 * e, -2.5f, 0.f, 0, 0};
+  const int64_t n = static_cast<int64_t>(x.size());
+  Dev<float> d_x(x), d_y(n);
+  cuda::DeviceArray<uint16_t> b(n);
+  cuda::f32_to_bf16_cuda(b.data(), d_x.p, n, s);
+  cuda::bf16_to_f32_cuda(d_y.p, b.data(), n, s);
+  const auto y = d_y.host();
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(y[i], want[i]) << "x = " << x[i];
+  EXPECT_NEAR(y[6] / 3.0e38, 1.0, 4e-3);
+  EXPECT_NEAR(y[7] / 1e-30, 1.0, 4e-3);
+}
+
+TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
+  for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::tf32, cuda::MatmulPrecision::bf16}) {
     cuda::Blas blas(prec, s);
-    const double tol = prec == cuda::MatmulPrecision::fp32 ? 1e-5 : 3e-3;
+    const double tol = prec == cuda::MatmulPrecision::fp32 ? 1e-5 : prec == cuda::MatmulPrecision::tf32 ? 3e-3 : 1.6e-2;
     for (int64_t N : kTs)
       for (auto [I, O] : {std::pair<int64_t, int64_t>{16, 48}, {130, 7}, {64, 257}}) {
         const auto x = randn(N * I, 4), w = randn(O * I, 5, 0.2f), b = randn(O, 6), dy = randn(N * O, 7);
@@ -116,6 +132,12 @@ TEST_F(CudaOps, LinearFp32AndTf32) {
         expect_close(d_dx.host(), dx, tol, tol * 10, "linear dinp (accumulated)");
         expect_close(d_dw.host(), dw, tol, tol * 30, "linear dweight");
         expect_close(d_db.host(), db, 1e-5, 1e-4, "linear dbias");
+        if (prec == cuda::MatmulPrecision::bf16) {  // the bf16 products really round (else this test proves nothing)
+          double worst = 0;
+          const auto got = d_y.host();
+          for (size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - y[i]));
+          if (N >= 7) EXPECT_GT(worst, 1e-5) << "bf16 forward equals fp32 exactly: not rounded?";
+        }
         // Overwrite mode of dinp.
         std::vector<float> dx0(N * I, 0.f);
         nn::linear_backward(dx0.data(), static_cast<float*>(nullptr), static_cast<float*>(nullptr), dy.data(),

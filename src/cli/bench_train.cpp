@@ -117,7 +117,7 @@ void add_bench_train(CLI::App& bench, Context& ctx) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand("train", "training tokens/s of the flip-flop reference and a word-problem model");
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "matmul precision on cuda: fp32 or tf32")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "matmul precision on cuda: fp32, tf32 or bf16 (bf16 also runs attention in bf16)")->capture_default_str();
   cmd->add_option("--attention", o->attention, "override the attention kind (default path)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seconds", o->seconds, "time per model, after 2 warm-up steps")->capture_default_str();

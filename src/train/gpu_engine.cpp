@@ -5,6 +5,8 @@
 #include "train/gpu_engine.hpp"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/gpu_runner.hpp"
@@ -24,15 +26,21 @@ struct GpuEngine::DeviceState {
 
 namespace {
 cuda::MatmulPrecision matmul_precision(Precision p) {
-  if (p == Precision::bf16) fail("train.precision: 'bf16' is not implemented by the CUDA engine yet; use fp32 or tf32");
-  return p == Precision::tf32 ? cuda::MatmulPrecision::tf32 : cuda::MatmulPrecision::fp32;
+  return p == Precision::tf32   ? cuda::MatmulPrecision::tf32
+         : p == Precision::bf16 ? cuda::MatmulPrecision::bf16
+                                : cuda::MatmulPrecision::fp32;
+}
+
+// STATEBENCH_CUDA_GRAPHS=0 launches every kernel eagerly (A/B timing of the graphs).
+bool cuda_graphs_enabled() {
+  const char* e = std::getenv("STATEBENCH_CUDA_GRAPHS");
+  return e == nullptr || std::string(e) != "0";
 }
 }  // namespace
 
 GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision)
     : model_(model, vocab_size), optimizer_(optim, model_.params()), optim_(optim), precision_(precision),
       dev_(std::make_unique<DeviceState>()) {
-  matmul_precision(precision);
   if (!cuda::ops_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
   SB_OPS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const ParamStore<float>& store = model_.params();
@@ -49,6 +57,7 @@ GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t
 
 GpuEngine::~GpuEngine() {
   runner_.reset();
+  eval_runner_.reset();
   dev_.reset();
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -70,7 +79,7 @@ std::string GpuEngine::device_name() const {
   cudaDeviceProp prop{};
   SB_OPS_CUDA_CHECK(cudaGetDevice(&dev));
   SB_OPS_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  return std::string(prop.name) + (precision_ == Precision::tf32 ? " (tf32)" : " (fp32)");
+  return fmt::format("{} ({})", prop.name, to_string(precision_));
 }
 
 void GpuEngine::upload_if_host_dirty() {
@@ -93,16 +102,16 @@ void GpuEngine::download_if_device_newer() {
   device_newer_ = false;
 }
 
-void GpuEngine::ensure_runner(int64_t B, int64_t T) {
-  if (runner_ && runner_->batch() == B && runner_->seq_len() == T) return;
-  runner_.reset();
-  runner_ = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_);
+void GpuEngine::ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T) {
+  if (runner && runner->batch() == B && runner->seq_len() == T) return;
+  runner.reset();
+  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_enabled());
 }
 
 StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr,
                                  double max_norm, bool read_result) {
   upload_if_host_dirty();
-  ensure_runner(B, T);
+  ensure_runner(runner_, B, T);
   StepResult r;
   for (int64_t i = 0; i < B * T; ++i) r.labelled += labels[i] != -100 ? 1 : 0;
   if (r.labelled == 0) return r;  // nothing to learn from: no update (as CpuEngine)
@@ -139,11 +148,28 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
 void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                          EvalCounts& counts) {
   upload_if_host_dirty();
-  ensure_runner(B, T);
-  const int64_t M = runner_->forward(dev_->params.data(), ids, labels);
-  std::vector<int32_t> predictions(static_cast<size_t>(B * T));
-  runner_->argmax(predictions.data());  // synchronises the stream
-  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->host_scalars, runner_->loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+  // The training runner when the shape matches; else an evaluation runner kept across calls. A
+  // smaller batch (the last chunk of an eval set) is padded with unlabelled rows rather than
+  // reallocating a runner for it.
+  cuda::GpuRunner* runner = nullptr;
+  if (runner_ && runner_->batch() == B && runner_->seq_len() == T) {
+    runner = runner_.get();
+  } else {
+    if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B)) ensure_runner(eval_runner_, B, T);
+    runner = eval_runner_.get();
+  }
+  const int64_t Bp = runner->batch();
+  const int32_t* run_ids = ids;
+  const int32_t* run_labels = labels;
+  if (Bp > B) {
+    pad_ids_.assign(ids, ids + B * T), pad_ids_.resize(Bp * T, 0);
+    pad_labels_.assign(labels, labels + B * T), pad_labels_.resize(Bp * T, -100);
+    run_ids = pad_ids_.data(), run_labels = pad_labels_.data();
+  }
+  const int64_t M = runner->forward(dev_->params.data(), run_ids, run_labels);
+  std::vector<int32_t> predictions(static_cast<size_t>(Bp * T));
+  runner->argmax(predictions.data());  // synchronises the stream
+  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->host_scalars, runner->loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
   counts.add_batch(predictions.data(), labels, score_mask, B, T);
   counts.add_loss(M > 0 ? dev_->host_scalars[0] : 0.0, M);
 }

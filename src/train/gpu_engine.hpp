@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/transformer.hpp"
 #include "train/cpu_engine.hpp"  // StepResult
@@ -24,7 +25,9 @@ class GpuRunner;
 
 class GpuEngine {
  public:
-  // precision: fp32 or tf32 matmuls (bf16: sb::Error, not implemented). Throws if no device.
+  // precision: fp32, tf32 or bf16 matmuls (bf16 also runs attention in bf16); fp32 master weights
+  // and optimizer state in every case. Throws if no device. STATEBENCH_CUDA_GRAPHS=0 in the
+  // environment turns the CUDA graphs of the layer stacks off (A/B timing).
   GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision);
   ~GpuEngine();
 
@@ -43,7 +46,7 @@ class GpuEngine {
                 EvalCounts& counts);
 
  private:
-  void ensure_runner(int64_t B, int64_t T);
+  void ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T);
   void upload_if_host_dirty();
   void download_if_device_newer();
 
@@ -54,7 +57,9 @@ class GpuEngine {
   cudaStream_t stream_ = nullptr;
   struct DeviceState;
   std::unique_ptr<DeviceState> dev_;
-  std::unique_ptr<cuda::GpuRunner> runner_;
+  std::unique_ptr<cuda::GpuRunner> runner_;       // training batches
+  std::unique_ptr<cuda::GpuRunner> eval_runner_;  // evaluation batches of another shape
+  std::vector<int32_t> pad_ids_, pad_labels_;     // a short evaluation batch padded to eval_runner_'s
   bool host_dirty_ = true, device_newer_ = false;
 };
 
