@@ -173,9 +173,15 @@ TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
     ASSERT_EQ(r.M, ls.count);
     EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 2e-2 * (ls.loss_sum / ls.count));
+    // Per view: 6% of its own norm, or 0.5% of the whole gradient's for views whose gradient is a
+    // small sum of cancelling terms (e.g. the beta bias: 0.0013 against a total near 1).
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += g_cpu[i] * g_cpu[i];
+    total = std::sqrt(total);
     for (const ParamView& v : mf.params().views()) {
       double ref = 0;
-      EXPECT_LE(view_error(v, r.grads, g_cpu, &ref), 6e-2) << v.name << " |g| " << ref;
+      const double err = view_error(v, r.grads, g_cpu, &ref) * ref;
+      EXPECT_LE(err, 6e-2 * ref + 5e-3 * total) << v.name << " |g| " << ref << " total " << total;
     }
   }
   SB_OPS_CUDA_CHECK(cudaStreamDestroy(s));
