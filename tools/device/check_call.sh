@@ -10,10 +10,8 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 secs=${1:-3}
 commit=$(cat .gpuwork/COMMIT 2>/dev/null || echo unknown)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
-if [ ! -f build-gpu/build.ninja ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DSTATEBENCH_COMMIT="$commit" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-fi
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DSTATEBENCH_COMMIT="$commit" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
 /usr/bin/time -f "build %e s" cmake --build build-gpu -j16 > "$OUT/build.log" 2>&1 || { grep -B2 -A8 "error" "$OUT/build.log" | head -60; exit 1; }
 tail -1 "$OUT/build.log"
 ctest --test-dir build-gpu -j8 --timeout 300 > "$OUT/ctest.log" 2>&1; echo "ctest rc=$?"

@@ -11,10 +11,9 @@ case ${1:-} in --mps) mps=on; shift ;; --mps-ab) mps=ab; shift ;; esac
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 commit=$(cat .gpuwork/COMMIT 2>/dev/null || echo unknown)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-if [ ! -x build-gpu/statebench ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DSTATEBENCH_COMMIT="$commit" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
-fi
+# Configured on every call: a warm machine keeps build-gpu, and the carried COMMIT may be newer.
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DSTATEBENCH_COMMIT="$commit" > "$OUT/configure.log" 2>&1 || { tail -20 "$OUT/configure.log"; exit 1; }
 /usr/bin/time -f "build %e s" cmake --build build-gpu -j16 --target statebench > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 tail -1 "$OUT/build.log"; build-gpu/statebench --version
 start_mps() {
