@@ -468,5 +468,13 @@ TEST(SweepSlots, DevicesAndWorkers) {
             (std::vector<std::string>{"cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"}));
 }
 
+TEST(SweepSlots, ConcurrentLanesShareAGpu) {
+  EXPECT_EQ(concurrent_lanes(std::vector<std::string>(4, "cpu")), 4.0);
+  EXPECT_EQ(concurrent_lanes(std::vector<std::string>(8, "cuda:0")), 2.0);  // 8 workers, one GPU
+  EXPECT_EQ(concurrent_lanes({"cuda:0"}), 1.0);
+  EXPECT_EQ(concurrent_lanes(make_slots({"cuda:0", "cuda:1"}, 6, 16, 1)), 4.0);
+  EXPECT_EQ(concurrent_lanes({"cpu", "cuda:0", "cuda:0", "cuda:0", "cpu"}), 4.0);
+}
+
 }  // namespace
 }  // namespace sb::sweep

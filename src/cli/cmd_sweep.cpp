@@ -9,7 +9,6 @@
 #include <csignal>
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <thread>
 
@@ -182,15 +181,8 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
     if (!plan.groups.empty() && cell.value(s.min_depth.axis)->label == plan.groups.front().depths.front()) first += t;
   }
   // Measured wall times were taken with the workers sharing their devices, so they divide by the
-  // worker count. The rough guess assumes a whole GPU per cell: workers on one GPU share it, with
-  // concurrent small cells overlapping about 2x (8 small runs on an H100: 13.0 s time-sliced,
-  // 6.5 s under MPS).
-  std::map<std::string, int> per_gpu;
-  for (const auto& d : slots)
-    if (d != "cpu") ++per_gpu[d];
-  double gpu_lanes = 0;
-  for (const auto& [dev, n] : per_gpu) gpu_lanes += std::min(n, 2);
-  const double w = n_measured ? static_cast<double>(slots.size()) : gpu_lanes + static_cast<double>(cpu_slots);
+  // worker count; the rough guess assumes a whole GPU per cell (workers on one GPU share it).
+  const double w = n_measured ? static_cast<double>(slots.size()) : concurrent_lanes(slots);
   const std::string basis = n_measured ? fmt::format("the mean wall time of {} finished cells", n_measured)
                                        : "a rough guess from steps x batch x T and the model size at an assumed throughput";
   fmt::print("{} of {} cells finished; estimated time for the rest: {} of work, about {} with {} workers", n_done,

@@ -128,6 +128,19 @@ std::vector<std::string> parse_devices(const std::string& list) {
   return out;
 }
 
+double concurrent_lanes(const std::vector<std::string>& slots) {
+  std::map<std::string, int> per_gpu;
+  double lanes = 0;
+  for (const auto& d : slots) {
+    if (d == "cpu")
+      lanes += 1;
+    else
+      ++per_gpu[d];
+  }
+  for (const auto& [device, n] : per_gpu) lanes += std::min(n, 2);
+  return lanes;
+}
+
 std::vector<std::string> make_slots(const std::vector<std::string>& devices, int workers, int cores, int cpu_threads) {
   if (devices.empty()) fail("no devices to run cells on");
   std::vector<std::string> slots;
