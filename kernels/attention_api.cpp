@@ -18,15 +18,6 @@ namespace sb::cuda {
 const char* dtype_name(DType dt) { return dt == DType::BF16 ? "bf16" : "fp32"; }
 size_t dtype_bytes(DType dt) { return dt == DType::BF16 ? 2 : 4; }
 
-bool cuda_device_available() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver / no device" error
-    return false;
-  }
-  return n > 0;
-}
-
 namespace detail {
 namespace {
 

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda_check.hpp"  // cuda_device_available()
+
 namespace sb::cuda {
 
 // Element type of q, k, v, out, dout, dq, dk, dv. w, beta, log_f, lse and their gradients are
@@ -22,9 +24,6 @@ size_t dtype_bytes(DType dt);
 struct AttnDims {
   int64_t B = 1, T = 1, H = 1, Dh = 64;  // Dh in {16, 32, 64, 128}; any T >= 1, any B * H >= 1
 };
-
-// True when a CUDA device can be used (driver present and at least one device).
-bool cuda_device_available();
 
 // Scratch bytes each call needs on the current device (the backward's query-state checkpoints are
 // sized from the device's multiprocessor count). Pass a workspace at least this large, or nullptr

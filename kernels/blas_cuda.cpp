@@ -1,5 +1,5 @@
 // blas_cuda.cpp: cuBLAS linear forward/backward (row-major buffers mapped onto column-major GEMMs)
-// and the error / device helpers declared in ops_cuda.hpp (here because they need fmt).
+// with FP32 / TF32 / BF16 compute. Errors: CUDA_CHECK / CUBLAS_CHECK (cuda_check.hpp).
 #include "kernels/blas_cuda.hpp"
 
 #include "core/error.hpp"
@@ -7,23 +7,7 @@
 
 namespace sb::cuda {
 
-void ops_throw_cuda(cudaError_t err, const char* expr, const char* file, int line) {
-  fail("CUDA error '{}' ({}) in {} at {}:{}", cudaGetErrorString(err), static_cast<int>(err), expr, file, line);
-}
-
-bool ops_device_available() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
 namespace {
-void check_cublas(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error {} ({}) in {}", cublasGetStatusString(st), static_cast<int>(st), what);
-}
 
 // Column-major C[m, n] = op(A) op(B) with fp32 storage; beta 0 or 1.
 void gemm(const Blas& blas, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
@@ -32,22 +16,21 @@ void gemm(const Blas& blas, cublasOperation_t ta, cublasOperation_t tb, int64_t 
   const cublasComputeType_t compute = blas.precision() == MatmulPrecision::tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
                                       : blas.precision() == MatmulPrecision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
                                                                                   : CUBLAS_COMPUTE_32F;
-  check_cublas(cublasGemmEx(blas.handle(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+  CUBLAS_CHECK(cublasGemmEx(blas.handle(), ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
                             &alpha, A, CUDA_R_32F, static_cast<int>(lda), B, CUDA_R_32F, static_cast<int>(ldb), &beta,
-                            C, CUDA_R_32F, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+                            C, CUDA_R_32F, static_cast<int>(ldc), compute, CUBLAS_GEMM_DEFAULT));
 }
 }  // namespace
 
 Blas::Blas(MatmulPrecision precision, cudaStream_t stream) : stream_(stream), precision_(precision) {
-  check_cublas(cublasCreate(&handle_), "cublasCreate");
-  check_cublas(cublasSetStream(handle_, stream_), "cublasSetStream");
+  CUBLAS_CHECK(cublasCreate(&handle_));
+  CUBLAS_CHECK(cublasSetStream(handle_, stream_));
   // Pure fp32 products stay fp32 even if the handle default changes; TF32 is requested per GEMM.
-  check_cublas(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));
   // 32 MiB: cuBLAS's recommendation for Hopper; a fixed buffer keeps graph capture allocation-free.
   constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-  SB_OPS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
-  check_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
+  CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes));
 }
 
 Blas::~Blas() {

@@ -1,6 +1,6 @@
 // blas_cuda.hpp: the cuBLAS handle and the linear layer on the device, out = inp W^T (+ bias),
 // W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32, TF32 or BF16 tensor-core
-// products per handle (storage stays fp32: BF16 rounds the operands inside cuBLAS, fp32 accumulate). Also owns the shared CUDA error helpers of kernels/ops_cuda.hpp.
+// products per handle (storage stays fp32: BF16 rounds the operands inside cuBLAS, fp32 accumulate).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

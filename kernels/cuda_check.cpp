@@ -16,4 +16,13 @@ void throw_cublas_error(cublasStatus_t st, const char* expr, const char* file, i
 
 void throw_error(const char* what) { throw Error(what); }
 
+bool cuda_device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the "no driver / no device" error
+    return false;
+  }
+  return count > 0;
+}
+
 }  // namespace sb::cuda

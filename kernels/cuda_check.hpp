@@ -12,6 +12,8 @@ namespace sb::cuda {
 [[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* expr, const char* file, int line);
 // Throws sb::Error(what).
 [[noreturn]] void throw_error(const char* what);
+// True when the CUDA runtime reports at least one usable device (clears the runtime's error if not).
+bool cuda_device_available();
 
 }  // namespace sb::cuda
 

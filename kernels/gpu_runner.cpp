@@ -20,8 +20,8 @@ void DeviceArray<T>::resize(int64_t n) {
   if (n == n_ && p_) return;
   release();
   if (n > 0) {
-    SB_OPS_CUDA_CHECK(cudaMalloc(&p_, static_cast<size_t>(n) * sizeof(T)));
-    SB_OPS_CUDA_CHECK(cudaMemset(p_, 0, static_cast<size_t>(n) * sizeof(T)));
+    CUDA_CHECK(cudaMalloc(&p_, static_cast<size_t>(n) * sizeof(T)));
+    CUDA_CHECK(cudaMemset(p_, 0, static_cast<size_t>(n) * sizeof(T)));
   }
   n_ = n;
 }
@@ -51,8 +51,8 @@ struct StagingSlot {
   int32_t* host = nullptr;
   cudaEvent_t copied = nullptr;
   explicit StagingSlot(int64_t N) {
-    SB_OPS_CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(3 * N) * sizeof(int32_t)));
-    SB_OPS_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(3 * N) * sizeof(int32_t)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   }
   ~StagingSlot() {
     if (copied) cudaEventDestroy(copied);
@@ -328,12 +328,12 @@ struct GpuRunner::Impl {
     StagingSlot& slot = *staging[next_slot];
     next_slot ^= 1;
     // Waits only for the upload issued from this slot two batches ago (bounds the host's run-ahead).
-    SB_OPS_CUDA_CHECK(cudaEventSynchronize(slot.copied));
+    CUDA_CHECK(cudaEventSynchronize(slot.copied));
     std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
     std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
     std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
-    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, 3 * N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-    SB_OPS_CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+    CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, 3 * N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaEventRecord(slot.copied, stream));
   }
 
   // Embedding, layers and the final norm: fixed shapes, one CUDA graph.
@@ -351,7 +351,7 @@ struct GpuRunner::Impl {
       if (c.mlp != MlpKind::none)
         mlp_forward(prm, L, p, x_next);
       else
-        SB_OPS_CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     }
     norm_forward(prm, hf, meanf, rstdf, x_final.data(), "norm_f");
   }
@@ -391,7 +391,7 @@ struct GpuRunner::Impl {
       linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
                            false);
     } else {
-      SB_OPS_CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
+      CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
       linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M,
                            D, V, false);
       scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
@@ -420,8 +420,8 @@ void GpuRunner::argmax(int32_t* predictions) {
   DeviceArray<int32_t> d_best(std::max<int64_t>(1, m.M));
   argmax_rows_cuda(d_best.data(), m.logits.data(), m.M, m.V, m.stream);
   if (m.M > 0)
-    SB_OPS_CUDA_CHECK(cudaMemcpyAsync(best.data(), d_best.data(), m.M * sizeof(int32_t), cudaMemcpyDeviceToHost, m.stream));
-  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(best.data(), d_best.data(), m.M * sizeof(int32_t), cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
   std::fill(predictions, predictions + m.N, -1);
   for (int64_t r = 0; r < m.M; ++r) predictions[m.host_rows[r]] = best[r];
 }

@@ -104,11 +104,11 @@ void crossentropy_forward_cuda(float* losses, double* loss_sum, const float* log
                                int64_t V, cudaStream_t stream) {
   if (M > 0) {
     ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, logits, labels, V);
-    SB_OPS_CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
   }
   if (loss_sum) {
     sum_to_double_kernel<<<1, kThreads, 0, stream>>>(loss_sum, losses, M);
-    SB_OPS_CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
   }
 }
 
@@ -116,13 +116,13 @@ void crossentropy_backward_cuda(float* dlogits, const float* logits, const int32
                                 float scale, cudaStream_t stream) {
   if (M <= 0) return;
   ce_backward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(dlogits, logits, labels, V, scale);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 void argmax_rows_cuda(int32_t* argmax, const float* logits, int64_t M, int64_t V, cudaStream_t stream) {
   if (M <= 0) return;
   argmax_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(argmax, logits, V);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace sb::cuda

@@ -33,13 +33,13 @@ unsigned grid_for(int64_t n) {
 void f32_to_bf16_cuda(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 void bf16_to_f32_cuda(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace sb::cuda

@@ -10,12 +10,10 @@
 
 #include <cstdint>
 
+#include "kernels/cuda_check.hpp"  // CUDA_CHECK, CUBLAS_CHECK
+
 namespace sb::cuda {
 
-// Throws sb::Error naming the failing expression and the CUDA error string.
-[[noreturn]] void ops_throw_cuda(cudaError_t err, const char* expr, const char* file, int line);
-// True when the CUDA runtime reports at least one usable device.
-bool ops_device_available();
 
 // ---- embedding ---------------------------------------------------------------------------------
 // out[n, :] = wte[ids[n], :]; ids must lie in [0, V) (not checked on the device).
@@ -173,10 +171,3 @@ void adamw_step_cuda(float* p, float* m, float* v,        // [n] each
                      int64_t n, const AdamWArgs& args, cudaStream_t stream);
 
 }  // namespace sb::cuda
-
-#define SB_OPS_CUDA_CHECK(expr)                                                  \
-  do {                                                                           \
-    const cudaError_t sb_ops_err_ = (expr);                                      \
-    if (sb_ops_err_ != cudaSuccess)                                              \
-      ::sb::cuda::ops_throw_cuda(sb_ops_err_, #expr, __FILE__, __LINE__);        \
-  } while (0)

@@ -14,7 +14,7 @@ constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
-inline void check_launch() { SB_OPS_CUDA_CHECK(cudaGetLastError()); }
+inline void check_launch() { CUDA_CHECK(cudaGetLastError()); }
 
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

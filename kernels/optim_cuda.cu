@@ -80,15 +80,15 @@ int64_t grad_norm_partials(int64_t n) {
 void grad_norm_cuda(double* norm, double* partials, const float* g, int64_t n, cudaStream_t stream) {
   const int64_t count = grad_norm_partials(n);
   sumsq_partials_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(partials, g, n);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   sqrt_sum_kernel<<<1, kThreads, 0, stream>>>(norm, partials, count);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 void clip_grads_cuda(float* g, const double* norm, int64_t n, double max_norm, cudaStream_t stream) {
   if (n <= 0 || max_norm <= 0) return;
   clip_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, norm, n, max_norm);
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 void adamw_step_cuda(float* p, float* m, float* v, const float* g, const uint8_t* decay_mask,
@@ -99,7 +99,7 @@ void adamw_step_cuda(float* p, float* m, float* v, const float* g, const uint8_t
       p, m, v, g, decay_mask, skip_a, skip_b, n, decay, static_cast<float>(1.0 - a.beta1),
       static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2), static_cast<float>(a.lr / a.bc1),
       static_cast<float>(a.bc2_sqrt), static_cast<float>(a.eps));
-  SB_OPS_CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace sb::cuda

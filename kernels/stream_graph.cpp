@@ -26,7 +26,7 @@ void StreamGraph::run(cudaStream_t stream, std::initializer_list<const void*> ke
   if (!enabled_ || stream == nullptr) return body();
   if (!std::equal(key.begin(), key.end(), key_.begin(), key_.end())) reset(), key_.assign(key.begin(), key.end());
   if (exec_) {
-    SB_OPS_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+    CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     return;
   }
   if (++calls_ < 2) return body();
@@ -37,7 +37,7 @@ void StreamGraph::run(cudaStream_t stream, std::initializer_list<const void*> ke
     fmt::print(stderr, "statebench: CUDA graph capture failed ({}); running the step eagerly\n", why);
     body();
   };
-  SB_OPS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   std::string body_error;
   try {
     body();
@@ -56,7 +56,7 @@ void StreamGraph::run(cudaStream_t stream, std::initializer_list<const void*> ke
     exec_ = nullptr;
     return give_up(cudaGetErrorString(inst));
   }
-  SB_OPS_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+  CUDA_CHECK(cudaGraphLaunch(exec_, stream));
 }
 
 }  // namespace sb::cuda

@@ -44,7 +44,7 @@ void batch(int64_t B, int64_t T, int64_t V, uint32_t seed, bool sparse, std::vec
 class CudaModel : public ::testing::TestWithParam<Attention> {
  protected:
   void SetUp() override {
-    if (!cuda::ops_device_available()) GTEST_SKIP() << "no CUDA device available";
+    if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
   }
 };
 
@@ -68,13 +68,13 @@ GpuResult run_gpu(cuda::GpuRunner& gpu, const cuda::DeviceArray<float>& params, 
                   const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, cudaStream_t s) {
   GpuResult r;
   const int64_t n = grads.size();
-  SB_OPS_CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, n * sizeof(float), s));
+  CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, n * sizeof(float), s));
   r.M = gpu.forward(params.data(), ids.data(), labels.data());
   gpu.backward(params.data(), grads.data(), 1.0f / static_cast<float>(std::max<int64_t>(1, r.M)));
   r.grads.resize(n);
-  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(s));
-  SB_OPS_CUDA_CHECK(cudaMemcpy(&r.loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
-  SB_OPS_CUDA_CHECK(cudaMemcpy(r.grads.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  CUDA_CHECK(cudaMemcpy(&r.loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(r.grads.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
   return r;
 }
 
@@ -97,16 +97,16 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
       cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
 
       cuda::DeviceArray<float> params(n), grads(n);
-      SB_OPS_CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
       cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
       const int64_t M = gpu.forward(params.data(), ids.data(), labels.data());
       ASSERT_EQ(M, ls.count);
       gpu.backward(params.data(), grads.data(), 1.0f / static_cast<float>(M));
       double loss_sum = 0;
       std::vector<float> g_gpu(n);
-      SB_OPS_CUDA_CHECK(cudaDeviceSynchronize());
-      SB_OPS_CUDA_CHECK(cudaMemcpy(&loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
-      SB_OPS_CUDA_CHECK(cudaMemcpy(g_gpu.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaMemcpy(&loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(g_gpu.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
       EXPECT_NEAR(loss_sum / M, ls.loss_sum / ls.count, 1e-4) << "T " << T << " variant " << variant;
       for (const ParamView& v : mf.params().views()) {
         double diff = 0, ref = 0;
@@ -127,10 +127,10 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   mf.init_params(7);
   const int64_t n = mf.params().size();
   cudaStream_t s = nullptr;
-  SB_OPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     cuda::DeviceArray<float> params(n), grads_a(n), grads_b(n);
-    SB_OPS_CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
     cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
     cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
     for (int call = 0; call < 4; ++call) {
@@ -146,7 +146,7 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
       }
     }
   }
-  SB_OPS_CUDA_CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // bf16 precision (bf16 GEMMs and bf16 attention, fp32 master weights) against the double CPU model.
@@ -165,10 +165,10 @@ TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
   std::vector<double> g_cpu(n, 0.0);
   cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
   cudaStream_t s = nullptr;
-  SB_OPS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     cuda::DeviceArray<float> params(n), grads(n);
-    SB_OPS_CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
     cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s);
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
     ASSERT_EQ(r.M, ls.count);
@@ -184,7 +184,7 @@ TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
       EXPECT_LE(err, 6e-2 * ref + 5e-3 * total) << v.name << " |g| " << ref << " total " << total;
     }
   }
-  SB_OPS_CUDA_CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 // Evaluation batches of other shapes get their own runner; a short last chunk is padded with

@@ -34,16 +34,16 @@ struct Dev {
   T* p = nullptr;
   size_t n = 0;
   explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    SB_OPS_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
-    if (n) SB_OPS_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
+    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   explicit Dev(size_t count) : Dev(std::vector<T>(count, T(0))) {}
   ~Dev() { cudaFree(p); }
   Dev(const Dev&) = delete;
   std::vector<T> host() const {
-    SB_OPS_CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> h(n);
-    if (n) SB_OPS_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
     return h;
   }
 };
@@ -72,7 +72,7 @@ void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, 
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda::ops_device_available()) GTEST_SKIP() << "no CUDA device available";
+    if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
   }
   cudaStream_t s = nullptr;  // the default stream
 };
@@ -349,7 +349,7 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
       const auto g = randn(v.numel, 100 + step * 7 + static_cast<uint32_t>(v.offset), step == 1 ? 10.f : 0.01f);
       std::copy(g.begin(), g.end(), store.grad(v.name));
     }
-    SB_OPS_CUDA_CHECK(cudaMemcpy(d_g.p, store.grads(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_g.p, store.grads(), n * sizeof(float), cudaMemcpyHostToDevice));
     const double norm = clip_grad_norm(store, 1.0);
     cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
     cuda::clip_grads_cuda(d_g.p, d_norm.p, n, 1.0, s);
@@ -367,7 +367,7 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
   // A non-finite norm skips the update.
   const auto before = d_p.host();
   const double inf = INFINITY;
-  SB_OPS_CUDA_CHECK(cudaMemcpy(d_norm.p, &inf, sizeof(double), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(d_norm.p, &inf, sizeof(double), cudaMemcpyHostToDevice));
   cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, nullptr, d_norm.p, n,
                         cuda::AdamWArgs{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.5, 0.5}, s);
   expect_close(d_p.host(), before, 0, 0, "skipped update");

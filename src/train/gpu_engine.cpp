@@ -41,8 +41,8 @@ bool cuda_graphs_enabled() {
 GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision)
     : model_(model, vocab_size), optimizer_(optim, model_.params()), optim_(optim), precision_(precision),
       dev_(std::make_unique<DeviceState>()) {
-  if (!cuda::ops_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
-  SB_OPS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (!cuda::cuda_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const ParamStore<float>& store = model_.params();
   const int64_t n = store.size();
   dev_->params.resize(n), dev_->grads.resize(n), dev_->m.resize(n), dev_->v.resize(n);
@@ -50,9 +50,9 @@ GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t
   for (const ParamView& view : store.views())
     std::fill_n(mask.begin() + view.offset, view.numel, static_cast<uint8_t>(view.decay ? 1 : 0));
   dev_->decay_mask.resize(n);
-  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->decay_mask.data(), mask.data(), mask.size(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dev_->decay_mask.data(), mask.data(), mask.size(), cudaMemcpyHostToDevice));
   dev_->norm.resize(1), dev_->partials.resize(cuda::grad_norm_partials(n));
-  SB_OPS_CUDA_CHECK(cudaMallocHost(&dev_->host_scalars, 2 * sizeof(double)));
+  CUDA_CHECK(cudaMallocHost(&dev_->host_scalars, 2 * sizeof(double)));
 }
 
 GpuEngine::~GpuEngine() {
@@ -77,28 +77,28 @@ AdamW<float>& GpuEngine::optimizer() {
 std::string GpuEngine::device_name() const {
   int dev = 0;
   cudaDeviceProp prop{};
-  SB_OPS_CUDA_CHECK(cudaGetDevice(&dev));
-  SB_OPS_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
   return fmt::format("{} ({})", prop.name, to_string(precision_));
 }
 
 void GpuEngine::upload_if_host_dirty() {
   if (!host_dirty_) return;
   const size_t bytes = static_cast<size_t>(model_.params().size()) * sizeof(float);
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->params.data(), model_.params().params(), bytes, cudaMemcpyHostToDevice, stream_));
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->m.data(), optimizer_.m(), bytes, cudaMemcpyHostToDevice, stream_));
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->v.data(), optimizer_.v(), bytes, cudaMemcpyHostToDevice, stream_));
-  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev_->params.data(), model_.params().params(), bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev_->m.data(), optimizer_.m(), bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(dev_->v.data(), optimizer_.v(), bytes, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
   host_dirty_ = false;
 }
 
 void GpuEngine::download_if_device_newer() {
   if (!device_newer_) return;
   const size_t bytes = static_cast<size_t>(model_.params().size()) * sizeof(float);
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(model_.params().params(), dev_->params.data(), bytes, cudaMemcpyDeviceToHost, stream_));
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(optimizer_.m(), dev_->m.data(), bytes, cudaMemcpyDeviceToHost, stream_));
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(optimizer_.v(), dev_->v.data(), bytes, cudaMemcpyDeviceToHost, stream_));
-  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaMemcpyAsync(model_.params().params(), dev_->params.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(optimizer_.m(), dev_->m.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(optimizer_.v(), dev_->v.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
   device_newer_ = false;
 }
 
@@ -117,7 +117,7 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
   if (r.labelled == 0) return r;  // nothing to learn from: no update (as CpuEngine)
   const int64_t n = model_.params().size();
   float* grads = dev_->grads.data();
-  SB_OPS_CUDA_CHECK(cudaMemsetAsync(grads, 0, static_cast<size_t>(n) * sizeof(float), stream_));
+  CUDA_CHECK(cudaMemsetAsync(grads, 0, static_cast<size_t>(n) * sizeof(float), stream_));
   runner_->forward(dev_->params.data(), ids, labels);
   runner_->backward(dev_->params.data(), grads, 1.0f / static_cast<float>(r.labelled));
   cuda::grad_norm_cuda(dev_->norm.data(), dev_->partials.data(), grads, n, stream_);
@@ -133,11 +133,11 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
     optimizer_.set_steps_taken(t);
     return r;
   }
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars, runner_->loss_sum_device(), sizeof(double),
+  CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars, runner_->loss_sum_device(), sizeof(double),
                                     cudaMemcpyDeviceToHost, stream_));
-  SB_OPS_CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars + 1, dev_->norm.data(), sizeof(double), cudaMemcpyDeviceToHost,
+  CUDA_CHECK(cudaMemcpyAsync(dev_->host_scalars + 1, dev_->norm.data(), sizeof(double), cudaMemcpyDeviceToHost,
                                     stream_));
-  SB_OPS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
   r.loss = dev_->host_scalars[0] / static_cast<double>(r.labelled);
   r.grad_norm = dev_->host_scalars[1];
   // The device skipped the update when either is non-finite; the step count follows (as CpuEngine).
@@ -169,7 +169,7 @@ void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_
   const int64_t M = runner->forward(dev_->params.data(), run_ids, run_labels);
   std::vector<int32_t> predictions(static_cast<size_t>(Bp * T));
   runner->argmax(predictions.data());  // synchronises the stream
-  SB_OPS_CUDA_CHECK(cudaMemcpy(dev_->host_scalars, runner->loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(dev_->host_scalars, runner->loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
   counts.add_batch(predictions.data(), labels, score_mask, B, T);
   counts.add_loss(M > 0 ? dev_->host_scalars[0] : 0.0, M);
 }
