@@ -148,6 +148,11 @@ struct GpuRunner::Impl {
     dlogits.resize(N * V), dhf_rows.resize(N * D);
   }
 
+  // The attention kernel's view of an fp32 activation: itself, or its bf16 copy in bf16 precision.
+  void* kernel_view(const Buf& f32, const Bf16Buf& b16) const {
+    return attn_dt == DType::BF16 ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
+  }
+
   const float* P(const float* params, const std::string& name) const { return params + model.params().view(name).offset; }
   float* G(float* grads, const std::string& name) const { return grads + model.params().view(name).offset; }
   bool has(const std::string& name) const { return model.params().contains(name); }
@@ -204,10 +209,10 @@ struct GpuRunner::Impl {
       f32_to_bf16_cuda(L.kb.data(), L.k.data(), N * HD, stream);
       f32_to_bf16_cuda(L.vb.data(), L.v.data(), N * HD, stream);
     }
-    const void* q = bf ? static_cast<const void*>(L.qb.data()) : L.q.data();
-    const void* k = bf ? static_cast<const void*>(L.kb.data()) : L.k.data();
-    const void* v = bf ? static_cast<const void*>(L.vb.data()) : L.v.data();
-    void* out = bf ? static_cast<void*>(L.ob.data()) : L.att.data();
+    const void* q = kernel_view(L.q, L.qb);
+    const void* k = kernel_view(L.k, L.kb);
+    const void* v = kernel_view(L.v, L.vb);
+    void* out = kernel_view(L.att, L.ob);
     if (uses_path(L.kind))
       path_attention_forward_cuda(out, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
                                   ws.data(), ws_bytes, stream);
@@ -222,14 +227,14 @@ struct GpuRunner::Impl {
                          P(prm, p + "attn.wo"), N, HD, D, false);
     const bool gate = uses_gate(L.kind), bf = attn_dt == DType::BF16;
     if (bf) f32_to_bf16_cuda(dob.data(), datt.data(), N * HD, stream);
-    void* gq = bf ? static_cast<void*>(dqb.data()) : dq.data();
-    void* gk = bf ? static_cast<void*>(dkb.data()) : dk.data();
-    void* gv = bf ? static_cast<void*>(dvb.data()) : dv.data();
-    const void* dout = bf ? static_cast<const void*>(dob.data()) : datt.data();
-    const void* q = bf ? static_cast<const void*>(L.qb.data()) : L.q.data();
-    const void* k = bf ? static_cast<const void*>(L.kb.data()) : L.k.data();
-    const void* v = bf ? static_cast<const void*>(L.vb.data()) : L.v.data();
-    const void* out = bf ? static_cast<const void*>(L.ob.data()) : L.att.data();
+    void* gq = kernel_view(dq, dqb);
+    void* gk = kernel_view(dk, dkb);
+    void* gv = kernel_view(dv, dvb);
+    const void* dout = kernel_view(datt, dob);
+    const void* q = kernel_view(L.q, L.qb);
+    const void* k = kernel_view(L.k, L.kb);
+    const void* v = kernel_view(L.v, L.vb);
+    const void* out = kernel_view(L.att, L.ob);
     if (uses_path(L.kind))
       path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
                                    L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, out, L.lse.data(), dims,
