@@ -116,7 +116,19 @@ struct ScopedWorkspace {
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   const DeviceInfo dev = device_info();
   const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
+  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
+  // double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
+  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
+  const bool one_stage = stages_env && std::string(stages_env) == "1";
   BwdConfig cfg;
+  if (!path) {  // key-centric: one CTA of 4 warps per (64-key block, head)
+    cfg.stages = !one_stage && softmax_bwd_smem_bytes(d.Dh, f32, 2) <= dev.max_smem ? 2 : 1;
+    cfg.smem = softmax_bwd_smem_bytes(d.Dh, f32, cfg.stages);
+    if (cfg.smem > dev.max_smem)
+      fail("attention backward: needs {} bytes of shared memory, the device allows {}", cfg.smem, dev.max_smem);
+    cfg.grid = static_cast<int>(((d.T + kBlock - 1) / kBlock) * d.B * d.H);
+    return cfg;
+  }
   cfg.smem = 0;
   // The largest query block that fits, double-buffered when possible.
   for (int warps : {4, 2, 1}) {
@@ -130,18 +142,15 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   if (!cfg.smem)
     fail("attention backward: needs {} bytes of shared memory, the device allows {}",
          bwd_smem_bytes(d.Dh, f32, path, dense, 1, 1), dev.max_smem);
-  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
-  // double-buffered key-block pipeline.
-  if (const char* e = std::getenv("STATEBENCH_ATTN_BWD_STAGES"); e && std::string(e) == "1" && cfg.stages == 2) {
+  if (one_stage && cfg.stages == 2) {
     cfg.stages = 1;
     cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps, 1);
   }
-  const int occ = std::max(1, path ? bwd_occupancy<true>(d.Dh, f32, cfg.warps, cfg.smem)
-                                    : bwd_occupancy<false>(d.Dh, f32, cfg.warps, cfg.smem));
+  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, cfg.warps, cfg.smem));
   const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, items = nqb * d.B * d.H;
   cfg.grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(dev.sms) * occ));
   const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
-  if (!path || nbmax == 0) return cfg;
+  if (nbmax == 0) return cfg;
   // Query-state checkpoints: one segment (every state stored, one transport per block) when the
   // scratch fits the budget, else segments of ~sqrt(n) blocks (two transports per block).
   const int64_t state = Bq * d.Dh;
@@ -185,14 +194,16 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   }
   if (backward) {
     w.acc_begin = off;
-    w.dv = take(rows);
-    w.dk = take(rows);
     if (path) {
+      w.dv = take(rows);
+      w.dk = take(rows);
       w.dkt = take(rows);
       w.dy = take(rows);
       w.dw = take(rows);
       w.dz = take(blk);
       w.dp = take(cmat);
+    } else {
+      w.dq = take(rows);  // dk, dv are written by the key-centric kernel
     }
     w.dg = take(static_cast<size_t>(BH * Tp) * 4);
     w.acc_end = off;
@@ -317,7 +328,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   detail::BwdParams p;
   p.q = q, p.k = k, p.v = v, p.dout = dout, p.w = w, p.lse = lse, p.delta = ws.at<float>(L.delta);
   p.gcum = log_f ? ws.at<double>(L.gcum) : nullptr;
-  p.dq = dq, p.dv_acc = ws.at<float>(L.dv), p.dk_acc = ws.at<float>(L.dk);
+  p.dq = dq, p.dk = dk, p.dv = dv;
   p.dg = log_f ? ws.at<float>(L.dg) : nullptr;
   p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.warps = cfg.warps, p.stages = cfg.stages;
   // Developer switch (kernels/NOTES.md): STATEBENCH_ATTN_ATOMIC_V2=1 uses 8-byte vector atomics.
@@ -326,6 +337,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
   p.scale = scale, p.bf16 = bf16, p.dense = dense;
   if (path) {
+    p.dv_acc = ws.at<float>(L.dv), p.dk_acc = ws.at<float>(L.dk);
     p.kt_hi = o.kt_hi, p.kt_lo = o.kt_lo, p.y_hi = o.y_hi, p.y_lo = o.y_lo, p.c_hi = o.c_hi, p.c_lo = o.c_lo;
     p.z = o.z;
     p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
@@ -339,12 +351,13 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     fa.y_hi = o.y_hi, fa.y_lo = o.y_lo, fa.k = k, fa.w = w, fa.beta = beta;
     detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);
     prof.mark("factors");
+    detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
   } else {
+    p.dq_acc = ws.at<float>(L.dq);
     detail::launch_bwd<false>(p, cfg, d.Dh, stream);
     prof.mark("fused");
-    detail::launch_acc_to_output(dk, p.dk_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
+    detail::launch_acc_to_output(dq, p.dq_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
   }
-  detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
   if (log_f) detail::launch_gate_grad(dlog_f, ws.at<float>(L.dg), d.B, d.T, d.H, stream);
   prof.mark("outputs");
 }

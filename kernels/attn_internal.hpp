@@ -80,7 +80,10 @@ struct BwdParams {
   const bf16_raw* c_hi = nullptr;
   const bf16_raw* c_lo = nullptr;
   const float* z = nullptr;
-  void* dq = nullptr;      // [B, T, H, Dh] written directly
+  void* dq = nullptr;      // [B, T, H, Dh] written directly (PaTH)
+  void* dk = nullptr;      // [B, T, H, Dh] written directly (softmax: key-centric kernel)
+  void* dv = nullptr;
+  float* dq_acc = nullptr;  // softmax: dq accumulator [BH, Tp, Dh] (atomics), zeroed before the launch
   float* dv_acc = nullptr;  // accumulators (atomics), zeroed before the launch
   float* dkt_acc = nullptr;
   float* dk_acc = nullptr;
@@ -100,7 +103,8 @@ struct BwdParams {
   bool bf16 = false, dense = false;
 };
 
-// Launch shape of the backward main kernel on the current device.
+// Launch shape of the backward main kernel on the current device (softmax: one CTA per key block
+// and head, `grid` of them; PaTH: persistent CTAs over query blocks).
 struct BwdConfig {
   int warps = 4, stages = 2, smem = 0, grid = 1, seg = 1, ck_slots = 1;
   int64_t slot_floats = 0;
@@ -110,7 +114,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 // Workspace pieces (byte offsets, each 256-aligned) for one call.
 struct Workspace {
   size_t gcum = 0, delta = 0, kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
-  size_t acc_begin = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
+  size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward);
@@ -122,9 +126,9 @@ template <bool kPath>
 void launch_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
 int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages);
 int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps, int stages);
-// Resident CTAs per multiprocessor of the backward kernel (after raising its smem limit).
-template <bool kPath>
-int bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);
+int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages);
+// Resident CTAs per multiprocessor of the PaTH backward kernel (after raising its smem limit).
+int path_bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);
 
 // Small kernels (path_prep.cu): prefix sums of log_f per head (double); delta = rowsum(dout * out);
 // the per-block UT factors; the factors' backward (writes dk, dw, dbeta); accumulator -> output

@@ -9,8 +9,7 @@ int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps, int s
   return bwd_smem(nullptr, static_cast<int>(Dh), f32, path, dense, 16 * warps, stages).bytes;
 }
 
-template <>
-int bwd_occupancy<true>(int64_t Dh, bool f32, int warps, int smem) {
+int path_bwd_occupancy(int64_t Dh, bool f32, int warps, int smem) {
   int occ = 0;
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

@@ -1,9 +1,9 @@
 // softmax_attention.cu: the flash causal softmax attention (NoPE / RoPE-applied q, k / FoX gate):
-// instantiates the shared fused forward and backward kernels without the PaTH transports (one
-// instantiation per head dim each) and provides their launchers and occupancy query. Host API:
-// attention_api.cpp.
-#include "kernels/attn_bwd_kernel.cuh"
+// instantiates the shared fused forward kernel without the PaTH transports and the key-centric
+// backward kernel (softmax_bwd_kernel.cuh), one instantiation per head dim each, and provides their
+// launchers, shared-memory sizes and occupancy query. Host API: attention_api.cpp.
 #include "kernels/attn_fwd_kernel.cuh"
+#include "kernels/softmax_bwd_kernel.cuh"
 
 namespace sb::cuda::detail {
 
@@ -22,23 +22,15 @@ void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream)
   });
 }
 
-template <>
-int bwd_occupancy<false>(int64_t Dh, bool f32, int warps, int smem) {
-  int occ = 0;
-  with_dh(Dh, [&](auto dh) {
-    constexpr int D = decltype(dh)::value;
-    auto* kernel = f32 ? attn_bwd_kernel<D, false, true> : attn_bwd_kernel<D, false, false>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 32 * warps, smem));
-  });
-  return occ;
+int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages) {
+  return kv_bwd_smem(nullptr, static_cast<int>(Dh), f32, stages).bytes;
 }
 
 template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
-    auto* kernel = p.bf16 ? attn_bwd_kernel<D, false, false> : attn_bwd_kernel<D, false, true>;
+    auto* kernel = p.bf16 ? softmax_bwd_kv_kernel<D, false> : softmax_bwd_kv_kernel<D, true>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg.smem));
     kernel<<<cfg.grid, 32 * cfg.warps, cfg.smem, stream>>>(p);
     SB_CUDA_CHECK_LAUNCH();

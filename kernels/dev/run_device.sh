@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_device.sh: what one device call runs from a staged folder (kernels/dev/stage.sh): prebuilt
-# statebench + test_cuda_attention (built on the CPU box with nvcc, carried with their non-system
-# libraries in lib/), the parity tests, a per-step profile, the SDPA reference and our benchmark.
-# Usage: run_device.sh [tests] [profile] [sdpa] [bench] [sanitize]; logs go to $OUT (or ./out).
+# statebench + test_cuda_* (built on the CPU box with nvcc, carried with their non-system libraries
+# in lib/), the attention parity tests, the other CUDA tests, a per-step profile, the SDPA reference
+# and our benchmark.
+# Usage: run_device.sh [tests] [unit] [profile] [sdpa] [bench] [ab] [sanitize]; logs go to $OUT (or ./out).
 set -uo pipefail
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}
@@ -18,6 +19,12 @@ for what in "$@"; do
       timeout 300 ./test_cuda_attention > "$OUT/test.log" 2>&1
       echo "test rc=$?"
       grep -E "^(PaTH|softmax|mma|reference)|Failure|FAILED|OK \]|Which is|relative error|actual" "$OUT/test.log" | cut -c1-230 | head -150 ;;
+    unit)
+      for t in test_cuda_ops test_cuda_model; do
+        timeout 300 ./$t > "$OUT/$t.log" 2>&1
+        echo "$t rc=$? $(grep -cE '^\[       OK \]' "$OUT/$t.log") ok $(grep -cE '^\[  SKIPPED \]' "$OUT/$t.log") skipped"
+        grep -E "^\[  FAILED|Failure" "$OUT/$t.log" | head -8
+      done ;;
     profile)
       for s in 8x2048x16x64 128x256x8x64 2x8192x16x128; do
         STATEBENCH_ATTN_PROFILE=1 timeout 60 ./statebench bench attention --reps 1 --shapes $s > "$OUT/prof_$s.log" 2>&1

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# stage.sh BUILD_DIR DEST: copies the prebuilt statebench and test_cuda_attention, their
-# non-system shared libraries, run_device.sh and tools/sdpa_bench.py into DEST/{bin,tools} for a
-# device call (the device machine has CUDA and PyTorch but not fmt / yaml-cpp).
+# stage.sh BUILD_DIR DEST.tgz: packs the prebuilt statebench and test_cuda_* binaries (built here
+# with nvcc, no GPU), their non-system shared libraries, run_device.sh and tools/sdpa_bench.py into
+# one gzip archive for a device call's carry (the device machine has CUDA and PyTorch but not the
+# fmt / yaml-cpp of this machine; the binaries are ~80 MB, the archive ~30 MB, the carry limit 64 MiB).
+# On the device: mkdir -p stage && tar xzf DEST.tgz -C stage && stage/bin/run_device.sh tests ...
 set -euo pipefail
 build=$1 dest=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
-rm -rf "$dest" && mkdir -p "$dest/bin/lib" "$dest/tools"
-cp "$build/statebench" "$build/tests/test_cuda_attention" "$src/kernels/dev/run_device.sh" "$dest/bin/"
-cp "$src/tools/sdpa_bench.py" "$dest/tools/"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin/lib" "$tmp/tools"
+cp "$build/statebench" "$build"/tests/test_cuda_attention "$build"/tests/test_cuda_ops "$build"/tests/test_cuda_model \
+  "$src/kernels/dev/run_device.sh" "$tmp/bin/"
+cp "$src/tools/sdpa_bench.py" "$tmp/tools/"
 for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do
-  cp -L "$(ldd "$build/statebench" | awk -v l=$lib '$1 == l {print $3}')" "$dest/bin/lib/"
+  cp -L "$(ldd "$build/statebench" | awk -v l=$lib '$1 == l {print $3}')" "$tmp/bin/lib/"
 done
+mkdir -p "$(dirname "$dest")"
+tar czf "$dest" -C "$tmp" .
 du -sh "$dest"
