@@ -133,18 +133,18 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   // The largest query block that fits, double-buffered when possible.
   for (int warps : {4, 2, 1}) {
     for (int stages : {2, 1})
-      if (bwd_smem_bytes(d.Dh, f32, path, dense, warps, stages) <= dev.max_smem) {
-        cfg.warps = warps, cfg.stages = stages, cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, warps, stages);
+      if (path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages) <= dev.max_smem) {
+        cfg.warps = warps, cfg.stages = stages, cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages);
         break;
       }
     if (cfg.smem) break;
   }
   if (!cfg.smem)
     fail("attention backward: needs {} bytes of shared memory, the device allows {}",
-         bwd_smem_bytes(d.Dh, f32, path, dense, 1, 1), dev.max_smem);
+         path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
   if (one_stage && cfg.stages == 2) {
     cfg.stages = 1;
-    cfg.smem = bwd_smem_bytes(d.Dh, f32, path, dense, cfg.warps, 1);
+    cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, cfg.warps, 1);
   }
   const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, cfg.warps, cfg.smem));
   const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, items = nqb * d.B * d.H;

@@ -410,6 +410,14 @@ __device__ __forceinline__ void mask_lower(float (&acc)[NT][4], int qoff, int la
     }
 }
 
+// 2^x on the special-function unit (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0, 2^-inf =
+// 0). exp2f adds subnormal handling (three more instructions per element) the probabilities don't need.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Reductions over the 4 lanes that share a row (lanes 4g .. 4g+3).
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);

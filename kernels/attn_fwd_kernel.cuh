@@ -60,12 +60,12 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
     mx = quad_max(mx);
     const float mnew = fmaxf(m2[rr], mx);
     const float base = mnew == -INFINITY ? 0.f : mnew;
-    const float alpha = exp2f(m2[rr] - base);
+    const float alpha = fast_exp2(m2[rr] - base);
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      S[nt][2 * rr] = exp2f(S[nt][2 * rr] - base);
-      S[nt][2 * rr + 1] = exp2f(S[nt][2 * rr + 1] - base);
+      S[nt][2 * rr] = fast_exp2(S[nt][2 * rr] - base);
+      S[nt][2 * rr + 1] = fast_exp2(S[nt][2 * rr + 1] - base);
       sum += S[nt][2 * rr] + S[nt][2 * rr + 1];
     }
     l[rr] = l[rr] * alpha + sum;
@@ -168,6 +168,15 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
     cp_async_commit();
   };
+  // Softmax: this warp's query fragments stay in registers across the key blocks.
+  uint32_t qh[kPath ? 1 : KTD][4], ql[kPath ? 1 : KTD][4] = {};
+  if constexpr (!kPath) {
+#pragma unroll
+    for (int kk = 0; kk < KTD; ++kk) {
+      load_a<false>(qh[kk], sm.Q.hi, sm.Q.ld, r0, 16 * kk, lane);
+      if (f32) load_a<false>(ql[kk], sm.Q.lo, sm.Q.ld, r0, 16 * kk, lane);
+    }
+  }
   const bool two = p.stages == 2;
   if (two && n > 0) issue(n - 1, 0);
   for (int m = n - 1, it = 0; m >= 0; --m, ++it) {
@@ -185,10 +194,12 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
     const int cb = cur * sm.stage_bytes;
     const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
     zero(S);
-    if constexpr (kPath)
+    if constexpr (kPath) {
       mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);  // X Kt^T
-    else
-      mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, Kc, 0, 0, f32, lane);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < KTD; ++kk) mma_ktile<8, BL::NK>(S, qh[kk], ql[kk], Kc, 16 * kk, 0, f32, f32, lane);
+    }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll

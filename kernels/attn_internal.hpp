@@ -125,7 +125,7 @@ void launch_fwd(const FwdParams& p, int64_t Dh, cudaStream_t stream);
 template <bool kPath>
 void launch_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
 int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages);
-int bwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int warps, int stages);
+int path_bwd_smem_bytes(int64_t Dh, bool f32, bool dense, int warps, int stages);
 int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages);
 // Resident CTAs per multiprocessor of the PaTH backward kernel (after raising its smem limit).
 int path_bwd_occupancy(int64_t Dh, bool f32, int warps, int smem);

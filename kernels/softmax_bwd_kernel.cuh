@@ -41,7 +41,7 @@ __host__ __device__ inline KvBwdSmem kv_bwd_smem(unsigned char* base, int Dh, bo
 
 // Softmax at Dh <= 64 fits 2 CTAs per SM (smem ~66 KB bf16) without spilling the dK, dV tiles.
 template <int Dh, bool kF32>
-__global__ void __launch_bounds__(128, Dh <= 64 ? 2 : 1) softmax_bwd_kv_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(const BwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32, bf = !kF32;
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 2 : 1) softmax_bwd_kv_kernel(c
       for (int e = 0; e < 4; ++e) {
         const int rr = e >> 1, key = r0 + g + 8 * rr, col = nt * 8 + 2 * tq + (e & 1);
         const bool ok = !diag || col >= key;
-        Pt[nt][e] = ok ? exp2f(Pt[nt][e] * sl2 + qbias[col] - kb2[rr] - lse2[col]) : 0.f;
+        Pt[nt][e] = ok ? fast_exp2(Pt[nt][e] * sl2 + qbias[col] - kb2[rr] - lse2[col]) : 0.f;
         dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - dl[col]);
         dgk[rr] += dSt[nt][e];
       }

@@ -1,7 +1,7 @@
-// attn_bwd_kernel.cuh: the fused causal attention backward kernel (internal), instantiated for
-// PaTH (path_attention_bwd.cu) and softmax attention (softmax_attention.cu). Persistent CTAs walk
+// path_bwd_kernel.cuh: the fused causal PaTH attention backward kernel (internal, instantiated in
+// path_attention_bwd.cu; softmax attention has its own key-centric one). Persistent CTAs walk
 // (query block, head) items heaviest first; a query block of 16 * warps rows recomputes its
-// probabilities from lse and, for PaTH, its transported queries X_m (m = n-1 .. 0) from per-CTA
+// probabilities from lse and its transported queries X_m (m = n-1 .. 0) from per-CTA
 // checkpoints (segments of `seg` blocks, see NOTES.md). Key blocks are then visited left to right
 // carrying G = dL/dX (the adjoint of the transports): per block, dV += P^T dO, dKt += dS^T X and
 // the block-product gradient (dense dP += X^T G, or factored dW, dY) go to fp32 accumulators by
@@ -24,7 +24,7 @@ struct BwdSmem {
   int bytes = 0;
 };
 
-__host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool path, bool dense, int Bq,
+__host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool dense, int Bq,
                                             int stages) {
   Carve cv{base, 0};
   BwdSmem s;
@@ -33,30 +33,24 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
   const int start = cv.off;
   s.K = cv.tile(kL, Dh, f32);
   s.V = cv.tile(kL, Dh, f32);
-  if (path) {
-    s.W = cv.tile(kL, Dh, true);
-    s.Y = cv.tile(kL, Dh, true);
-    s.Z = cv.tile(kL, kL, f32);
-  }
+  s.W = cv.tile(kL, Dh, true);
+  s.Y = cv.tile(kL, Dh, true);
+  s.Z = cv.tile(kL, kL, f32);
   const int own_end = cv.off;
   cv.off = start;
   s.Kb = cv.tile(kL, Dh, f32);
   s.Vb = cv.tile(kL, Dh, f32);
-  if (path && dense) s.Cb = cv.tile(Dh, Dh, true);
-  if (path && !dense) s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  if (dense) s.Cb = cv.tile(Dh, Dh, true);
+  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
   s.stage_bytes = cv.off - start;
   cv.off = start + stages * s.stage_bytes;
   cv.off = cv.off > own_end ? cv.off : own_end;
-  if (path) {
-    s.X = cv.tile(Bq, Dh, f32);
-    s.G = cv.tile(Bq, Dh, f32);
-  }
+  s.X = cv.tile(Bq, Dh, f32);
+  s.G = cv.tile(Bq, Dh, f32);
   s.P = cv.tile(Bq, kL, f32);
   s.dS = cv.tile(Bq, kL, f32);
-  if (path) {
-    s.A = cv.tile(Bq, kL, true);  // -G Y^T (factored chain) | A (own block)
-    s.dA = cv.tile(Bq, kL, f32);  // X W^T (factored chain) | dA (own block)
-  }
+  s.A = cv.tile(Bq, kL, true);  // -G Y^T (factored chain) | A (own block)
+  s.dA = cv.tile(Bq, kL, f32);  // X W^T (factored chain) | dA (own block)
   s.colb = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;
@@ -83,30 +77,24 @@ __device__ __forceinline__ void load_state(float (&X)[NTD][4], const float* base
 }
 
 // Starts loading block j's operands into pipeline stage st: the transport operands (C_j dense;
-// W_j, Y_j factored) when j > 0, and with `step` also the pushed keys / keys, values and gate bias.
-template <int Dh, bool kPath, bool kBf16>
+// W_j, Y_j factored) when j > 0, and with `step` also the pushed keys, values and gate bias.
+template <int Dh, bool kBf16>
 __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
                                             int64_t rs, const double* gh, double gref, int j, int st, bool step,
                                             int tid) {
   const int64_t k0 = static_cast<int64_t>(j) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
   const int sb = st * sm.stage_bytes;
   constexpr size_t esz = kBf16 ? 2 : 4;
-  if constexpr (kPath) {
-    if (j > 0) {
-      if (p.dense) {
-        load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
-      } else {
-        load_tile(shifted(sm.Wb, sb), kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
-        load_planes_tile(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
-      }
+  if (j > 0) {
+    if (p.dense) {
+      load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
+    } else {
+      load_tile(shifted(sm.Wb, sb), kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
+      load_planes_tile(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
     }
   }
   if (step) {
-    if constexpr (kPath)
-      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
-    else
-      load_input_tile<kBf16>(shifted(sm.Kb, sb), kL, Dh, static_cast<const unsigned char*>(p.k) + (head0 + k0 * rs) * esz,
-                             rs, kL, tid);
+    load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
     load_input_tile<kBf16>(shifted(sm.Vb, sb), kL, Dh, static_cast<const unsigned char*>(p.v) + (head0 + k0 * rs) * esz,
                            rs, kL, tid);
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
@@ -136,21 +124,21 @@ __device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const BwdS
 
 // Pipeline bookkeeping: before using stage `cur`, start the next block's loads (if any) into the
 // other stage, then wait for `cur`. One stage: load and wait in place.
-template <int Dh, bool kPath, bool kBf16>
+template <int Dh, bool kBf16>
 __device__ __forceinline__ int pipeline_next(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
                                              int64_t rs, const double* gh, double gref, int it, int j, int jnext,
                                              bool has_next, bool step, int tid) {
   if (p.stages == 2) {
     const int cur = it & 1;
     if (has_next)
-      issue_block<Dh, kPath, kBf16>(sm, p, bh, head0, rs, gh, gref, jnext, cur ^ 1, step, tid);
+      issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, jnext, cur ^ 1, step, tid);
     else
       cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
     return cur;
   }
-  issue_block<Dh, kPath, kBf16>(sm, p, bh, head0, rs, gh, gref, j, 0, step, tid);
+  issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, j, 0, step, tid);
   cp_async_wait<0>();
   __syncthreads();
   return 0;
@@ -170,15 +158,14 @@ __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtile
   }
 }
 
-// Softmax (no transports) at Dh <= 64 fits 3 CTAs per SM when held to 170 registers.
-template <int Dh, bool kPath, bool kF32>
-__global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_kernel(const BwdParams p) {
+template <int Dh, bool kF32>
+__global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const int warps = p.warps, Bq = 16 * warps, kt = warps;
-  const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, kPath, p.dense, Bq, p.stages);
+  const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, p.dense, Bq, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int64_t BH = p.B * p.H, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
   const int64_t nitems = static_cast<int64_t>(p.nqb) * BH;
@@ -212,17 +199,15 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
     __syncthreads();  // the previous item is done with shared memory
     load_input_tile<bf>(sm.Q, Bq, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
     load_input_tile<bf>(sm.dO, Bq, Dh, at(p.dout, head0 + i0 * rs), rs, nvalid, tid);
-    if constexpr (kPath) {
-      load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
-      load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
-    }
+    load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
+    load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
 
     float X[NTD][4], G[NTD][4];
     zero(G);
-    if constexpr (kPath) {  // Qt = Q - lower(Q W^T) Y: the queries pulled back to the block start
+    {  // Qt = Q - lower(Q W^T) Y: the queries pulled back to the block start
       float A[8][4];
       zero(A);
       mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);
@@ -239,35 +224,32 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
       // Transports X through blocks hi, hi-1, .., lo+1 (pipelined), saving X_m into slot
       // slot_of(m) first when that is >= 0.
       auto chain = [&](int hi, int lo, auto slot_of) {
-        if (two && hi > lo) issue_block<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, tid);
+        if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, tid);
         for (int j = hi, it = 0; j >= lo; --j, ++it) {
           const int64_t slot = slot_of(j);
           if (slot >= 0) save_state(X, slots, slot, Bq, Dh, warp, lane);
           if (j == lo) break;
-          const int cur = pipeline_next<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
+          const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
                                                        false, tid);
           transport_rows<Dh>(X, sm, cur * sm.stage_bytes, p.dense, lane);
           __syncthreads();
         }
       };
-      if constexpr (kPath) {
-        if (nseg > 1)  // pass 1: checkpoints X_top(s) of every segment s
-          chain(n - 1, seg - 1, [&](int m) -> int64_t {
-            const int s = m / seg;
-            return m == min(n, (s + 1) * seg) - 1 ? s : -1;
-          });
-      }
+      if (nseg > 1)  // pass 1: checkpoints X_top(s) of every segment s
+        chain(n - 1, seg - 1, [&](int m) -> int64_t {
+          const int s = m / seg;
+          return m == min(n, (s + 1) * seg) - 1 ? s : -1;
+        });
       for (int lo = 0; lo < n; lo += seg) {
         const int hi = min(n, lo + seg) - 1;
-        if constexpr (kPath) {  // this segment's states X_hi .. X_lo
-          if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
-          chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
-        }
-        if (two) issue_block<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, tid);
+        // this segment's states X_hi .. X_lo
+        if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
+        chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
+        if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, tid);
         for (int m = lo, it = 0; m <= hi; ++m, ++it) {
           const int64_t k0 = static_cast<int64_t>(m) * kL;
-          if constexpr (kPath) load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
-          const int cur = pipeline_next<Dh, kPath, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
+          load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
+          const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
                                                        tid);
           const int cb = cur * sm.stage_bytes;
           const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
@@ -276,17 +258,14 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
           float S[8][4], dS[8][4];
           zero(S);
           zero(dS);
-          if constexpr (kPath)
-            mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);
-          else
-            mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, Kc, 0, 0, f32, lane);
+          mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);
           mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, Vc, 0, 0, f32, lane);  // dP = dO V^T
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int rr = e >> 1;
-              S[nt][e] = exp2f(S[nt][e] * sl2 + rb2[rr] - colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
+              S[nt][e] = fast_exp2(S[nt][e] * sl2 + rb2[rr] - colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
               dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
               dgr[rr] += dS[nt][e];
             }
@@ -301,52 +280,46 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
           }
           store_frag(sm.P, r0, S, 1.f, lane);
           store_frag(sm.dS, r0, dS, p.scale, lane);
-          if constexpr (kPath) {
-            store_frag(sm.X, r0, X, 1.f, lane);
-            if (m > 0) {
-              store_frag(sm.G, r0, G, 1.f, lane);
-              if (!p.dense) {
-                float T2[8][4];
-                zero(T2);
-                mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
-                store_frag(sm.A, r0, T2, -1.f, lane);
-                zero(T2);
-                mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
-                store_frag(sm.dA, r0, T2, 1.f, lane);
-              }
+          store_frag(sm.X, r0, X, 1.f, lane);
+          if (m > 0) {
+            store_frag(sm.G, r0, G, 1.f, lane);
+            if (!p.dense) {
+              float T2[8][4];
+              zero(T2);
+              mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
+              store_frag(sm.A, r0, T2, -1.f, lane);
+              zero(T2);
+              mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
+              store_frag(sm.dA, r0, T2, 1.f, lane);
             }
           }
           __syncthreads();
 
           // CTA-wide products over the query rows, into the accumulators.
           cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-          if constexpr (kPath) {
-            cta_atb_atomic<NTD>(p.dkt_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32, warp, warps, lane, p.vec4);
-            if (m > 0) {
-              if (p.dense) {
-                cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
-                                    warps, lane, p.vec4);
-              } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
-                cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
-                                    lane, p.vec4);
-                cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
-                                    lane, p.vec4);
-              }
-              // G <- G P_m^T
-              if (p.dense) {
-                float Tm[NTD][4];
-                zero(Tm);
-                mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
-#pragma unroll
-                for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-                  for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
-              } else {
-                mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
-              }
+          cta_atb_atomic<NTD>(p.dkt_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32, warp, warps, lane, p.vec4);
+          if (m > 0) {
+            if (p.dense) {
+              cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+                                  warps, lane, p.vec4);
+            } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
+              cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
+                                  lane, p.vec4);
+              cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
+                                  lane, p.vec4);
             }
-          } else {
-            cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+            // G <- G P_m^T
+            if (p.dense) {
+              float Tm[NTD][4];
+              zero(Tm);
+              mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
+#pragma unroll
+              for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
+            } else {
+              mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
+            }
           }
           mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt
           __syncthreads();  // stage `cur` and the P / dS / X / G tiles are reused next
@@ -358,11 +331,9 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
     __syncthreads();
     load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + kn0 * rs), rs, kvalid, tid);
     load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + kn0 * rs), rs, kvalid, tid);
-    if constexpr (kPath) {
-      load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
-      load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
-      load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
-    }
+    load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
+    load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
+    load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
     cp_async_commit();
     fill_colbias(sm.colb, gh, kn0, p.T, gref, tid);
     cp_async_wait<0>();
@@ -372,12 +343,10 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
       zero(S);
       zero(dS);
       mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);
-      if constexpr (kPath) {
-        zero(A);
-        mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);
-        mask_lower(A, q0 + r0, lane);
-        mma_rA<4, 8, BL::KN>(S, A, -1.f, sm.Z, 0, 0, f32, lane);
-      }
+      zero(A);
+      mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);
+      mask_lower(A, q0 + r0, lane);
+      mma_rA<4, 8, BL::KN>(S, A, -1.f, sm.Z, 0, 0, f32, lane);
       mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, sm.V, 0, 0, f32, lane);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -385,7 +354,7 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
         for (int e = 0; e < 4; ++e) {
           const int rr = e >> 1, row = r0 + g + 8 * rr, col = nt * 8 + 2 * tq + (e & 1);
           const bool ok = col <= q0 + row && row < nvalid;
-          S[nt][e] = ok ? exp2f(S[nt][e] * sl2 + rb2[rr] - sm.colb[col] - lse2[rr]) : 0.f;
+          S[nt][e] = ok ? fast_exp2(S[nt][e] * sl2 + rb2[rr] - sm.colb[col] - lse2[rr]) : 0.f;
           dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
           dgr[rr] += dS[nt][e];
         }
@@ -410,17 +379,16 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
         for (int e = 0; e < 4; ++e) dS[nt][e] *= p.scale;
       store_frag(sm.P, r0, S, 1.f, lane);
       store_frag(sm.dS, r0, dS, 1.f, lane);
-      if constexpr (kPath) {  // G = dQt here; dA = lower(-dS_raw Z^T - dQt Y^T)
-        store_frag(sm.A, r0, A, 1.f, lane);
-        store_frag(sm.G, r0, G, 1.f, lane);
-        float dA[8][4];
-        zero(dA);
-        mma_rA<4, 8, BL::NK>(dA, dS, -1.f, sm.Z, 0, 0, f32, lane);
-        mma_rA<KTD, 8, BL::NK>(dA, G, -1.f, sm.Y, 0, 0, f32, lane);
-        mask_lower(dA, q0 + r0, lane);
-        store_frag(sm.dA, r0, dA, 1.f, lane);
-        mma_rA<4, NTD, BL::KN>(G, dA, 1.f, sm.W, 0, 0, f32, lane);  // dq += dA W
-      }
+      // G = dQt here; dA = lower(-dS_raw Z^T - dQt Y^T)
+      store_frag(sm.A, r0, A, 1.f, lane);
+      store_frag(sm.G, r0, G, 1.f, lane);
+      float dA[8][4];
+      zero(dA);
+      mma_rA<4, 8, BL::NK>(dA, dS, -1.f, sm.Z, 0, 0, f32, lane);
+      mma_rA<KTD, 8, BL::NK>(dA, G, -1.f, sm.Y, 0, 0, f32, lane);
+      mask_lower(dA, q0 + r0, lane);
+      store_frag(sm.dA, r0, dA, 1.f, lane);
+      mma_rA<4, NTD, BL::KN>(G, dA, 1.f, sm.W, 0, 0, f32, lane);  // dq += dA W
       mma_rA<4, NTD, BL::KN>(G, dS, 1.f, sm.K, 0, 0, f32, lane);  // dq += dS_raw K
       store_frag_global(static_cast<unsigned char*>(p.dq) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, G, 1.f,
                         lane);
@@ -428,11 +396,9 @@ __global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 3 : 1) attn_bwd_ke
     __syncthreads();
     cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
     cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    if constexpr (kPath) {
-      cta_atb_atomic<8>(p.dz_acc + (bh * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
-      cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
-      cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    }
+    cta_atb_atomic<8>(p.dz_acc + (bh * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
   }
 }
 
