@@ -48,24 +48,26 @@ __host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f3
   return s;
 }
 
-// Online-softmax update of two rows per thread with logits S (log2 units, -inf = masked):
-// rescales O and l, leaves the probabilities (relative to the new max) in S.
+// Online-softmax update of two rows per thread with logits scale2 * S (log2 units, -inf = masked;
+// scale2 > 0, so the row max is taken on S and each probability costs one FFMA + ex2): rescales O
+// and l, leaves the probabilities (relative to the new max) in S.
 template <int NTD>
-__device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2], float (&l)[2], float (&O)[NTD][4]) {
+__device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2], float (&l)[2], float (&O)[NTD][4],
+                                               float scale2) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float mx = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(S[nt][2 * rr], S[nt][2 * rr + 1]));
     mx = quad_max(mx);
-    const float mnew = fmaxf(m2[rr], mx);
+    const float mnew = fmaxf(m2[rr], mx * scale2);
     const float base = mnew == -INFINITY ? 0.f : mnew;
     const float alpha = fast_exp2(m2[rr] - base);
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      S[nt][2 * rr] = fast_exp2(S[nt][2 * rr] - base);
-      S[nt][2 * rr + 1] = fast_exp2(S[nt][2 * rr + 1] - base);
+      S[nt][2 * rr] = fast_exp2(fmaf(S[nt][2 * rr], scale2, -base));
+      S[nt][2 * rr + 1] = fast_exp2(fmaf(S[nt][2 * rr + 1], scale2, -base));
       sum += S[nt][2 * rr] + S[nt][2 * rr + 1];
     }
     l[rr] = l[rr] * alpha + sum;
@@ -79,7 +81,7 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
 }
 
 template <int Dh, bool kPath, bool kF32>
-__global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 4 : 1) attn_fwd_kernel(const FwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
@@ -99,6 +101,9 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[i0] : 0.0;
   const float sl2 = p.scale * kLog2e;
+  // Gate biases (or a non-positive scale) turn the scores into log2-unit logits before the softmax;
+  // otherwise the scale is folded into its exponent.
+  const bool prescale = gh || !(sl2 > 0.f);
   const int r0 = 16 * warp;
   float rb2[2];
 #pragma unroll
@@ -140,9 +145,11 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
-      S[nt][e] = (col <= row && row < nvalid) ? S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[col] : -INFINITY;
+      const float x = prescale ? S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[col] : S[nt][e];
+      S[nt][e] = (col <= row && row < nvalid) ? x : -INFINITY;
     }
-  online_softmax(S, m2, l, O);
+  const float scale2 = prescale ? 1.f : sl2;
+  online_softmax(S, m2, l, O, scale2);
   mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);  // O += P V
   __syncthreads();  // the own-block tiles alias the pipeline buffers
 
@@ -200,11 +207,13 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const FwdParams p) {
 #pragma unroll
       for (int kk = 0; kk < KTD; ++kk) mma_ktile<8, BL::NK>(S, qh[kk], ql[kk], Kc, 16 * kk, 0, f32, f32, lane);
     }
+    if (prescale) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - colb[nt * 8 + 2 * tq + (e & 1)];
-    online_softmax(S, m2, l, O);
+        for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - colb[nt * 8 + 2 * tq + (e & 1)];
+    }
+    online_softmax(S, m2, l, O, scale2);
     mma_rA<4, NTD, BL::KN>(O, S, 1.f, Vc, 0, 0, f32, lane);
     if constexpr (kPath) {
       if (m > 0) {  // X <- X P_m

@@ -6,6 +6,7 @@
 // by 16-byte atomics (one tile per pair, where the query-centric kernel needed two).
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attn_common.cuh"
 #include "kernels/attn_internal.hpp"
@@ -117,16 +118,35 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     zero(dSt);
     mma_sA<8, false, BL::NK>(Pt, sm.K, r0, 0, KTD, Qc, 0, 0, f32, lane);   // K Q^T
     mma_sA<8, false, BL::NK>(dSt, sm.V, r0, 0, KTD, dOc, 0, 0, f32, lane);  // V dO^T
+    // P = 2^(S sl2 + gate bias - lse2), dS = P (dP - delta); the gate-free form is one FFMA + ex2.
+    auto probs = [&](auto gated) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt) {
+        const int c0 = nt * 8 + 2 * tq;
+        const float2 ls = *reinterpret_cast<const float2*>(lse2 + c0);
+        const float2 de = *reinterpret_cast<const float2*>(dl + c0);
+        float2 qg = make_float2(0.f, 0.f);
+        if constexpr (decltype(gated)::value) qg = *reinterpret_cast<const float2*>(qbias + c0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e >> 1, key = r0 + g + 8 * rr, col = nt * 8 + 2 * tq + (e & 1);
-        const bool ok = !diag || col >= key;
-        Pt[nt][e] = ok ? fast_exp2(Pt[nt][e] * sl2 + qbias[col] - kb2[rr] - lse2[col]) : 0.f;
-        dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - dl[col]);
-        dgk[rr] += dSt[nt][e];
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e >> 1, col = c0 + (e & 1);
+          const bool ok = !diag || col >= r0 + g + 8 * rr;
+          const float lse_c = (e & 1) ? ls.y : ls.x, d_c = (e & 1) ? de.y : de.x;
+          float x;
+          if constexpr (decltype(gated)::value)
+            x = Pt[nt][e] * sl2 + ((e & 1) ? qg.y : qg.x) - kb2[rr] - lse_c;
+          else
+            x = fmaf(Pt[nt][e], sl2, -lse_c);
+          Pt[nt][e] = ok ? fast_exp2(x) : 0.f;
+          dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - d_c);
+          dgk[rr] += dSt[nt][e];
+        }
       }
+    };
+    if (gh)
+      probs(std::true_type{});
+    else
+      probs(std::false_type{});
     if (gh) {  // the queries' share of the gate gradient: + sum over keys of dS
       float cs[8][2];
       column_sums(dSt, cs);
