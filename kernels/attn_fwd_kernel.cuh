@@ -81,7 +81,7 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
 }
 
 template <int Dh, bool kPath, bool kF32>
-__global__ void __launch_bounds__(128, (!kPath && Dh <= 64) ? 4 : 1) attn_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4 : 1))) attn_fwd_kernel(const FwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
