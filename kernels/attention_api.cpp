@@ -168,11 +168,34 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   return cfg;
 }
 
-Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward) {
+FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
+  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
+  const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
+  const size_t blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
+  const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
+  FactorLayout f;
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    const size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  f.kt = take(plane);
+  f.kt_lo = take(dt == DType::F32 ? plane : 0);
+  f.y = take(plane);
+  f.y_lo = take(plane);
+  f.z = take(blk);
+  f.minv = take(with_minv ? blk : 0);
+  f.c = take(cplane);
+  f.c_lo = take(cplane);
+  f.total = off;
+  return f;
+}
+
+Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4, blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
   const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
-  const size_t plane = rows / 2;  // bf16 [BH, Tp, Dh]
   Workspace w;
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -182,16 +205,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   };
   w.gcum = take(static_cast<size_t>(BH * d.T) * 8);
   if (backward) w.delta = take(static_cast<size_t>(BH * d.T) * 4);
-  if (path) {
-    w.kt = take(plane);
-    w.kt_lo = take(dt == DType::F32 ? plane : 0);
-    w.y = take(plane);
-    w.y_lo = take(plane);
-    w.z = take(blk);
-    if (backward) w.minv = take(blk);
-    w.c = take(cmat / 2);
-    w.c_lo = take(cmat / 2);
-  }
+  if (path && !external_factors) w.factors = take(factor_layout(d, dt, backward).total);
   if (backward) {
     w.acc_begin = off;
     if (path) {
@@ -221,46 +235,54 @@ void set_path_checkpoint_budget(int64_t bytes) { detail::g_checkpoint_budget = b
 using detail::Workspace;
 using detail::workspace_layout;
 
-size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt) {
-  detail::check_dims(d, "path attention forward");
-  return workspace_layout(d, dt, true, false).total;
+size_t path_attention_factors_bytes(const AttnDims& d, DType dt) {
+  detail::check_dims(d, "path attention factors");
+  return detail::factor_layout(d, dt, true).total;
 }
-size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
+size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors) {
+  detail::check_dims(d, "path attention forward");
+  return workspace_layout(d, dt, true, false, external_factors).total;
+}
+size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors) {
   detail::check_dims(d, "path attention backward");
-  return workspace_layout(d, dt, true, true).total;
+  return workspace_layout(d, dt, true, true, external_factors).total;
 }
 size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt) {
   detail::check_dims(d, "softmax attention forward");
-  return workspace_layout(d, dt, false, false).total;
+  return workspace_layout(d, dt, false, false, false).total;
 }
 size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
   detail::check_dims(d, "softmax attention backward");
-  return workspace_layout(d, dt, false, true).total;
+  return workspace_layout(d, dt, false, true, false).total;
 }
 
 namespace {
 
-// The factor kernel's outputs inside a workspace laid out by workspace_layout.
-detail::PrepOut prep_out(const detail::ScopedWorkspace& ws, const Workspace& L, DType dt, bool dense, bool backward) {
+// The factor kernel's outputs in a factor region laid out by factor_layout (minv where with_minv).
+detail::PrepOut prep_out(unsigned char* base, const AttnDims& d, DType dt, bool with_minv) {
+  const detail::FactorLayout F = detail::factor_layout(d, dt, with_minv);
+  const bool dense = detail::path_dense(d.Dh);
+  auto at = [&](size_t off) { return reinterpret_cast<uint16_t*>(base + off); };
   detail::PrepOut o;
-  o.kt_hi = ws.at<uint16_t>(L.kt);
-  o.kt_lo = dt == DType::F32 ? ws.at<uint16_t>(L.kt_lo) : nullptr;
-  o.y_hi = ws.at<uint16_t>(L.y), o.y_lo = ws.at<uint16_t>(L.y_lo);
-  o.c_hi = dense ? ws.at<uint16_t>(L.c) : nullptr, o.c_lo = dense ? ws.at<uint16_t>(L.c_lo) : nullptr;
-  o.z = ws.at<float>(L.z);
-  o.minv = backward ? ws.at<float>(L.minv) : nullptr;
+  o.kt_hi = at(F.kt);
+  o.kt_lo = dt == DType::F32 ? at(F.kt_lo) : nullptr;
+  o.y_hi = at(F.y), o.y_lo = at(F.y_lo);
+  o.c_hi = dense ? at(F.c) : nullptr, o.c_lo = dense ? at(F.c_lo) : nullptr;
+  o.z = reinterpret_cast<float*>(base + F.z);
+  o.minv = with_minv ? reinterpret_cast<float*>(base + F.minv) : nullptr;
   return o;
 }
 
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                   const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
-                  size_t workspace_bytes, cudaStream_t stream) {
+                  size_t workspace_bytes, cudaStream_t stream, void* factors) {
   const char* what = path ? "path attention forward" : "softmax attention forward";
   detail::check_dims(d, what);
   for (auto [p, name] : {std::pair<const void*, const char*>{out, "out"}, {lse, "lse"}, {q, "q"}, {k, "k"}, {v, "v"}})
     detail::require(p, name, what);
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
-  const Workspace L = workspace_layout(d, dt, path, false);
+  const bool external = factors != nullptr;  // kept for the backward: with minv
+  const Workspace L = workspace_layout(d, dt, path, false, external);
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16;
   const int nb = static_cast<int>((d.T + 63) / 64);
@@ -271,7 +293,8 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   p.out = out, p.lse = lse, p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.scale = scale, p.bf16 = bf16;
   if (path) {
     p.dense = detail::path_dense(d.Dh);
-    const detail::PrepOut o = prep_out(ws, L, dt, p.dense, false);
+    const detail::PrepOut o =
+        prep_out(external ? static_cast<unsigned char*>(factors) : ws.base + L.factors, d, dt, external);
     p.kt_hi = o.kt_hi, p.kt_lo = o.kt_lo, p.y_hi = o.y_hi, p.y_lo = o.y_lo, p.c_hi = o.c_hi, p.c_lo = o.c_lo;
     p.z = o.z;
     detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
@@ -287,14 +310,15 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
 
 void path_attention_forward_cuda(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                                  const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt,
-                                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  forward_impl(true, out, lse, q, k, v, w, beta, log_f, d, scale, dt, workspace, workspace_bytes, stream);
+                                 void* workspace, size_t workspace_bytes, cudaStream_t stream, void* factors) {
+  forward_impl(true, out, lse, q, k, v, w, beta, log_f, d, scale, dt, workspace, workspace_bytes, stream, factors);
 }
 
 void softmax_attention_forward_cuda(void* out, float* lse, const void* q, const void* k, const void* v,
                                     const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream) {
-  forward_impl(false, out, lse, q, k, v, nullptr, nullptr, log_f, d, scale, dt, workspace, workspace_bytes, stream);
+  forward_impl(false, out, lse, q, k, v, nullptr, nullptr, log_f, d, scale, dt, workspace, workspace_bytes, stream,
+               nullptr);
 }
 
 namespace {
@@ -302,7 +326,7 @@ namespace {
 void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout,
                    const void* q, const void* k, const void* v, const float* w, const float* beta,
                    const float* log_f, const void* out, const float* lse, const AttnDims& d, float scale, DType dt,
-                   void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                   void* workspace, size_t workspace_bytes, cudaStream_t stream, const void* factors) {
   const char* what = path ? "path attention backward" : "softmax attention backward";
   detail::check_dims(d, what);
   for (auto [p, name] : {std::pair<const void*, const char*>{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dout, "dout"},
@@ -313,7 +337,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       detail::require(p, name, what);
   }
   if (log_f) detail::require(dlog_f, "dlog_f", what);
-  const Workspace L = workspace_layout(d, dt, path, true);
+  const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
+  const Workspace L = workspace_layout(d, dt, path, true, external);
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path);
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16, dense = path && detail::path_dense(d.Dh);
@@ -323,8 +348,11 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   if (log_f) detail::launch_gate_prefix(ws.at<double>(L.gcum), log_f, d.B, d.T, d.H, stream);
   detail::launch_delta(ws.at<float>(L.delta), dout, out, d.B, d.T, d.H, d.Dh, bf16, stream);
   prof.mark("memset+gate+delta");
-  const detail::PrepOut o = path ? prep_out(ws, L, dt, dense, true) : detail::PrepOut{};
-  if (path) detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
+  detail::PrepOut o;
+  if (path) {
+    o = prep_out(external ? static_cast<unsigned char*>(const_cast<void*>(factors)) : ws.base + L.factors, d, dt, true);
+    if (!external) detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
+  }
   detail::BwdParams p;
   p.q = q, p.k = k, p.v = v, p.dout = dout, p.w = w, p.lse = lse, p.delta = ws.at<float>(L.delta);
   p.gcum = log_f ? ws.at<double>(L.gcum) : nullptr;
@@ -368,9 +396,9 @@ void path_attention_backward_cuda(void* dq, void* dk, void* dv, float* dw, float
                                   const void* dout, const void* q, const void* k, const void* v, const float* w,
                                   const float* beta, const float* log_f, const void* out, const float* lse,
                                   const AttnDims& d, float scale, DType dt, void* workspace, size_t workspace_bytes,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, const void* factors) {
   backward_impl(true, dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, d, scale, dt, workspace,
-                workspace_bytes, stream);
+                workspace_bytes, stream, factors);
 }
 
 void softmax_attention_backward_cuda(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
@@ -378,7 +406,7 @@ void softmax_attention_backward_cuda(void* dq, void* dk, void* dv, float* dlog_f
                                      const float* lse, const AttnDims& d, float scale, DType dt, void* workspace,
                                      size_t workspace_bytes, cudaStream_t stream) {
   backward_impl(false, dq, dk, dv, nullptr, nullptr, dlog_f, dout, q, k, v, nullptr, nullptr, log_f, out, lse, d,
-                scale, dt, workspace, workspace_bytes, stream);
+                scale, dt, workspace, workspace_bytes, stream, nullptr);
 }
 
 }  // namespace sb::cuda

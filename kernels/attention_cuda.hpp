@@ -28,10 +28,17 @@ struct AttnDims {
 // Scratch bytes each call needs on the current device (the backward's query-state checkpoints are
 // sized from the device's multiprocessor count). Pass a workspace at least this large, or nullptr
 // to let the call allocate (stream-ordered) and free its own. Independent of whether a gate is used.
-size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt);
-size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt);
+// external_factors: the call gets a `factors` buffer (below), so its workspace leaves them out.
+size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors = false);
+size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors = false);
 size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt);
 size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt);
+
+// The PaTH factors (pushed keys, UT transforms and block transports; O(B H T Dh) bytes) that a
+// forward can keep for its backward: pass one buffer of this size as `factors` to the forward and
+// to the matching backward (same d, dt, k, w, beta; unchanged in between) and the backward skips
+// the factor kernel. With factors == nullptr each call computes them into its workspace.
+size_t path_attention_factors_bytes(const AttnDims& d, DType dt);
 
 // PaTH forward (spec: /work/shared/spec/path-attention.md; CPU: nn::path_attention_forward):
 //   s_ij = scale * q_i . (H_i ... H_{j+1} k_j) + sum_{s=j+1..i} log_f_s,  H_t = I - beta_t w_t w_t^T
@@ -47,7 +54,8 @@ void path_attention_forward_cuda(void* out,            // [B, T, H, Dh] dt
                                  const float* log_f,   // [B, T, H] or nullptr
                                  const AttnDims& d, float scale, DType dt,
                                  void* workspace,      // [path_attention_forward_workspace_bytes] or nullptr
-                                 size_t workspace_bytes, cudaStream_t stream);
+                                 size_t workspace_bytes, cudaStream_t stream,
+                                 void* factors = nullptr);  // [path_attention_factors_bytes], written
 
 // PaTH backward. OVERWRITES every gradient (unlike the accumulating CPU op); dlog_f is required
 // when log_f is given (its position-0 entries are exactly 0) and ignored otherwise. out and lse
@@ -69,7 +77,8 @@ void path_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
                                   const float* lse,    // [B, H, T]
                                   const AttnDims& d, float scale, DType dt,
                                   void* workspace,     // [path_attention_backward_workspace_bytes] or nullptr
-                                  size_t workspace_bytes, cudaStream_t stream);
+                                  size_t workspace_bytes, cudaStream_t stream,
+                                  const void* factors = nullptr);  // the forward's, or nullptr
 
 // Causal softmax attention (CPU: nn::softmax_attention_forward): s_ij = scale q_i . k_j +
 // sum_{s=j+1..i} log_f_s. RoPE is applied to q and k by the caller beforehand.

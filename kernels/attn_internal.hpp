@@ -111,13 +111,21 @@ struct BwdConfig {
 };
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 
-// Workspace pieces (byte offsets, each 256-aligned) for one call.
+// The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
+// pushed keys, UT pieces and block transports; minv only where a backward will use them.
+struct FactorLayout {
+  size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0, total = 0;
+};
+FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
+
+// Workspace pieces (byte offsets, each 256-aligned) for one call; `factors` is the factor region
+// (PaTH, unless the caller keeps the factors in a buffer of its own).
 struct Workspace {
-  size_t gcum = 0, delta = 0, kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
+  size_t gcum = 0, delta = 0, factors = 0;
   size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
   size_t scratch = 0, total = 0;
 };
-Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward);
+Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
 
 // Launchers (stream-ordered; check their launches). Defined in the .cu files.
 template <bool kPath>

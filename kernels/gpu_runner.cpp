@@ -68,6 +68,7 @@ struct GpuRunner::Impl {
     Attention kind;
     Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
     Bf16Buf qb, kb, vb, ob;  // bf16 precision only: the attention kernel's q, k, v, out [N, HD]
+    DeviceArray<char> factors;  // PaTH: the forward's factors, reused by the backward
   };
 
   const Transformer<float>& model;
@@ -114,6 +115,7 @@ struct GpuRunner::Impl {
       if (uses_path(L.kind)) {
         L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
         L.zb.resize(N * H), L.beta.resize(N * H);
+        L.factors.resize(static_cast<int64_t>(path_attention_factors_bytes(dims, attn_dt)));
         any_path = true;
       }
       any_rope |= L.kind == Attention::rope;
@@ -123,8 +125,8 @@ struct GpuRunner::Impl {
         L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
         L.g.resize(N * f_in), L.s.resize(N * F);
       }
-      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, attn_dt),
-                                                                 path_attention_backward_workspace_bytes(dims, attn_dt))
+      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, attn_dt, true),
+                                                                 path_attention_backward_workspace_bytes(dims, attn_dt, true))
                                                       : std::max(softmax_attention_forward_workspace_bytes(dims, attn_dt),
                                                                  softmax_attention_backward_workspace_bytes(dims, attn_dt)));
       layers.push_back(std::move(L));
@@ -215,7 +217,7 @@ struct GpuRunner::Impl {
     void* out = kernel_view(L.att, L.ob);
     if (uses_path(L.kind))
       path_attention_forward_cuda(out, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
-                                  ws.data(), ws_bytes, stream);
+                                  ws.data(), ws_bytes, stream, L.factors.data());
     else
       softmax_attention_forward_cuda(out, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
     if (bf) bf16_to_f32_cuda(L.att.data(), L.ob.data(), N * HD, stream);
@@ -238,7 +240,7 @@ struct GpuRunner::Impl {
     if (uses_path(L.kind))
       path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
                                    L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, out, L.lse.data(), dims,
-                                   scale, attn_dt, ws.data(), ws_bytes, stream);
+                                   scale, attn_dt, ws.data(), ws_bytes, stream, L.factors.data());
     else
       softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
                                       gate ? L.logf.data() : nullptr, out, L.lse.data(), dims, scale, attn_dt, ws.data(),

@@ -117,9 +117,11 @@ std::string describe(const Shape& s, DType dt) {
          " beta in [" + std::to_string(s.beta_lo) + "," + std::to_string(s.beta_hi) + "]";
 }
 
-// One forward + backward on the device and in double on the CPU; checks every output.
-void check_case(const Shape& s, DType dt, bool path, uint64_t seed) {
-  SCOPED_TRACE(describe(s, dt) + (path ? " PaTH" : " softmax"));
+// One forward + backward on the device and in double on the CPU; checks every output. With
+// keep_factors (PaTH) the forward hands its factors to the backward through a poisoned buffer, and
+// both calls get a poisoned caller workspace sized without the factors.
+void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_factors = false) {
+  SCOPED_TRACE(describe(s, dt) + (path ? " PaTH" : " softmax") + (keep_factors ? " kept factors" : ""));
   PathInputs in = make_inputs(s.B, s.T, s.H, s.Dh, s.gate, seed, s.beta_lo, s.beta_hi);
   if (s.rope) {
     nn::rope_forward<double>(in.q.data(), in.q.data(), s.B, s.T, s.H, s.Dh);
@@ -137,12 +139,19 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
   const float* lf = s.gate ? logf.as<float>() : nullptr;
   if (path) {
+    DeviceBuffer factors, ws;
+    if (keep_factors) {
+      factors = poisoned(cuda::path_attention_factors_bytes(d, dt));
+      ws = poisoned(std::max(cuda::path_attention_forward_workspace_bytes(d, dt, true),
+                             cuda::path_attention_backward_workspace_bytes(d, dt, true)));
+    }
     cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
-                                      beta.as<float>(), lf, d, static_cast<float>(scale), dt, nullptr, 0, nullptr);
+                                      beta.as<float>(), lf, d, static_cast<float>(scale), dt, ws.get(), ws.bytes(),
+                                      nullptr, factors.get());
     cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
                                        s.gate ? dlogf.as<float>() : nullptr, dO.get(), q.get(), k.get(), v.get(),
                                        w.as<float>(), beta.as<float>(), lf, out.get(), lse.as<float>(), d,
-                                       static_cast<float>(scale), dt, nullptr, 0, nullptr);
+                                       static_cast<float>(scale), dt, ws.get(), ws.bytes(), nullptr, factors.get());
   } else {
     cuda::softmax_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), lf, d,
                                          static_cast<float>(scale), dt, nullptr, 0, nullptr);
@@ -260,6 +269,17 @@ TEST(CudaAttention, PathCheckpointSegments) {
   check_case({2, 700, 1, 128, false, 1.9, 1.999}, DType::BF16, true, 910);
   check_case({1, 600, 1, 16, true}, DType::F32, true, 920);
   cuda::set_path_checkpoint_budget(0);
+}
+
+// The backward reading the forward's factors (the training path) instead of recomputing them:
+// dense (Dh <= 64) and factored (Dh = 128) transports, with and without the gate, both precisions.
+TEST(CudaAttention, PathBackwardReusesForwardFactors) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<Shape> shapes = {
+      {2, 7, 3, 32, false}, {1, 257, 1, 128, true, 1.9, 1.999}, {1, 1000, 1, 64, true}, {16, 129, 2, 16, false}};
+  uint64_t seed = 3000;
+  for (const Shape& s : shapes)
+    for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, true);
 }
 
 TEST(CudaAttention, SoftmaxFp32) {

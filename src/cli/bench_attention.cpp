@@ -146,15 +146,17 @@ Result measure(const Shape& s, cuda::DType dt, bool path, int reps) {
   Result r;
   r.kernel = path ? "path" : "softmax";
   r.s = s;
-  r.ws_fwd = path ? cuda::path_attention_forward_workspace_bytes(d, dt) : cuda::softmax_attention_forward_workspace_bytes(d, dt);
-  r.ws_bwd = path ? cuda::path_attention_backward_workspace_bytes(d, dt) : cuda::softmax_attention_backward_workspace_bytes(d, dt);
-  DeviceBuffer ws(std::max(r.ws_fwd, r.ws_bwd));
-  r.tensors = 8 * nx * esz + 2 * ns * 4 + (path ? 2 * nx * 4 + 2 * ns * 4 : 0);
+  // PaTH: the forward keeps its factors for the backward (as training does), counted with the tensors.
+  r.ws_fwd = path ? cuda::path_attention_forward_workspace_bytes(d, dt, true) : cuda::softmax_attention_forward_workspace_bytes(d, dt);
+  r.ws_bwd = path ? cuda::path_attention_backward_workspace_bytes(d, dt, true) : cuda::softmax_attention_backward_workspace_bytes(d, dt);
+  DeviceBuffer ws(std::max(r.ws_fwd, r.ws_bwd)), factors(path ? cuda::path_attention_factors_bytes(d, dt) : 0);
+  r.tensors = 8 * nx * esz + 2 * ns * 4 + (path ? 2 * nx * 4 + 2 * ns * 4 + factors.bytes() : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(s.Dh));
   auto fwd = [&] {
     if (path)
       cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
-                                        beta.as<float>(), nullptr, d, scale, dt, ws.get(), ws.bytes(), nullptr);
+                                        beta.as<float>(), nullptr, d, scale, dt, ws.get(), ws.bytes(), nullptr,
+                                        factors.get());
     else
       cuda::softmax_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), nullptr, d, scale,
                                            dt, ws.get(), ws.bytes(), nullptr);
@@ -164,7 +166,7 @@ Result measure(const Shape& s, cuda::DType dt, bool path, int reps) {
       cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(), nullptr,
                                          dout.get(), q.get(), k.get(), v.get(), w.as<float>(), beta.as<float>(),
                                          nullptr, out.get(), lse.as<float>(), d, scale, dt, ws.get(), ws.bytes(),
-                                         nullptr);
+                                         nullptr, factors.get());
     else
       cuda::softmax_attention_backward_cuda(dq.get(), dk.get(), dv.get(), nullptr, dout.get(), q.get(), k.get(),
                                             v.get(), nullptr, out.get(), lse.as<float>(), d, scale, dt, ws.get(),
