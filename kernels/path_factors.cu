@@ -107,35 +107,40 @@ __device__ __forceinline__ void sub(float (&a)[NT][4], const float (&b)[NT][4]) 
 }
 
 struct PrepSmem {
-  Tile W, K, Y, Ti, Cm, Zt;
+  Tile W, Ti, K, Y, Zt, Cm;
   float *gram = nullptr, *Mi = nullptr, *tmp = nullptr, *bt = nullptr;
   int bytes = 0;
 };
-// fp32 scratch of the inverse shares regions with tiles made after it: gram | Y, Minv | Cm, tmp | Zt.
+// Regions are reused across the phases (74 KB at Dh = 64 in bf16: 3 CTAs per SM):
+//   tmp (the inverse's scratch) | Ti;   gram | K | Y | Zt;   Minv | Cm.
 __host__ __device__ inline PrepSmem prep_smem(unsigned char* base, int Dh, bool f32) {
   Carve cv{base, 0};
   PrepSmem s;
   s.W = cv.tile(kL, Dh, true);
-  s.K = cv.tile(kL, Dh, f32);
-  s.Ti = cv.tile(kL, kL, true);
-  auto region = [&](Tile& t, int cols, float*& f) {
-    const int start = cv.off;
-    t = cv.tile(kL, cols, true);
-    const int end = cv.off;
+  int start = cv.off, end = start;
+  auto overlay = [&](auto make) {  // places make() at `start`, extends the region's end
     cv.off = start;
-    f = cv.floats(kL * kLd);
-    cv.off = cv.off > end ? cv.off : end;
+    make();
+    end = cv.off > end ? cv.off : end;
   };
-  region(s.Y, Dh, s.gram);
-  region(s.Cm, kL, s.Mi);
-  region(s.Zt, kL, s.tmp);
+  overlay([&] { s.tmp = cv.floats(kL * kLd); });
+  overlay([&] { s.Ti = cv.tile(kL, kL, true); });
+  start = cv.off = end;
+  overlay([&] { s.gram = cv.floats(kL * kLd); });
+  overlay([&] { s.K = cv.tile(kL, Dh, f32); });
+  overlay([&] { s.Y = cv.tile(kL, Dh, true); });
+  overlay([&] { s.Zt = cv.tile(kL, kL, true); });
+  start = cv.off = end;
+  overlay([&] { s.Mi = cv.floats(kL * kLd); });
+  overlay([&] { s.Cm = cv.tile(kL, kL, true); });
+  cv.off = end;
   s.bt = cv.floats(kL);
   s.bytes = cv.off;
   return s;
 }
 
-// Per-block factors: gram = W W^T, Cm = strictLower(W K^T), Minv, Tinv = Minv D, Y = Tinv W,
-// Z = Tinv Cm, Kt = K - Z^T W, C = W^T Y (dense). Writes kt / y / c planes, z and minv.
+// Per-block factors: gram = W W^T, Minv, Tinv = Minv D, Cm = strictLower(W K^T), Y = Tinv W,
+// C = W^T Y (dense), Z = Tinv Cm, Kt = K - Z^T W. Writes kt / y / c planes, z and minv.
 template <int Dh>
 __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void* k, const float* w,
                                                            const float* beta, int64_t T, int64_t H, int nb,
@@ -153,7 +158,6 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   const size_t esz = is_bf16 ? 2 : 4;
   const void* kb = static_cast<const unsigned char*>(k) + g0 * esz;
   load_tile(sm.W, kL, Dh, w + g0, rs, false, valid, tid, kThreads);
-  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
   if (tid < kL) sm.bt[tid] = tid < valid ? beta[(b * T + k0 + tid) * H + h] : 0.f;
   __syncthreads();
   {
@@ -163,10 +167,11 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
     store_frag_f32(sm.gram, kLd, r0, acc, lane);
   }
   __syncthreads();
-  unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);
+  unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);  // ends with a barrier
   if (o.minv)
     for (int e = tid; e < kL * kL; e += kThreads) o.minv[blk + e] = sm.Mi[e / kL * kLd + e % kL];
-  tile_from_f32(sm.Ti, sm.Mi, kLd, sm.bt, tid);  // Tinv = Minv D
+  tile_from_f32(sm.Ti, sm.Mi, kLd, sm.bt, tid);  // Tinv = Minv D (tmp is done)
+  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);  // gram is done
   __syncthreads();
   {
     float acc[8][4];
@@ -175,28 +180,19 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
     mask_strict_lower(acc, r0, lane);
     store_frag(sm.Cm, r0, acc, 1.f, lane);
   }
-  __syncthreads();
+  __syncthreads();  // Cm complete, K no longer read
   {
     float acc[NTD][4];
     zero(acc);
     mma_sA<NTD, false, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.W, 0, 0, true, lane);  // Y = Tinv W
-    store_frag(sm.Y, r0, acc, 1.f, lane);
+    if (dense) store_frag(sm.Y, r0, acc, 1.f, lane);
     store_frag_planes(o.y_hi + rowbase, o.y_lo + rowbase, Dh, r0, acc, lane);
-    float z[8][4];
-    zero(z);
-    mma_sA<8, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, 0, true, lane);  // Z = Tinv Cm
-    store_frag_f32(o.z + blk, kL, r0, z, lane);
-    store_frag(sm.Zt, r0, z, 1.f, lane);
   }
-  __syncthreads();
-  {
-    float acc[NTD][4], kr[NTD][4];
-    zero(acc);
-    mma_sA<NTD, true, BL::KN>(acc, sm.Zt, r0, 0, 4, sm.W, 0, 0, true, lane);  // Z^T W
-    load_frag_global(kr, kb, rs, is_bf16, r0, valid, lane);
-    sub(kr, acc);  // Kt = K - Z^T W
-    store_frag_planes(o.kt_hi + rowbase, o.kt_lo ? o.kt_lo + rowbase : nullptr, Dh, r0, kr, lane);
-  }
+  float z[8][4];
+  zero(z);
+  mma_sA<8, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, 0, true, lane);  // Z = Tinv Cm
+  store_frag_f32(o.z + blk, kL, r0, z, lane);
+  __syncthreads();  // Y complete
   if (dense) {
     const int64_t cb = (bh * nb + m) * Dh * Dh;
     for (int mt = warp; mt < Dh / 16; mt += kThreads / 32) {
@@ -205,6 +201,17 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
       mma_sA<NTD, true, BL::KN>(acc, sm.W, 16 * mt, 0, 4, sm.Y, 0, 0, true, lane);  // C = W^T Y
       store_frag_planes(o.c_hi + cb, o.c_lo + cb, Dh, 16 * mt, acc, lane);
     }
+    __syncthreads();  // Y no longer read: Zt takes its place
+  }
+  store_frag(sm.Zt, r0, z, 1.f, lane);
+  __syncthreads();
+  {
+    float acc[NTD][4], kr[NTD][4];
+    zero(acc);
+    mma_sA<NTD, true, BL::KN>(acc, sm.Zt, r0, 0, 4, sm.W, 0, 0, true, lane);  // Z^T W
+    load_frag_global(kr, kb, rs, is_bf16, r0, valid, lane);
+    sub(kr, acc);  // Kt = K - Z^T W
+    store_frag_planes(o.kt_hi + rowbase, o.kt_lo ? o.kt_lo + rowbase : nullptr, Dh, r0, kr, lane);
   }
 }
 
