@@ -22,6 +22,10 @@ void DeviceArray<T>::resize(int64_t n) {
   if (n > 0) {
     CUDA_CHECK(cudaMalloc(&p_, static_cast<size_t>(n) * sizeof(T)));
     CUDA_CHECK(cudaMemset(p_, 0, static_cast<size_t>(n) * sizeof(T)));
+    // cudaMemset runs on the legacy default stream, which the engines' non-blocking streams do not
+    // wait for: without this, a first upload on such a stream could land before the zeroing and be
+    // wiped (seen as a wrong first loss when another process loaded the GPU).
+    CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   n_ = n;
 }

@@ -10,6 +10,7 @@ TEST(CudaModel, RequiresCuda) { GTEST_SKIP() << "statebench was built without CU
 #else
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -222,6 +223,7 @@ void twenty_steps(CpuEngine& cpu, GpuEngine& gpu, const OptimConfig& oc, double 
   const int64_t V = 11, B = 4, T = 24;
   cpu.model().init_params(5);
   gpu.model().init_params(5);
+  double worst = 0;  // largest |loss difference| / (1 + loss) over the steps, printed for the margin
   for (int step = 0; step < 20; ++step) {
     std::vector<int32_t> ids, labels;
     batch(B, T, V, 100 + static_cast<uint32_t>(step), true, ids, labels);
@@ -229,9 +231,11 @@ void twenty_steps(CpuEngine& cpu, GpuEngine& gpu, const OptimConfig& oc, double 
     const StepResult rc = cpu.train_step(ids.data(), labels.data(), B, T, lr, 1.0);
     const StepResult rg = gpu.train_step(ids.data(), labels.data(), B, T, lr, 1.0);
     ASSERT_EQ(rc.labelled, rg.labelled);
+    worst = std::max(worst, std::abs(rg.loss - rc.loss) / (1 + rc.loss));
     EXPECT_NEAR(rg.loss, rc.loss, loss_tol * (1 + rc.loss)) << "step " << step;
     if (norm_tol > 0) EXPECT_NEAR(rg.grad_norm, rc.grad_norm, norm_tol * (1e-3 + rc.grad_norm)) << "step " << step;
   }
+  std::printf("20 steps: largest loss deviation %.2e x (1 + loss) (tolerance %.0e)\n", worst, loss_tol);
 }
 
 OptimConfig twenty_step_optim() {

@@ -50,7 +50,10 @@ GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t
   for (const ParamView& view : store.views())
     std::fill_n(mask.begin() + view.offset, view.numel, static_cast<uint8_t>(view.decay ? 1 : 0));
   dev_->decay_mask.resize(n);
-  CUDA_CHECK(cudaMemcpy(dev_->decay_mask.data(), mask.data(), mask.size(), cudaMemcpyHostToDevice));
+  // On the engine's stream (non-blocking: a legacy-stream copy from pageable memory could still be in
+  // flight when the first optimizer step reads the mask).
+  CUDA_CHECK(cudaMemcpyAsync(dev_->decay_mask.data(), mask.data(), mask.size(), cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
   dev_->norm.resize(1), dev_->partials.resize(cuda::grad_norm_partials(n));
   CUDA_CHECK(cudaMallocHost(&dev_->host_scalars, 2 * sizeof(double)));
 }
