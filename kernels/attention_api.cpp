@@ -50,7 +50,15 @@ void require(const void* p, const char* name, const char* what) {
   if (!p) fail("{}: '{}' must not be null", what, name);
 }
 
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+// Hands out 256-aligned byte offsets one after the other (workspace and factor layouts).
+struct Offsets {
+  size_t end = 0;
+  size_t take(size_t bytes) {
+    const size_t at = end;
+    end += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
 
 // With STATEBENCH_ATTN_PROFILE set, records an event after each launch and prints the device time
 // of every step to stderr when the call ends (synchronises the stream; for kernel work only).
@@ -174,12 +182,8 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   const size_t blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
   const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
   FactorLayout f;
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off += align256(bytes);
-    return at;
-  };
+  Offsets o;
+  auto take = [&](size_t bytes) { return o.take(bytes); };
   f.kt = take(plane);
   f.kt_lo = take(dt == DType::F32 ? plane : 0);
   f.y = take(plane);
@@ -188,7 +192,7 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   f.minv = take(with_minv ? blk : 0);
   f.c = take(cplane);
   f.c_lo = take(cplane);
-  f.total = off;
+  f.total = o.end;
   return f;
 }
 
@@ -197,17 +201,13 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4, blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
   const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
   Workspace w;
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    const size_t at = off;
-    off += align256(bytes);
-    return at;
-  };
+  Offsets o;
+  auto take = [&](size_t bytes) { return o.take(bytes); };
   w.gcum = take(static_cast<size_t>(BH * d.T) * 8);
   if (backward) w.delta = take(static_cast<size_t>(BH * d.T) * 4);
   if (path && !external_factors) w.factors = take(factor_layout(d, dt, backward).total);
   if (backward) {
-    w.acc_begin = off;
+    w.acc_begin = o.end;
     if (path) {
       w.dv = take(rows);
       w.dk = take(rows);
@@ -220,11 +220,11 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
       w.dq = take(rows);  // dk, dv are written by the key-centric kernel
     }
     w.dg = take(static_cast<size_t>(BH * Tp) * 4);
-    w.acc_end = off;
+    w.acc_end = o.end;
     const BwdConfig cfg = bwd_config(d, dt, path);
     w.scratch = take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
   }
-  w.total = off;
+  w.total = o.end;
   return w;
 }
 

@@ -444,6 +444,45 @@ __device__ __forceinline__ void column_sums(const float (&acc)[NT][4], float (&o
     }
 }
 
+// dst[col] += sign * (column sum of a warp's 16 x 8NT tile) for the columns col < valid (fp32
+// atomics from lanes 0..3). Used for the gate gradient.
+template <int NT>
+__device__ __forceinline__ void add_column_sums(float* dst, const float (&acc)[NT][4], float sign, int64_t valid,
+                                                int lane) {
+  float cs[NT][2];
+  column_sums(acc, cs);
+  if ((lane >> 2) != 0) return;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int col = nt * 8 + 2 * (lane & 3) + c;
+      if (col < valid) atomicAdd(dst + col, sign * cs[nt][c]);
+    }
+}
+
+// X <- X P_m in split precision with block m's transport operands (tiles `cb` bytes into their
+// pipeline stage): dense X - X C, or factored X - (X W^T) Y.
+template <int Dh>
+__device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const Tile& C, const Tile& W, const Tile& Y,
+                                               int cb, bool dense, int lane) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  if (dense) {
+    float Tm[NTD][4];
+    zero(Tm);
+    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(C, cb), 0, 0, true, lane);
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) X[nt][e] -= Tm[nt][e];
+  } else {
+    float T1[8][4];
+    zero(T1);
+    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(W, cb), 0, 0, true, lane);   // X W^T
+    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(Y, cb), 0, 0, true, lane);  // X -= (X W^T) Y
+  }
+}
+
 // Fills colb[j] = (G_{k0+j} - gref) * log2e for the key block starting at k0 (0 past T / no gate).
 __device__ __forceinline__ void fill_colbias(float* colb, const double* gcum_head, int64_t k0, int64_t T, double gref,
                                              int tid) {

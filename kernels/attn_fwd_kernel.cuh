@@ -216,22 +216,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     online_softmax(S, m2, l, O, scale2);
     mma_rA<4, NTD, BL::KN>(O, S, 1.f, Vc, 0, 0, f32, lane);
     if constexpr (kPath) {
-      if (m > 0) {  // X <- X P_m
-        if (p.dense) {
-          float Tm[NTD][4];
-          zero(Tm);
-          mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);
-#pragma unroll
-          for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) X[nt][e] -= Tm[nt][e];
-        } else {
-          float T1[8][4];
-          zero(T1);
-          mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(sm.Wb, cb), 0, 0, true, lane);   // X W^T
-          mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // X -= (X W^T) Y
-        }
-      }
+      if (m > 0) transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cb, p.dense, lane);  // X <- X P_m
     }
     __syncthreads();  // buffer `cur` is refilled by the next-but-one issue
   }

@@ -102,26 +102,6 @@ __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& 
   cp_async_commit();
 }
 
-// X <- X P_m with the operands of block m in pipeline stage `cb` bytes on (split precision).
-template <int Dh>
-__device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const BwdSmem& sm, int cb, bool dense, int lane) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16;
-  if (dense) {
-    float Tm[NTD][4];
-    zero(Tm);
-    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);
-#pragma unroll
-    for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) X[nt][e] -= Tm[nt][e];
-  } else {
-    float T1[8][4];
-    zero(T1);
-    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(sm.Wb, cb), 0, 0, true, lane);
-    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(sm.Yb, cb), 0, 0, true, lane);
-  }
-}
-
 // Pipeline bookkeeping: before using stage `cur`, start the next block's loads (if any) into the
 // other stage, then wait for `cur`. One stage: load and wait in place.
 template <int Dh, bool kBf16>
@@ -231,7 +211,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           if (j == lo) break;
           const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
                                                        false, tid);
-          transport_rows<Dh>(X, sm, cur * sm.stage_bytes, p.dense, lane);
+          transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cur * sm.stage_bytes, p.dense, lane);
           __syncthreads();
         }
       };
@@ -269,15 +249,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
               dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
               dgr[rr] += dS[nt][e];
             }
-          if (gh) {
-            float cs[8][2];
-            column_sums(dS, cs);
-            if (g == 0)
-#pragma unroll
-              for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-                for (int c = 0; c < 2; ++c) atomicAdd(p.dg + bh * Tp + k0 + nt * 8 + 2 * tq + c, -cs[nt][c]);
-          }
+          if (gh) add_column_sums(p.dg + bh * Tp + k0, dS, -1.f, kL, lane);
           store_frag(sm.P, r0, S, 1.f, lane);
           store_frag(sm.dS, r0, dS, p.scale, lane);
           store_frag(sm.X, r0, X, 1.f, lane);
@@ -359,13 +331,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           dgr[rr] += dS[nt][e];
         }
       if (gh) {
-        float cs[8][2];
-        column_sums(dS, cs);
-        if (g == 0)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) atomicAdd(p.dg + bh * Tp + kn0 + nt * 8 + 2 * tq + c, -cs[nt][c]);
+        add_column_sums(p.dg + bh * Tp + kn0, dS, -1.f, kL, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const float sum = quad_sum(dgr[rr]);

@@ -147,18 +147,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
       probs(std::true_type{});
     else
       probs(std::false_type{});
-    if (gh) {  // the queries' share of the gate gradient: + sum over keys of dS
-      float cs[8][2];
-      column_sums(dSt, cs);
-      if (g == 0)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int64_t i = i0 + nt * 8 + 2 * tq + c;
-            if (i < p.T) atomicAdd(p.dg + bh * Tp + i, cs[nt][c]);
-          }
-    }
+    if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
     mma_rA<4, NTD, BL::KN>(dV, Pt, 1.f, dOc, 0, 0, f32, lane);      // dV += P^T dO
     mma_rA<4, NTD, BL::KN>(dK, dSt, p.scale, Qc, 0, 0, f32, lane);  // dK += dS_raw^T Q
     store_frag(sm.dS, r0, dSt, p.scale, lane);
