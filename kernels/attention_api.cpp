@@ -183,15 +183,14 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
   FactorLayout f;
   Offsets o;
-  auto take = [&](size_t bytes) { return o.take(bytes); };
-  f.kt = take(plane);
-  f.kt_lo = take(dt == DType::F32 ? plane : 0);
-  f.y = take(plane);
-  f.y_lo = take(plane);
-  f.z = take(blk);
-  f.minv = take(with_minv ? blk : 0);
-  f.c = take(cplane);
-  f.c_lo = take(cplane);
+  f.kt = o.take(plane);
+  f.kt_lo = o.take(dt == DType::F32 ? plane : 0);
+  f.y = o.take(plane);
+  f.y_lo = o.take(plane);
+  f.z = o.take(blk);
+  f.minv = o.take(with_minv ? blk : 0);
+  f.c = o.take(cplane);
+  f.c_lo = o.take(cplane);
   f.total = o.end;
   return f;
 }
@@ -202,27 +201,26 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
   Workspace w;
   Offsets o;
-  auto take = [&](size_t bytes) { return o.take(bytes); };
-  w.gcum = take(static_cast<size_t>(BH * d.T) * 8);
-  if (backward) w.delta = take(static_cast<size_t>(BH * d.T) * 4);
-  if (path && !external_factors) w.factors = take(factor_layout(d, dt, backward).total);
+  w.gcum = o.take(static_cast<size_t>(BH * d.T) * 8);
+  if (backward) w.delta = o.take(static_cast<size_t>(BH * d.T) * 4);
+  if (path && !external_factors) w.factors = o.take(factor_layout(d, dt, backward).total);
   if (backward) {
     w.acc_begin = o.end;
     if (path) {
-      w.dv = take(rows);
-      w.dk = take(rows);
-      w.dkt = take(rows);
-      w.dy = take(rows);
-      w.dw = take(rows);
-      w.dz = take(blk);
-      w.dp = take(cmat);
+      w.dv = o.take(rows);
+      w.dk = o.take(rows);
+      w.dkt = o.take(rows);
+      w.dy = o.take(rows);
+      w.dw = o.take(rows);
+      w.dz = o.take(blk);
+      w.dp = o.take(cmat);
     } else {
-      w.dq = take(rows);  // dk, dv are written by the key-centric kernel
+      w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }
-    w.dg = take(static_cast<size_t>(BH * Tp) * 4);
+    w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);
     w.acc_end = o.end;
     const BwdConfig cfg = bwd_config(d, dt, path);
-    w.scratch = take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
+    w.scratch = o.take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
   }
   w.total = o.end;
   return w;

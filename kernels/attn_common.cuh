@@ -65,6 +65,40 @@ struct Carve {
   }
 };
 
+// The key-side tiles of the fused forward and PaTH backward: the own block (K, V and, for PaTH,
+// W, Y, Z) overlaid on the key-block pipeline (Kb, Vb and the transport operands Cb dense or Wb, Yb
+// factored; stage 0 here, stage s is s * stage_bytes further on: see shifted(); no run-time
+// indexed arrays, they would go to local memory).
+struct KeyTiles {
+  Tile K, V, W, Y, Z;
+  Tile Kb, Vb, Cb, Wb, Yb;
+  int stage_bytes = 0;
+};
+
+// Carves KeyTiles at the carver's position and leaves it after the larger of the two overlays.
+__host__ __device__ inline KeyTiles carve_key_tiles(Carve& cv, int Dh, bool f32, bool path, bool dense,
+                                                    int stages) {
+  KeyTiles s;
+  const int start = cv.off;
+  s.K = cv.tile(kL, Dh, f32);
+  s.V = cv.tile(kL, Dh, f32);
+  if (path) {
+    s.W = cv.tile(kL, Dh, true);
+    s.Y = cv.tile(kL, Dh, true);
+    s.Z = cv.tile(kL, kL, f32);
+  }
+  const int own_end = cv.off;
+  cv.off = start;
+  s.Kb = cv.tile(kL, Dh, f32);
+  s.Vb = cv.tile(kL, Dh, f32);
+  if (path && dense) s.Cb = cv.tile(Dh, Dh, true);
+  if (path && !dense) s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  cv.off = cv.off > own_end ? cv.off : own_end;
+  return s;
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -13,11 +13,9 @@
 
 namespace sb::cuda::detail {
 
-struct FwdSmem {
-  Tile Q, K, V, W, Y, Z;      // own block (aliases the pipeline buffers)
-  Tile Kb, Vb, Cb, Wb, Yb;    // key-block pipeline buffers of stage 0; stage s is s * stage_bytes on
-  int stage_bytes = 0;        // (see shifted(); no run-time indexed arrays: they would go to local memory)
-  float* colb = nullptr;      // [2][64] gate bias of the buffered key block (log2 units)
+struct FwdSmem : KeyTiles {
+  Tile Q;
+  float* colb = nullptr;  // [2][64] gate bias of the buffered key block (log2 units)
   int bytes = 0;
 };
 
@@ -26,23 +24,7 @@ __host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f3
   Carve cv{base, 0};
   FwdSmem s;
   s.Q = cv.tile(kL, Dh, f32);
-  const int start = cv.off;
-  s.K = cv.tile(kL, Dh, f32);
-  s.V = cv.tile(kL, Dh, f32);
-  if (path) {
-    s.W = cv.tile(kL, Dh, true);
-    s.Y = cv.tile(kL, Dh, true);
-    s.Z = cv.tile(kL, kL, f32);
-  }
-  const int own_end = cv.off;
-  cv.off = start;
-  s.Kb = cv.tile(kL, Dh, f32);
-  s.Vb = cv.tile(kL, Dh, f32);
-  if (path && dense) s.Cb = cv.tile(Dh, Dh, true);
-  if (path && !dense) s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
-  s.stage_bytes = cv.off - start;
-  cv.off = start + stages * s.stage_bytes;
-  cv.off = cv.off > own_end ? cv.off : own_end;
+  static_cast<KeyTiles&>(s) = carve_key_tiles(cv, Dh, f32, path, dense, stages);
   s.colb = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;

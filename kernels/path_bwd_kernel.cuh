@@ -15,10 +15,8 @@
 
 namespace sb::cuda::detail {
 
-struct BwdSmem {
-  Tile Q, dO, K, V, W, Y, Z;   // own block (K, V, W, Y, Z alias the pipeline buffers)
-  Tile Kb, Vb, Cb, Wb, Yb;     // key-block pipeline buffers of stage 0; stage s is s * stage_bytes on
-  int stage_bytes = 0;
+struct BwdSmem : KeyTiles {
+  Tile Q, dO;
   Tile X, G, P, dS, A, dA;
   float* colb = nullptr;       // [2][64]
   int bytes = 0;
@@ -30,21 +28,7 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
   BwdSmem s;
   s.Q = cv.tile(Bq, Dh, f32);
   s.dO = cv.tile(Bq, Dh, f32);
-  const int start = cv.off;
-  s.K = cv.tile(kL, Dh, f32);
-  s.V = cv.tile(kL, Dh, f32);
-  s.W = cv.tile(kL, Dh, true);
-  s.Y = cv.tile(kL, Dh, true);
-  s.Z = cv.tile(kL, kL, f32);
-  const int own_end = cv.off;
-  cv.off = start;
-  s.Kb = cv.tile(kL, Dh, f32);
-  s.Vb = cv.tile(kL, Dh, f32);
-  if (dense) s.Cb = cv.tile(Dh, Dh, true);
-  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
-  s.stage_bytes = cv.off - start;
-  cv.off = start + stages * s.stage_bytes;
-  cv.off = cv.off > own_end ? cv.off : own_end;
+  static_cast<KeyTiles&>(s) = carve_key_tiles(cv, Dh, f32, true, dense, stages);
   s.X = cv.tile(Bq, Dh, f32);
   s.G = cv.tile(Bq, Dh, f32);
   s.P = cv.tile(Bq, kL, f32);
