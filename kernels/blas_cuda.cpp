@@ -31,11 +31,13 @@ Blas::Blas(MatmulPrecision precision, cudaStream_t stream) : stream_(stream), pr
   constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes));
+  CUDA_CHECK(cudaMalloc(&reduce_, static_cast<size_t>(kReduceFloats) * sizeof(float)));
 }
 
 Blas::~Blas() {
   if (handle_) cublasDestroy(handle_);
   if (workspace_) cudaFree(workspace_);
+  if (reduce_) cudaFree(reduce_);
 }
 
 // Row-major X[r, c] is column-major X^T[c, r]: out^T[O, N] = W^T^T... i.e. C = op(Wcm) incm with
@@ -54,7 +56,7 @@ void linear_backward_cuda(const Blas& blas, float* dinp, float* dweight, float* 
   if (dinp) gemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, weight, I, dout, O, accumulate_dinp ? 1.f : 0.f, dinp, I);
   // dweight^T [I, O] += inp^T [I, N] (dout^T [O, N])^T
   if (dweight) gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, inp, I, dout, O, 1.f, dweight, I);
-  if (dbias) bias_backward_cuda(dbias, dout, N, O, blas.stream());
+  if (dbias) bias_backward_cuda(dbias, dout, N, O, blas.stream(), blas.reduce_scratch());
 }
 
 }  // namespace sb::cuda

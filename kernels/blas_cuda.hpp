@@ -7,12 +7,15 @@
 
 #include <cstdint>
 
+#include "kernels/ops_cuda.hpp"  // ReduceScratch
+
 namespace sb::cuda {
 
 enum class MatmulPrecision { fp32, tf32, bf16 };
 
 // Owns one cuBLAS handle bound to one stream and its own fixed workspace (so GEMMs can be captured
-// in CUDA graphs without allocations during capture). Not copyable.
+// in CUDA graphs without allocations during capture), and the column-sum scratch that the
+// parameter gradients on this stream share (ops_cuda.hpp). Not copyable.
 class Blas {
  public:
   Blas(MatmulPrecision precision, cudaStream_t stream);
@@ -22,11 +25,14 @@ class Blas {
   cublasHandle_t handle() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
   MatmulPrecision precision() const { return precision_; }
+  ReduceScratch reduce_scratch() const { return {reduce_, kReduceFloats}; }
 
  private:
   cublasHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
+  static constexpr int64_t kReduceFloats = kReduceChunks * 4096;  // 1 MiB
+  float* reduce_ = nullptr;
   MatmulPrecision precision_;
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/attention_cuda.hpp"
@@ -49,13 +50,13 @@ bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path
 using Buf = DeviceArray<float>;
 using Bf16Buf = DeviceArray<uint16_t>;
 
-// One pinned host slot for a batch upload ([ids N | rows N | row labels N] int32) and the event
+// One pinned host slot for a batch upload ([ids N | rows N | row labels N | embedding index] int32) and the event
 // that marks its copy as consumed by the stream.
 struct StagingSlot {
   int32_t* host = nullptr;
   cudaEvent_t copied = nullptr;
-  explicit StagingSlot(int64_t N) {
-    CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(3 * N) * sizeof(int32_t)));
+  explicit StagingSlot(int64_t ints) {
+    CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(ints) * sizeof(int32_t)));
     CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
   }
   ~StagingSlot() {
@@ -84,8 +85,9 @@ struct GpuRunner::Impl {
   AttnDims dims;
   std::vector<Layer> layers;
   DType attn_dt;                // F32 (fp32 / tf32 precision) or BF16 (bf16 precision)
-  DeviceArray<int32_t> batch;   // [3N]: ids | rows | row labels (rows / labels: first M used)
-  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr;  // views of batch
+  DeviceArray<int32_t> batch;   // [3N + embedding_index_ints(N)]: ids | rows | row labels (first M used) | embedding index
+  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr, *embed_index = nullptr;  // views of batch
+  std::vector<int32_t> id_counts;  // [V] host scratch of embedding_index_build
   std::vector<int32_t> host_rows, host_row_labels;
   std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
   int next_slot = 0;
@@ -136,9 +138,10 @@ struct GpuRunner::Impl {
       layers.push_back(std::move(L));
     }
     ws.resize(static_cast<int64_t>(ws_bytes));
-    batch.resize(3 * N);
-    ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N;
-    for (auto& slot : staging) slot = std::make_unique<StagingSlot>(N);
+    batch.resize(batch_ints());
+    ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, embed_index = batch.data() + 3 * N;
+    id_counts.resize(V);
+    for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
     if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
     hf_rows.resize(N * D), logits.resize(N * V), losses.resize(N), loss_sum.resize(1);
@@ -179,10 +182,11 @@ struct GpuRunner::Impl {
                      const Buf& rstd, const std::string& name) {
     if (c.norm == NormKind::rmsnorm)
       rmsnorm_backward_cuda(dx_out, G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), N, D,
-                            stream);
+                            stream, blas.reduce_scratch());
     else
       layernorm_backward_cuda(dx_out, G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
-                              P(prm, name + ".weight"), mean.data(), rstd.data(), N, D, stream);
+                              P(prm, name + ".weight"), mean.data(), rstd.data(), N, D, stream,
+                              blas.reduce_scratch());
   }
 
   void attention_forward(const float* prm, Layer& L, const std::string& p) {
@@ -277,7 +281,7 @@ struct GpuRunner::Impl {
       const bool bias = has(p + "attn.conv_bias");
       path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
                                dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
-                               static_cast<float>(nn::kPathWNormEps), stream);
+                               static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
       linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
                            P(prm, p + "attn.w2"), N, R, HD, false);
       linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.w1"), nullptr, da1.data(), h1, P(prm, p + "attn.w1"), N,
@@ -324,6 +328,7 @@ struct GpuRunner::Impl {
 
   const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
   bool all_rows() const { return M == N; }
+  int64_t batch_ints() const { return 3 * N + embedding_index_ints(N); }
 
   // Validates the batch on the host, stages it in pinned memory and uploads it (asynchronously).
   void upload_batch(const int32_t* in_ids, const int32_t* labels) {
@@ -343,7 +348,8 @@ struct GpuRunner::Impl {
     std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
     std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
     std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
-    CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, 3 * N * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    embedding_index_build(slot.host + 3 * N, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
+    CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, batch_ints() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaEventRecord(slot.copied, stream));
   }
 
@@ -391,7 +397,7 @@ struct GpuRunner::Impl {
       if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p);
       attention_backward(prm, grads, L, p);
     }
-    embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), ids, N, V, D, stream);
+    embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), embed_index, N, V, D, stream, blas.reduce_scratch());
   }
 
   void backward(const float* prm, float* grads, float scale_loss) {

@@ -21,13 +21,41 @@ void embedding_forward_cuda(float* out,         // [N, D]
                             const int32_t* ids,  // [N]
                             const float* wte,    // [V, D]
                             int64_t N, int64_t V, int64_t D, cudaStream_t stream);
-// dwte[ids[n], :] += dout[n, :]. Deterministic and sort-free: vocabulary rows are split into
-// buckets (v mod S); the threads of bucket s scan all ids in order and add only their own rows, so
-// every dwte element receives its contributions in increasing n.
-void embedding_backward_cuda(float* dwte,         // [V, D] (+=)
-                             const float* dout,   // [N, D]
-                             const int32_t* ids,  // [N]
-                             int64_t N, int64_t V, int64_t D, cudaStream_t stream);
+// ---- column sums (parameter gradients) ------------------------------------------------------------
+// Device scratch for the column sums of the parameter gradients (norm weights, biases, the PaTH w
+// convolution). Without it a sum runs in one pass of D / 32 CTAs; with it the rows are split into
+// up to kReduceChunks fixed chunks summed in parallel, then the chunks in order (still
+// deterministic; the chunking depends only on N, D and `floats`). One scratch serves every call
+// on one stream (Blas::reduce_scratch()).
+struct ReduceScratch {
+  float* data = nullptr;
+  int64_t floats = 0;
+};
+constexpr int64_t kReduceChunks = 64;
+
+// ---- embedding gradient --------------------------------------------------------------------------
+// The rows of one batch grouped by token id, built on the host (stable counting sort) and uploaded
+// with the batch. An id's rows (increasing n) are cut into segments of at most `max_rows` rows; a
+// segment is summed by one CTA, straight into dwte when it is the id's only one, else into a
+// scratch slot, and the slots of a many-segment id are added in order afterwards. So a frequent
+// token (MQAR's filler) is spread over many CTAs and the sum stays deterministic. Layout (int32):
+//   [n_seg | n_multi | seg_id[N] | seg_begin[N + 1] | seg_slot[N] (-1: direct) | order[N] |
+//    multi_id[N] | multi_slot0[N + 1]]
+constexpr int64_t embedding_index_ints(int64_t N) { return 6 * N + 4; }
+// The segment length (>= 256) that keeps the slots (at most 2 N / rows + 1 rows of D floats) in
+// `floats`; with no scratch (floats = 0) every id is one segment.
+int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats);
+void embedding_index_build(int32_t* index,      // [embedding_index_ints(N)] host
+                           const int32_t* ids,  // [N] host, each in [0, V)
+                           int64_t N, int64_t V, int64_t D,
+                           int32_t* counts,          // [V] host scratch
+                           int64_t scratch_floats);  // the floats of the scratch given to the backward
+// dwte[id, :] += the sum of dout[n, :] over the rows n with that id (deterministic, no atomics).
+void embedding_backward_cuda(float* dwte,           // [V, D] (+=)
+                             const float* dout,     // [N, D]
+                             const int32_t* index,  // [embedding_index_ints(N)] device
+                             int64_t N, int64_t V, int64_t D, cudaStream_t stream,
+                             ReduceScratch scratch);  // the slots: floats as given to embedding_index_build
 
 // ---- norms -------------------------------------------------------------------------------------
 void rmsnorm_forward_cuda(float* out,          // [N, D]
@@ -41,7 +69,7 @@ void rmsnorm_backward_cuda(float* dinp,         // [N, D] (overwritten)
                            const float* inp,    // [N, D]
                            const float* weight, // [D]
                            const float* rstd,   // [N]
-                           int64_t N, int64_t D, cudaStream_t stream);
+                           int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {});
 void layernorm_forward_cuda(float* out,          // [N, D]
                             float* mean,         // [N] saved
                             float* rstd,         // [N] saved
@@ -57,7 +85,7 @@ void layernorm_backward_cuda(float* dinp,         // [N, D] (overwritten)
                              const float* weight, // [D]
                              const float* mean,   // [N]
                              const float* rstd,   // [N]
-                             int64_t N, int64_t D, cudaStream_t stream);
+                             int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {});
 
 // ---- elementwise -------------------------------------------------------------------------------
 enum class Act { silu, gelu, sigmoid, logsigmoid };  // gelu = exact erf form
@@ -83,7 +111,7 @@ void add_bias_cuda(float* out,         // [N, O]
 // dbias[o] += sum_n dout[n, o] (fixed-order column sums).
 void bias_backward_cuda(float* dbias,       // [O] (+=)
                         const float* dout,  // [N, O]
-                        int64_t N, int64_t O, cudaStream_t stream);
+                        int64_t N, int64_t O, cudaStream_t stream, ReduceScratch scratch = {});
 
 // ---- RoPE (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh), computed in double) ----
 // out may alias inp. backward: dinp = R(-angle) dout (overwritten; must not alias dout).
@@ -107,7 +135,8 @@ void path_wpath_backward_cuda(float* du,              // [B, T, H * Dh] (overwri
                               const float* conv_out,  // [B, T, H * Dh]
                               const float* u,         // [B, T, H * Dh]
                               const float* wconv,     // [H * Dh, 3]
-                              int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream);
+                              int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream,
+                              ReduceScratch scratch = {});
 // beta = min(2 sigmoid(z), beta_max); backward zero where clamped, dz overwritten.
 void path_beta_forward_cuda(float* beta, const float* z, int64_t n, float beta_max, cudaStream_t stream);
 void path_beta_backward_cuda(float* dz, const float* dbeta, const float* z, int64_t n, float beta_max,

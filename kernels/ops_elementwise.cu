@@ -4,6 +4,8 @@
 // reduced over rows with fixed-order column sums (no atomics), so every result is deterministic.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "kernels/ops_cuda.hpp"
 
 namespace sb::cuda {
@@ -32,35 +34,92 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
   if (i < N * D) out[i] = wte[static_cast<int64_t>(ids[i / D]) * D + i % D];
 }
 
-constexpr int kIdChunk = 1024;
-__global__ void embedding_backward_kernel(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t D,
-                                          int buckets) {
-  __shared__ int32_t sid[kIdChunk];
-  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int bucket = blockIdx.y;
-  for (int64_t base = 0; base < N; base += kIdChunk) {
-    const int cnt = static_cast<int>(min(static_cast<int64_t>(kIdChunk), N - base));
-    __syncthreads();
-    for (int i = threadIdx.x; i < cnt; i += blockDim.x) sid[i] = ids[base + i];
-    __syncthreads();
-    if (d >= D) continue;
-    for (int i = 0; i < cnt; ++i) {
-      const int id = sid[i];
-      if (id % buckets == bucket) dwte[static_cast<int64_t>(id) * D + d] += dout[(base + i) * D + d];
+// Embedding gradient (layout in ops_cuda.hpp). One CTA of kEmbWarps warps per segment: warp w sums
+// rows w, w + kEmbWarps, ... of the segment (4 rows in flight), the warps' sums are added in order.
+constexpr int kEmbWarps = 8, kEmbCols = 256;
+struct EmbIndex {
+  const int32_t *seg_id, *seg_begin, *seg_slot, *order, *multi_id, *multi_slot0;
+  __device__ EmbIndex(const int32_t* index, int64_t N)
+      : seg_id(index + 2), seg_begin(index + 2 + N), seg_slot(index + 3 + 2 * N), order(index + 3 + 3 * N),
+        multi_id(index + 3 + 4 * N), multi_slot0(index + 3 + 5 * N) {}
+};
+
+__global__ void embedding_segments_kernel(float* dwte, float* slots, const float* dout, const int32_t* index, int64_t N,
+                                          int64_t D) {
+  __shared__ float part[kEmbWarps][kEmbCols];
+  const EmbIndex ix(index, N);
+  const int nseg = index[0], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int sgi = blockIdx.x; sgi < nseg; sgi += gridDim.x) {
+    const int b = ix.seg_begin[sgi], e = ix.seg_begin[sgi + 1], slot = ix.seg_slot[sgi];
+    float* dst = slot < 0 ? dwte + static_cast<int64_t>(ix.seg_id[sgi]) * D : slots + static_cast<int64_t>(slot) * D;
+    for (int64_t c0 = 0; c0 < D; c0 += kEmbCols) {
+      const int cols = static_cast<int>(min(D - c0, static_cast<int64_t>(kEmbCols)));
+      float acc[kEmbCols / 32];
+#pragma unroll
+      for (int j = 0; j < kEmbCols / 32; ++j) acc[j] = 0.f;
+      int i = b + warp;
+      for (; i + 3 * kEmbWarps < e; i += 4 * kEmbWarps) {  // 4 rows per step: 4 loads per column in flight
+        const float* r0 = dout + static_cast<int64_t>(ix.order[i]) * D + c0;
+        const float* r1 = dout + static_cast<int64_t>(ix.order[i + kEmbWarps]) * D + c0;
+        const float* r2 = dout + static_cast<int64_t>(ix.order[i + 2 * kEmbWarps]) * D + c0;
+        const float* r3 = dout + static_cast<int64_t>(ix.order[i + 3 * kEmbWarps]) * D + c0;
+#pragma unroll
+        for (int j = 0; j < kEmbCols / 32; ++j) {
+          const int d = lane + 32 * j;
+          if (d < cols) acc[j] += ((r0[d] + r1[d]) + r2[d]) + r3[d];
+        }
+      }
+      for (; i < e; i += kEmbWarps) {
+        const float* r0 = dout + static_cast<int64_t>(ix.order[i]) * D + c0;
+#pragma unroll
+        for (int j = 0; j < kEmbCols / 32; ++j) {
+          const int d = lane + 32 * j;
+          if (d < cols) acc[j] += r0[d];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kEmbCols / 32; ++j) part[warp][lane + 32 * j] = acc[j];
+      __syncthreads();
+      for (int d = threadIdx.x; d < cols; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < kEmbWarps; ++w) sum += part[w][d];
+        if (slot < 0)
+          dst[c0 + d] += sum;
+        else
+          dst[c0 + d] = sum;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// dwte[id] += the id's slots, in segment order (ids with more than one segment).
+__global__ void embedding_slots_kernel(float* dwte, const float* slots, const int32_t* index, int64_t N, int64_t D) {
+  const EmbIndex ix(index, N);
+  const int nmulti = index[1];
+  for (int m = blockIdx.x; m < nmulti; m += gridDim.x) {
+    const int s0 = ix.multi_slot0[m], s1 = ix.multi_slot0[m + 1];
+    float* dst = dwte + static_cast<int64_t>(ix.multi_id[m]) * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float sum = 0.f;
+      for (int k = s0; k < s1; ++k) sum += slots[static_cast<int64_t>(k) * D + d];
+      dst[d] += sum;
     }
   }
 }
 
 // ---- column sums (parameter gradients of norms and biases) ---------------------------------------
-// out[d] += sum_n term(n, d); mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
+// sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
 // 2: a[n, d] * (b[n, d] - mu[n]) * r[n]. Block (32, 16): columns x rows, fixed reduction order.
-__global__ void colsum_kernel(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N,
-                              int64_t D, int mode) {
+// partial == nullptr (one chunk): out[d] += sum; else partial[chunk, d] = sum.
+__global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
+                              const float* r, int64_t N, int64_t D, int64_t rows_per_chunk, int mode) {
   __shared__ float part[16][33];
   const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   float acc = 0.f;
   if (d < D)
-    for (int64_t n = threadIdx.y; n < N; n += 16) {
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
       const float x = a[n * D + d];
       if (mode == 0)
         acc += x;
@@ -74,15 +133,40 @@ __global__ void colsum_kernel(float* out, const float* a, const float* b, const 
   if (threadIdx.y == 0 && d < D) {
     float s = 0.f;
     for (int i = 0; i < 16; ++i) s += part[i][threadIdx.x];
-    out[d] += s;
+    if (partial)
+      partial[blockIdx.y * D + d] = s;
+    else
+      out[d] += s;
   }
 }
 
+// out[d] += sum over chunks c (in order) of partial[c, d].
+__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D) {
+  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (d >= D) return;
+  float s = 0.f;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c * D + d];
+  out[d] += s;
+}
+
+// Row chunks for a sum of `cols` columns (x `per_col` sums each) over N rows with this scratch.
+int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch) {
+  if (!scratch.data) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>({kReduceChunks, N / 512, scratch.floats / cols}));
+}
+
 void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
-            int mode, cudaStream_t stream) {
+            int mode, cudaStream_t stream, ReduceScratch scratch) {
   if (N <= 0 || D <= 0) return;
-  colsum_kernel<<<blocks_for(D, 32), dim3(32, 16), 0, stream>>>(out, a, b, mu, r, N, D, mode);
+  const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
+  float* partial = chunks > 1 ? scratch.data : nullptr;
+  colsum_kernel<<<dim3(blocks_for(D, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
+      out, partial, a, b, mu, r, N, D, rows, mode);
   check_launch();
+  if (partial) {
+    chunk_sum_kernel<<<blocks_for(D), kThreads, 0, stream>>>(out, partial, chunks, D);
+    check_launch();
+  }
 }
 
 // ---- norms: one warp per row -------------------------------------------------------------------
@@ -292,14 +376,17 @@ __global__ void wpath_du_kernel(float* du, const float* da, const float* wconv, 
   du[i] = acc;
 }
 
-// dwconv[c, k] += sum_n da[n, c] u[n - 2 + k, c] (same sequence), dbias[c] += sum_n da[n, c].
-__global__ void wpath_param_grad_kernel(float* dwconv, float* dbias, const float* da, const float* u, int64_t N,
-                                        int64_t T, int64_t C) {
+// dwconv[c, k] += sum_n da[n, c] u[n - 2 + k, c] (same sequence), dbias[c] += sum_n da[n, c], over the
+// rows of chunk blockIdx.y. partial == nullptr: added to dwconv / dbias; else partial[chunk, k, c] =
+// the chunk's sum k (k = 3: the bias term), for chunk_sum_kernel over 4 C columns.
+__global__ void wpath_param_grad_kernel(float* dwconv, float* dbias, float* partial, const float* da, const float* u,
+                                        int64_t N, int64_t T, int64_t C, int64_t rows_per_chunk) {
   __shared__ float part[4][16][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   if (c < C)
-    for (int64_t n = threadIdx.y; n < N; n += 16) {
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
       const float d = da[n * C + c];
       const int64_t t = n % T;
       for (int k = 0; k < 3; ++k)
@@ -312,12 +399,27 @@ __global__ void wpath_param_grad_kernel(float* dwconv, float* dbias, const float
     for (int k = 0; k < 4; ++k) {
       float s = 0.f;
       for (int i = 0; i < 16; ++i) s += part[k][i][threadIdx.x];
-      if (k < 3)
+      if (partial)
+        partial[(blockIdx.y * 4 + k) * C + c] = s;
+      else if (k < 3)
         dwconv[c * 3 + k] += s;
       else if (dbias)
         dbias[c] += s;
     }
   }
+}
+
+// The chunked wpath sums: partial[chunk, k, c] in chunk order into dwconv[c, k] and dbias[c].
+__global__ void wpath_chunk_sum_kernel(float* dwconv, float* dbias, const float* partial, int64_t chunks, int64_t C) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= 4 * C) return;
+  const int64_t k = i / C, c = i % C;
+  float s = 0.f;
+  for (int64_t ch = 0; ch < chunks; ++ch) s += partial[(ch * 4 + k) * C + c];
+  if (k < 3)
+    dwconv[c * 3 + k] += s;
+  else if (dbias)
+    dbias[c] += s;
 }
 
 __global__ void beta_forward_kernel(float* beta, const float* z, int64_t n, float beta_max) {
@@ -350,11 +452,46 @@ void embedding_forward_cuda(float* out, const int32_t* ids, const float* wte, in
   check_launch();
 }
 
-void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* ids, int64_t N, int64_t V, int64_t D,
-                             cudaStream_t stream) {
-  if (N <= 0) return;
-  const int buckets = static_cast<int>(V < 128 ? V : 128);
-  embedding_backward_kernel<<<dim3(blocks_for(D, 128), buckets), 128, 0, stream>>>(dwte, dout, ids, N, D, buckets);
+int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats) {
+  // slots <= 2 N / rows + 1 (every many-segment id has at least one full segment)
+  const int64_t per_row = std::max<int64_t>(1, floats / std::max<int64_t>(1, D) - 1);
+  return std::max<int64_t>(256, (2 * N + per_row - 1) / per_row);
+}
+
+void embedding_index_build(int32_t* index, const int32_t* ids, int64_t N, int64_t V, int64_t D, int32_t* counts,
+                           int64_t scratch_floats) {
+  const int64_t max_rows = embedding_segment_rows(N, D, scratch_floats);
+  int32_t *seg_id = index + 2, *seg_begin = index + 2 + N, *seg_slot = index + 3 + 2 * N, *order = index + 3 + 3 * N;
+  int32_t *multi_id = index + 3 + 4 * N, *multi_slot0 = index + 3 + 5 * N;
+  std::fill(counts, counts + V, 0);
+  for (int64_t n = 0; n < N; ++n) ++counts[ids[n]];
+  int32_t nseg = 0, nmulti = 0, slot = 0, pos = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const int32_t c = counts[v];
+    if (c == 0) continue;
+    const bool multi = c > max_rows;
+    if (multi) multi_id[nmulti] = static_cast<int32_t>(v), multi_slot0[nmulti++] = slot;
+    for (int32_t b = 0; b < c; b += static_cast<int32_t>(max_rows)) {
+      seg_id[nseg] = static_cast<int32_t>(v), seg_begin[nseg] = pos + b, seg_slot[nseg] = multi ? slot++ : -1;
+      ++nseg;
+    }
+    counts[v] = pos;  // the id's write cursor in order[]
+    pos += c;
+  }
+  seg_begin[nseg] = pos, multi_slot0[nmulti] = slot;
+  index[0] = nseg, index[1] = nmulti;
+  for (int64_t n = 0; n < N; ++n) order[counts[ids[n]]++] = static_cast<int32_t>(n);
+}
+
+void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* index, int64_t N, int64_t V, int64_t D,
+                             cudaStream_t stream, ReduceScratch scratch) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t grid = std::min<int64_t>(N, 16384);
+  embedding_segments_kernel<<<static_cast<unsigned>(grid), 32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, dout,
+                                                                                     index, N, D);
+  check_launch();
+  const int64_t multi_grid = std::min<int64_t>({N / 256 + 1, V, 16384});  // segments have >= 256 rows
+  embedding_slots_kernel<<<static_cast<unsigned>(multi_grid), 128, 0, stream>>>(dwte, scratch.data, index, N, D);
   check_launch();
 }
 
@@ -367,9 +504,9 @@ void rmsnorm_forward_cuda(float* out, float* rstd, const float* inp, const float
 }
 
 void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                           const float* rstd, int64_t N, int64_t D, cudaStream_t stream) {
+                           const float* rstd, int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch) {
   if (N <= 0) return;
-  if (dweight) colsum(dweight, dout, inp, nullptr, rstd, N, D, 1, stream);
+  if (dweight) colsum(dweight, dout, inp, nullptr, rstd, N, D, 1, stream, scratch);
   rmsnorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(dinp, dout, inp, weight,
                                                                                                rstd, N, D);
   check_launch();
@@ -385,10 +522,10 @@ void layernorm_forward_cuda(float* out, float* mean, float* rstd, const float* i
 
 void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, const float* mean, const float* rstd, int64_t N, int64_t D,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, ReduceScratch scratch) {
   if (N <= 0) return;
-  if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, 2, stream);
-  if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream);
+  if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, 2, stream, scratch);
+  if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream, scratch);
   layernorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
       dinp, dout, inp, weight, mean, rstd, N, D);
   check_launch();
@@ -446,8 +583,9 @@ void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStre
   check_launch();
 }
 
-void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, cudaStream_t stream) {
-  colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream);
+void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, cudaStream_t stream,
+                        ReduceScratch scratch) {
+  colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
 }
 
 void rope_forward_cuda(float* out, const float* inp, int64_t B, int64_t T, int64_t H, int64_t Dh, double theta,
@@ -477,7 +615,7 @@ void path_wpath_forward_cuda(float* w, float* conv_out, const float* u, const fl
 
 void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_scratch, const float* dw,
                               const float* conv_out, const float* u, const float* wconv, int64_t B, int64_t T,
-                              int64_t H, int64_t Dh, float eps, cudaStream_t stream) {
+                              int64_t H, int64_t Dh, float eps, cudaStream_t stream, ReduceScratch scratch) {
   const int64_t rows = B * T * H, N = B * T, C = H * Dh;
   if (rows <= 0) return;
   wpath_da_kernel<<<blocks_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(da_scratch, dw, conv_out,
@@ -488,8 +626,15 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
     check_launch();
   }
   if (dwconv) {
-    wpath_param_grad_kernel<<<blocks_for(C, 32), dim3(32, 16), 0, stream>>>(dwconv, dbias, da_scratch, u, N, T, C);
+    const int64_t chunks = reduce_chunks(N, 4 * C, scratch), rows_per = (N + chunks - 1) / chunks;
+    float* partial = chunks > 1 ? scratch.data : nullptr;
+    wpath_param_grad_kernel<<<dim3(blocks_for(C, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
+        dwconv, dbias, partial, da_scratch, u, N, T, C, rows_per);
     check_launch();
+    if (partial) {
+      wpath_chunk_sum_kernel<<<blocks_for(4 * C), kThreads, 0, stream>>>(dwconv, dbias, partial, chunks, C);
+      check_launch();
+    }
   }
 }
 

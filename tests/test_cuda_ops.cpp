@@ -79,23 +79,57 @@ class CudaOps : public ::testing::Test {
 
 const int64_t kTs[] = {1, 7, 113, 257};
 
+// The embedding index (host): ids ascending, rows within an id in increasing n, an id with more
+// than 256 rows cut into segments that go through scratch slots.
+TEST(CudaOpsHost, EmbeddingIndexGroupsAndSegmentsRowsById) {
+  std::vector<int32_t> ids(600, 3);
+  ids[1] = 0, ids[4] = 0, ids[5] = 7;
+  const int64_t N = 600, D = 4, floats = 64;  // 15 slot rows: segments of 256 rows
+  ASSERT_EQ(cuda::embedding_segment_rows(N, D, floats), 256);
+  std::vector<int32_t> index(cuda::embedding_index_ints(N), -1), counts(8);
+  cuda::embedding_index_build(index.data(), ids.data(), N, 8, D, counts.data(), floats);
+  const int32_t *seg_id = index.data() + 2, *seg_begin = index.data() + 2 + N, *seg_slot = index.data() + 3 + 2 * N;
+  const int32_t *order = index.data() + 3 + 3 * N, *multi_id = index.data() + 3 + 4 * N;
+  const int32_t* multi_slot0 = index.data() + 3 + 5 * N;
+  ASSERT_EQ(index[0], 5);  // id 0, id 3 in 3 segments (256 + 256 + 85 rows), id 7
+  ASSERT_EQ(index[1], 1);
+  EXPECT_EQ(std::vector<int32_t>(seg_id, seg_id + 5), (std::vector<int32_t>{0, 3, 3, 3, 7}));
+  EXPECT_EQ(std::vector<int32_t>(seg_begin, seg_begin + 6), (std::vector<int32_t>{0, 2, 258, 514, 599, 600}));
+  EXPECT_EQ(std::vector<int32_t>(seg_slot, seg_slot + 5), (std::vector<int32_t>{-1, 0, 1, 2, -1}));
+  EXPECT_EQ(multi_id[0], 3);
+  EXPECT_EQ(multi_slot0[0], 0);
+  EXPECT_EQ(multi_slot0[1], 3);
+  EXPECT_EQ(std::vector<int32_t>(order, order + 4), (std::vector<int32_t>{1, 4, 0, 2}));
+  EXPECT_EQ(order[599], 5);
+  // Without a scratch every id is one segment.
+  cuda::embedding_index_build(index.data(), ids.data(), N, 8, D, counts.data(), 0);
+  EXPECT_EQ(index[0], 3);
+  EXPECT_EQ(index[1], 0);
+}
+
+// Large batches too: N = 6000 rows over a vocabulary of 8192 (most ids once) and of 3 (ids of ~2000
+// rows, summed in segments through the scratch slots); small N runs without a scratch.
 TEST_F(CudaOps, Embedding) {
-  for (int64_t N : kTs)
-    for (int64_t V : {5, 300})
-      for (int64_t D : {16, 96}) {
+  Dev<float> partials(static_cast<size_t>(64 * 256));
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{6000}})
+    for (int64_t V : {3, 300, 8192})
+      for (int64_t D : {16, 96, 256}) {
         std::mt19937 gen(static_cast<uint32_t>(N * V + D));
         std::vector<int32_t> ids(N);
         for (auto& i : ids) i = static_cast<int32_t>(gen() % V);
         const auto wte = randn(V * D, 1), dout = randn(N * D, 2);
         std::vector<float> out(N * D), dwte = randn(V * D, 3);
-        Dev<int32_t> d_ids(ids);
+        std::vector<int32_t> index(cuda::embedding_index_ints(N)), counts(V);
+        const cuda::ReduceScratch scratch = N > 1000 ? cuda::ReduceScratch{partials.p, 64 * 256} : cuda::ReduceScratch{};
+        cuda::embedding_index_build(index.data(), ids.data(), N, V, D, counts.data(), scratch.floats);
+        Dev<int32_t> d_ids(ids), d_index(index);
         Dev<float> d_wte(wte), d_out(N * D), d_dout(dout), d_dwte(dwte);
         cuda::embedding_forward_cuda(d_out.p, d_ids.p, d_wte.p, N, V, D, s);
-        cuda::embedding_backward_cuda(d_dwte.p, d_dout.p, d_ids.p, N, V, D, s);
+        cuda::embedding_backward_cuda(d_dwte.p, d_dout.p, d_index.p, N, V, D, s, scratch);
         nn::embedding_forward(out.data(), ids.data(), wte.data(), N, V, D);
         nn::embedding_backward(dwte.data(), dout.data(), ids.data(), N, V, D);
         expect_close(d_out.host(), out, 0, 0, "embedding forward");
-        expect_close(d_dwte.host(), dwte, 1e-5, 1e-5, "embedding backward");
+        expect_close(d_dwte.host(), dwte, 1e-5, N > 1000 ? 2e-3 : 1e-5, "embedding backward");
       }
 }
 
@@ -148,9 +182,14 @@ TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
   }
 }
 
+// N = 3001 uses a ReduceScratch: the parameter gradients are summed over 5 row chunks, then in order.
 TEST_F(CudaOps, Norms) {
-  for (int64_t N : kTs)
+  Dev<float> partials(static_cast<size_t>(cuda::kReduceChunks * 128));
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{3001}})
     for (int64_t D : {16, 64, 100}) {
+      const cuda::ReduceScratch scratch = N > 1000 ? cuda::ReduceScratch{partials.p, cuda::kReduceChunks * 128}
+                                                   : cuda::ReduceScratch{};
+      const double gatol = N > 1000 ? 2e-3 : 1e-4;  // parameter gradients: sums of N terms
       const auto x = randn(N * D, 11, 2.f), g = randn(D, 12), bias = randn(D, 13), dy = randn(N * D, 14);
       Dev<float> d_x(x), d_g(g), d_b(bias), d_dy(dy), d_out(N * D), d_mean(N), d_rstd(N), d_dx(N * D);
       // RMSNorm
@@ -159,11 +198,11 @@ TEST_F(CudaOps, Norms) {
       nn::rmsnorm_forward(out.data(), rstd.data(), x.data(), g.data(), N, D);
       nn::rmsnorm_backward(dx.data(), dg.data(), dy.data(), x.data(), g.data(), rstd.data(), N, D);
       cuda::rmsnorm_forward_cuda(d_out.p, d_rstd.p, d_x.p, d_g.p, N, D, 1e-6, s);
-      cuda::rmsnorm_backward_cuda(d_dx.p, d_dg.p, d_dy.p, d_x.p, d_g.p, d_rstd.p, N, D, s);
+      cuda::rmsnorm_backward_cuda(d_dx.p, d_dg.p, d_dy.p, d_x.p, d_g.p, d_rstd.p, N, D, s, scratch);
       expect_close(d_out.host(), out, 1e-5, 1e-5, "rmsnorm forward");
       expect_close(d_rstd.host(), rstd, 1e-5, 0, "rmsnorm rstd");
       expect_close(d_dx.host(), dx, 1e-4, 1e-5, "rmsnorm dinp");
-      expect_close(d_dg.host(), dg, 1e-4, 1e-4, "rmsnorm dweight");
+      expect_close(d_dg.host(), dg, 1e-4, gatol, "rmsnorm dweight");
       // LayerNorm
       std::vector<float> mean(N), dx2(N * D, 0.f), dg2 = dg, db2 = db;
       Dev<float> d_dg2(dg2), d_db2(db2);
@@ -171,11 +210,12 @@ TEST_F(CudaOps, Norms) {
       nn::layernorm_backward(dx2.data(), dg2.data(), db2.data(), dy.data(), x.data(), g.data(), mean.data(),
                              rstd.data(), N, D);
       cuda::layernorm_forward_cuda(d_out.p, d_mean.p, d_rstd.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
-      cuda::layernorm_backward_cuda(d_dx.p, d_dg2.p, d_db2.p, d_dy.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N, D, s);
+      cuda::layernorm_backward_cuda(d_dx.p, d_dg2.p, d_db2.p, d_dy.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N, D, s,
+                                    scratch);
       expect_close(d_out.host(), out, 1e-5, 1e-5, "layernorm forward");
       expect_close(d_dx.host(), dx2, 1e-4, 1e-5, "layernorm dinp");
-      expect_close(d_dg2.host(), dg2, 1e-4, 1e-4, "layernorm dweight");
-      expect_close(d_db2.host(), db2, 1e-5, 1e-4, "layernorm dbias");
+      expect_close(d_dg2.host(), dg2, 1e-4, gatol, "layernorm dweight");
+      expect_close(d_db2.host(), db2, 1e-5, gatol, "layernorm dbias");
     }
 }
 
@@ -246,11 +286,16 @@ TEST_F(CudaOps, Rope) {
     }
 }
 
+// T = 1500 (3000 rows) sums the w-path parameter gradients over row chunks (ReduceScratch).
 TEST_F(CudaOps, PathWPathAndBeta) {
-  for (int64_t T : kTs)
+  Dev<float> partials(static_cast<size_t>(cuda::kReduceChunks * 4 * 256));
+  for (int64_t T : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{1500}})
     for (int64_t Dh : {16, 32, 64, 128})
       for (bool bias : {false, true}) {
         const int64_t B = 2, H = 2, C = H * Dh, n = B * T * C;
+        const cuda::ReduceScratch scratch = T > 1000 ? cuda::ReduceScratch{partials.p, cuda::kReduceChunks * 4 * 256}
+                                                     : cuda::ReduceScratch{};
+        const double gatol = T > 1000 ? 2e-3 : 1e-4;
         const auto u = randn(n, 25), wc = randn(C * 3, 26, 0.5f), cb = randn(C, 27, 0.3f), dw = randn(n, 28);
         std::vector<float> w(n), conv(n), du(n, 0.f), dwc = randn(C * 3, 29), dcb = randn(C, 30);
         nn::path_wpath_forward(w.data(), conv.data(), u.data(), wc.data(), bias ? cb.data() : nullptr, B, T, H, Dh,
@@ -261,12 +306,12 @@ TEST_F(CudaOps, PathWPathAndBeta) {
         Dev<float> d_dwc(randn(C * 3, 29)), d_dcb(randn(C, 30));
         cuda::path_wpath_forward_cuda(d_w.p, d_conv.p, d_u.p, d_wc.p, bias ? d_cb.p : nullptr, B, T, H, Dh, 1e-6f, s);
         cuda::path_wpath_backward_cuda(d_du.p, d_dwc.p, bias ? d_dcb.p : nullptr, d_da.p, d_dw.p, d_conv.p, d_u.p,
-                                       d_wc.p, B, T, H, Dh, 1e-6f, s);
+                                       d_wc.p, B, T, H, Dh, 1e-6f, s, scratch);
         expect_close(d_conv.host(), conv, 1e-5, 1e-5, "wpath conv");
         expect_close(d_w.host(), w, 1e-5, 1e-5, "wpath w");
         expect_close(d_du.host(), du, 1e-4, 1e-4, "wpath du");
-        expect_close(d_dwc.host(), dwc, 1e-4, 1e-4, "wpath dwconv");
-        if (bias) expect_close(d_dcb.host(), dcb, 1e-4, 1e-4, "wpath dbias");
+        expect_close(d_dwc.host(), dwc, 1e-4, gatol, "wpath dwconv");
+        if (bias) expect_close(d_dcb.host(), dcb, 1e-4, gatol, "wpath dbias");
       }
   const int64_t n = 1001;
   auto z = randn(n, 31, 3.f);
