@@ -190,6 +190,9 @@ TEST(SweepStudy, StructuralErrors) {
   EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, x: 1}\n"),
                   "min_depth: unknown key 'x'");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [0]}\nprotocol: max_lr\n"), "max_lr.axis: 'optim.lr' is not a grid axis");
+  EXPECT_CONTAINS(err(base + "grid: {optim.lr: [1e-3]}\nprotocol: max_lr\nmax_lr: {stop_at: high}\n"),
+                  "max_lr.stop_at: expected a number, got 'high'");
+  EXPECT_CONTAINS(err(base + "grid: {optim.lr: [1e-3]}\nprotocol: max_lr\nmax_lr: {stop: 0.9}\n"), "stop");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [0]}\nmin_depth: {axis: train.seed, threshold: 1}\n"),
                   "options given but protocol is 'grid'");
   EXPECT_CONTAINS(err(base + "set: {train.seed: 1}\ngrid: {train.seed: [0]}\n"), "each config key may be set in one place");
@@ -280,7 +283,7 @@ TEST(SweepScheduler, MinDepthRunsDepthByDepthAndSkipsDeeper) {
   const Plan p = plan_of(kMinDepth);
   ASSERT_EQ(p.groups.size(), 2u);
   EXPECT_EQ(p.groups[0].key, "attention=path");
-  EXPECT_EQ(p.groups[0].depths, (std::vector<std::string>{"1", "2", "3"}));  // numeric order
+  EXPECT_EQ(p.groups[0].labels, (std::vector<std::string>{"1", "2", "3"}));  // numeric order
   Scheduler s(p);
   EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=path,n_layers=1,seed=0", "attention=path,n_layers=1,seed=1",
                                                             "attention=rope,n_layers=1,seed=0", "attention=rope,n_layers=1,seed=1"}));
@@ -316,6 +319,48 @@ TEST(SweepScheduler, MinDepthNoDepthReaches) {
   EXPECT_TRUE(s.done());
   EXPECT_TRUE(s.groups()[0].decided);
   EXPECT_FALSE(s.groups()[0].reached.has_value());
+}
+
+// max_lr with stop_at: learning rates in the order listed, seeds of one rate together, decided on
+// the mean over the seeds; later rates of a decided combination are skipped.
+TEST(SweepScheduler, MaxLrStopAtTriesRatesInListedOrder) {
+  const Plan p = plan_of("grid: {model.attention: [path, rope], optim.lr: [4.6e-4, 1e-4, 1e-2], train.seed: [0, 1]}\n"
+                         "protocol: max_lr\nmax_lr: {stop_at: 0.9}\n");
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].key, "attention=path");
+  EXPECT_EQ(p.groups[0].labels, (std::vector<std::string>{"4.6e-4", "1e-4", "1e-2"}));  // listed, not sorted
+  EXPECT_EQ(p.stage_axis, "optim.lr");
+  EXPECT_TRUE(p.stage_mean);
+  Scheduler s(p);
+  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=path,lr=4.6e-4,seed=0", "attention=path,lr=4.6e-4,seed=1",
+                                                            "attention=rope,lr=4.6e-4,seed=0", "attention=rope,lr=4.6e-4,seed=1"}));
+  // path: seeds 0.95 and 0.8 -> mean 0.875 < 0.9 (min_depth's best-over-seeds would have stopped here).
+  s.finish(find_cell(p, "attention=path,lr=4.6e-4,seed=0"), ok(0.95));
+  EXPECT_TRUE(s.finish(find_cell(p, "attention=path,lr=4.6e-4,seed=1"), ok(0.8)).empty());
+  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=path,lr=1e-4,seed=0", "attention=path,lr=1e-4,seed=1",
+                                                            "attention=rope,lr=4.6e-4,seed=0", "attention=rope,lr=4.6e-4,seed=1"}));
+  s.finish(find_cell(p, "attention=path,lr=1e-4,seed=0"), ok(0.92));
+  EXPECT_EQ(labels(p, s.finish(find_cell(p, "attention=path,lr=1e-4,seed=1"), ok(0.9))),
+            (std::set<std::string>{"attention=path,lr=1e-2,seed=0", "attention=path,lr=1e-2,seed=1"}));
+  EXPECT_EQ(*s.groups()[0].reached, 1u);
+  // rope: a diverged seed (no metric) leaves the mean of the other; nothing reaches -> every rate runs.
+  s.finish(find_cell(p, "attention=rope,lr=4.6e-4,seed=0"), {"diverged", std::nullopt, 0, ""});
+  s.finish(find_cell(p, "attention=rope,lr=4.6e-4,seed=1"), ok(0.5));
+  s.finish(find_cell(p, "attention=rope,lr=1e-4,seed=0"), ok(0.1));
+  s.finish(find_cell(p, "attention=rope,lr=1e-4,seed=1"), ok(0.1));
+  s.finish(find_cell(p, "attention=rope,lr=1e-2,seed=0"), ok(0.3));
+  EXPECT_FALSE(s.done());
+  s.finish(find_cell(p, "attention=rope,lr=1e-2,seed=1"), ok(0.3));
+  EXPECT_TRUE(s.done());
+  EXPECT_TRUE(s.groups()[1].decided);
+  EXPECT_FALSE(s.groups()[1].reached.has_value());
+  EXPECT_EQ(s.count(CellState::skipped), 2u);
+}
+
+TEST(SweepScheduler, MaxLrWithoutStopAtHasNoStages) {
+  const Plan p = plan_of("grid: {optim.lr: [1e-3, 3e-3]}\nprotocol: max_lr\nmax_lr: {axis: optim.lr}\n");
+  EXPECT_TRUE(p.groups.empty());
+  EXPECT_EQ(Scheduler(p).runnable().size(), 2u);
 }
 
 TEST(SweepScheduler, RestoreThenSettleReusesFinishedDepths) {

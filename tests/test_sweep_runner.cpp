@@ -411,7 +411,37 @@ TEST(SweepRunner, MaxLrRunsAllAndRecordsTheProtocol) {
   EXPECT_EQ(m["protocol"].as<std::string>(), "max_lr");
   EXPECT_EQ(m["options"]["axis"].as<std::string>(), "optim.lr");
   EXPECT_EQ(m["options"]["metric"].as<std::string>(), "val@16.token_accuracy");
+  EXPECT_TRUE(m["options"]["stop_at"].IsNull());
   EXPECT_EQ(m["groups"].size(), 0u);
+}
+
+TEST(SweepRunner, MaxLrStopAtSkipsLaterRatesAndResumes) {
+  const Plan plan = plan_of("grid: {model.attention: [path, rope], optim.lr: [3e-3, 1e-3, 1e-2]}\nprotocol: max_lr\n"
+                            "max_lr: {stop_at: 0.9}\n");
+  const fs::path out = fresh("max_lr_stop");
+  auto outcome = [](const Cell& c) {
+    Outcome o;  // path reaches at the first rate; rope only at the last
+    const bool path = c.config.model.attention == Attention::path;
+    o.metric = path ? 0.95 : (c.config.optim.lr > 5e-3 ? 0.91 : 0.2);
+    return o;
+  };
+  FakeLauncher launcher(plan);
+  launcher.outcome = outcome;
+  const SweepResult r = run_sweep(plan, launcher, options(out, 4));
+  EXPECT_EQ(launcher.started_labels(), (std::set<std::string>{"attention=path,lr=3e-3", "attention=rope,lr=3e-3",
+                                                              "attention=rope,lr=1e-3", "attention=rope,lr=1e-2"}));
+  EXPECT_EQ(r.counts.skipped, 2u);
+  const YAML::Node m = manifest(out);
+  EXPECT_DOUBLE_EQ(m["options"]["stop_at"].as<double>(), 0.9);
+  ASSERT_EQ(m["groups"].size(), 2u);
+  EXPECT_EQ(m["groups"][0]["values"][0].as<std::string>(), "3e-3");
+  EXPECT_EQ(m["groups"][0]["reached"].as<std::string>(), "3e-3");
+  EXPECT_EQ(m["groups"][1]["reached"].as<std::string>(), "1e-2");
+  FakeLauncher again(plan);
+  again.outcome = outcome;
+  const SweepResult r2 = run_sweep(plan, again, options(out, 4));
+  EXPECT_TRUE(again.started.empty());
+  EXPECT_EQ(r2.counts.skipped, 2u);
 }
 
 TEST(SweepManifest, Format) {

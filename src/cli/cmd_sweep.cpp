@@ -129,18 +129,26 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
   if (s.protocol == Protocol::min_depth) {
     for (const auto& g : plan.groups) first_stage += g.stages.front().size();
     fmt::print("  min_depth over {} ({}), reached when best {} >= {}{}: {} groups; depth by depth, {} to {} cells\n",
-               s.min_depth.axis, fmt::join(plan.groups.front().depths, ", "), s.min_depth.metric, s.min_depth.threshold,
+               s.min_depth.axis, fmt::join(plan.groups.front().labels, ", "), s.min_depth.metric, s.min_depth.threshold,
                s.min_depth.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(s.min_depth.best_over, ", ")),
                plan.groups.size(), first_stage, plan.cells.size());
     std::vector<std::string> per_depth;
-    for (size_t d = 0; d < plan.groups.front().depths.size(); ++d) {
+    for (size_t d = 0; d < plan.groups.front().labels.size(); ++d) {
       size_t n = 0;
       for (const auto& g : plan.groups) n += g.stages[d].size();
-      per_depth.push_back(fmt::format("{}: {}", plan.groups.front().depths[d], n));
+      per_depth.push_back(fmt::format("{}: {}", plan.groups.front().labels[d], n));
     }
     fmt::print("  cells per depth: {}\n", fmt::join(per_depth, ", "));
   } else if (s.protocol == Protocol::max_lr) {
-    fmt::print("  max_lr: every cell runs; the table takes the max of {} over {}\n", s.max_lr.metric, s.max_lr.axis);
+    if (s.max_lr.stop_at) {
+      for (const auto& g : plan.groups) first_stage += g.stages.front().size();
+      fmt::print("  max_lr: {} values in the order listed ({}), one at a time per combination; later values skipped once "
+                 "the mean {} >= {:g}: {} groups, {} to {} cells\n",
+                 s.max_lr.axis, fmt::join(plan.groups.front().labels, ", "), s.max_lr.metric, *s.max_lr.stop_at,
+                 plan.groups.size(), first_stage, plan.cells.size());
+    } else {
+      fmt::print("  max_lr: every cell runs; the table takes the max of {} over {}\n", s.max_lr.metric, s.max_lr.axis);
+    }
   }
   size_t cpu_slots = 0;
   for (const auto& d : slots) cpu_slots += d == "cpu";
@@ -178,7 +186,7 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
       continue;
     const double t = n_measured ? measured / static_cast<double>(n_measured) : rough_cell_seconds(cell, slots.front(), cpu_threads);
     total += t;
-    if (!plan.groups.empty() && cell.value(s.min_depth.axis)->label == plan.groups.front().depths.front()) first += t;
+    if (!plan.groups.empty() && cell.value(plan.stage_axis)->label == plan.groups.front().labels.front()) first += t;
   }
   // Measured wall times were taken with the workers sharing their devices, so they divide by the
   // worker count; the rough guess assumes a whole GPU per cell (workers on one GPU share it).
@@ -187,7 +195,9 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
                                        : "a rough guess from steps x batch x T and the model size at an assumed throughput";
   fmt::print("{} of {} cells finished; estimated time for the rest: {} of work, about {} with {} workers", n_done,
              plan.cells.size(), format_seconds(total), format_seconds(total / w), slots.size());
-  if (!plan.groups.empty()) fmt::print(" (at most; the first depths alone: about {})", format_seconds(first / w));
+  if (!plan.groups.empty())
+    fmt::print(" (at most; the first {} alone: about {})", s.protocol == Protocol::min_depth ? "depths" : "values",
+               format_seconds(first / w));
   fmt::print("\n  (an ESTIMATE from {})\nnothing was run (--dry-run)\n", basis);
 }
 

@@ -87,8 +87,10 @@ void SweepDisplay::on_finish(const Cell& cell, const CellResult& r, const SweepC
 }
 
 void SweepDisplay::on_skip(const Cell& cell, const SweepCounts& counts) {
-  event(fmt::format("[{}/{}] skip {} (a shallower depth reached the threshold)", counts.finished + counts.skipped,
-                    counts.total, cell.label()));
+  const bool by_depth = plan_.study.protocol == Protocol::min_depth;
+  event(fmt::format("[{}/{}] skip {} ({} reached {})", counts.finished + counts.skipped, counts.total, cell.label(),
+                    by_depth ? "a shallower depth" : fmt::format("an earlier {}", plan_.stage_axis),
+                    by_depth ? "the threshold" : fmt::format("stop_at {:g}", plan_.threshold)));
 }
 
 void SweepDisplay::on_waiting(const Cell& cell) {
@@ -113,7 +115,7 @@ std::string SweepDisplay::eta(const SweepCounts& counts, const std::vector<Runni
   const double mean = ran_seconds_ / static_cast<double>(ran_);
   double work = static_cast<double>(counts.pending) * mean;
   for (const auto& r : running) work += std::max(0.0, mean - since(r.started));
-  const bool upper = plan_.study.protocol == Protocol::min_depth && counts.pending > 0;
+  const bool upper = !plan_.groups.empty() && counts.pending > 0;
   return fmt::format("eta {}{}", upper ? "<= " : "~", format_seconds(work / static_cast<double>(slots_)));
 }
 
@@ -160,10 +162,19 @@ void SweepDisplay::finish(const SweepResult& result) {
     for (size_t g = 0; g < plan_.groups.size(); ++g) {
       const auto& status = result.groups[g];
       const auto& group = plan_.groups[g];
-      const std::string outcome = status.reached ? group.depths[*status.reached]
-                                  : status.decided ? fmt::format("none up to {}", group.depths.back())
+      const std::string outcome = status.reached ? group.labels[*status.reached]
+                                  : status.decided ? fmt::format("none up to {}", group.labels.back())
                                                    : "undecided";
       fmt::print(stream_, "  {}: {}\n", group.key, outcome);
+    }
+  } else if (!plan_.groups.empty() && result.groups.size() == plan_.groups.size()) {
+    fmt::print(stream_, "first {} (in the order listed) whose mean {} >= {:g}:\n", plan_.stage_axis, plan_.metric,
+               plan_.threshold);
+    for (size_t g = 0; g < plan_.groups.size(); ++g) {
+      const auto& status = result.groups[g];
+      const std::string outcome = status.reached ? plan_.groups[g].labels[*status.reached]
+                                  : status.decided ? "none (every value ran)" : "undecided";
+      fmt::print(stream_, "  {}: {}\n", plan_.groups[g].key, outcome);
     }
   }
   if (result.interrupted)

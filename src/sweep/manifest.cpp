@@ -4,6 +4,8 @@
 #include <ctime>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "io/atomic_file.hpp"
 #include "train/metrics_log.hpp"
 
@@ -26,6 +28,7 @@ JsonObject options_json(const Study& study) {
         .add_raw("best_over", json_strings(study.min_depth.best_over));
   } else if (study.protocol == Protocol::max_lr) {
     o.add("axis", study.max_lr.axis).add("metric", study.max_lr.metric);
+    o.add_raw("stop_at", study.max_lr.stop_at ? fmt::format("{}", *study.max_lr.stop_at) : "null");
   }
   return o;
 }
@@ -69,12 +72,13 @@ std::string groups_json(const Plan& plan, const Scheduler& scheduler) {
       for (const size_t c : group.stages[d]) ids.push_back(plan.cells[c].id);
       stages += (d ? ", " : "") + json_strings(ids);
     }
+    const bool by_depth = plan.study.protocol == Protocol::min_depth;
     JsonObject o;
     o.add("key", group.key)
-        .add_raw("depths", json_strings(group.depths))
+        .add_raw(by_depth ? "depths" : "values", json_strings(group.labels))
         .add_raw("cells", stages + "]")
         .add("decided", status.decided)
-        .add_raw("min_depth", status.reached ? json_quote(group.depths[*status.reached]) : "null");
+        .add_raw(by_depth ? "min_depth" : "reached", status.reached ? json_quote(group.labels[*status.reached]) : "null");
     s += (g ? ",\n    " : "\n    ") + o.str();
   }
   return s + (plan.groups.empty() ? "]" : "\n  ]");

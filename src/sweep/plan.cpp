@@ -97,6 +97,25 @@ std::string task_key(const TrainConfig& c) {
 
 double depth_value(const std::string& label) { return std::strtod(label.c_str(), nullptr); }
 
+// Groups the cells by every axis except `axis` and `together`; each group's stages are the
+// `axis` values in the order of `labels`.
+void make_stages(Plan& plan, const std::string& axis, const std::vector<std::string>& labels,
+                 const std::vector<std::string>& together) {
+  plan.stage_axis = axis;
+  std::map<std::string, size_t> group_index;
+  for (auto& cell : plan.cells) {
+    std::vector<CellAxis> rest;
+    for (const auto& a : cell.axes)
+      if (a.key != axis && std::find(together.begin(), together.end(), a.key) == together.end()) rest.push_back(a);
+    cell.group = rest.empty() ? "all" : slug(rest);
+    auto [it, added] = group_index.emplace(cell.group, plan.groups.size());
+    if (added) plan.groups.push_back({cell.group, labels, std::vector<std::vector<size_t>>(labels.size())});
+    const std::string& v = cell.value(axis)->label;
+    const size_t stage = std::find(labels.begin(), labels.end(), v) - labels.begin();
+    plan.groups[it->second].stages[stage].push_back(cell.index);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> Cell::overrides() const {
@@ -208,18 +227,16 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
     for (const auto& v : study.find_axis(o.axis)->values) depths.push_back(v.label);
     std::stable_sort(depths.begin(), depths.end(),
                      [](const std::string& a, const std::string& b) { return depth_value(a) < depth_value(b); });
-    std::map<std::string, size_t> group_index;
-    for (auto& cell : plan.cells) {
-      std::vector<CellAxis> rest;
-      for (const auto& a : cell.axes)
-        if (a.key != o.axis && std::find(o.best_over.begin(), o.best_over.end(), a.key) == o.best_over.end()) rest.push_back(a);
-      cell.group = rest.empty() ? "all" : slug(rest);
-      auto [it, added] = group_index.emplace(cell.group, plan.groups.size());
-      if (added) plan.groups.push_back({cell.group, depths, std::vector<std::vector<size_t>>(depths.size())});
-      const std::string& d = cell.value(o.axis)->label;
-      const size_t stage = std::find(depths.begin(), depths.end(), d) - depths.begin();
-      plan.groups[it->second].stages[stage].push_back(cell.index);
-    }
+    make_stages(plan, o.axis, depths, o.best_over);
+    plan.threshold = o.threshold;
+  } else if (study.protocol == Protocol::max_lr && study.max_lr.stop_at) {
+    std::vector<std::string> lrs;
+    for (const auto& v : study.find_axis(study.max_lr.axis)->values) lrs.push_back(v.label);
+    std::vector<std::string> together;
+    if (study.find_axis("train.seed")) together.push_back("train.seed");
+    make_stages(plan, study.max_lr.axis, lrs, together);
+    plan.threshold = *study.max_lr.stop_at;
+    plan.stage_mean = true;
   }
   return plan;
 }
@@ -320,20 +337,25 @@ std::vector<size_t> Scheduler::finish(size_t cell, const CellResult& result) {
   return advance(group_of_[cell]);
 }
 
-// Evaluates the group's current depth while all of its cells have results: a depth whose best
-// metric reaches the threshold decides the group (deeper pending cells are skipped); otherwise
-// the next depth becomes current.
+// Evaluates the group's current stage while all of its cells have results: a stage whose best
+// (min_depth) or mean (max_lr) metric reaches the threshold decides the group (the pending cells
+// of later stages are skipped); otherwise the next stage becomes current.
 std::vector<size_t> Scheduler::advance(size_t g) {
   std::vector<size_t> skipped;
   GroupStatus& gs = groups_[g];
   const auto& stages = plan_.groups[g].stages;
   while (!gs.decided) {
     std::optional<double> best;
+    double sum = 0;
+    size_t n = 0;
     for (const size_t c : stages[gs.stage]) {
       if (state_[c] != CellState::finished) return skipped;
-      if (result_[c]->metric && (!best || *result_[c]->metric > *best)) best = result_[c]->metric;
+      const auto& m = result_[c]->metric;
+      if (m) sum += *m, ++n;
+      if (m && (!best || *m > *best)) best = m;
     }
-    if (best && *best >= plan_.study.min_depth.threshold) {
+    if (plan_.stage_mean) best = n ? std::optional<double>(sum / static_cast<double>(n)) : std::nullopt;
+    if (best && *best >= plan_.threshold) {
       gs.decided = true;
       gs.reached = gs.stage;
       for (size_t s = gs.stage + 1; s < stages.size(); ++s)

@@ -1,6 +1,7 @@
 // plan.hpp: a study expanded into cells (one train run each: its overrides, stable id, run
 // directory and validated config) and the protocol scheduler that decides, as results arrive,
-// which cells may run now and which are skipped (min_depth), plus reading a cell's summary.json.
+// which cells may run now and which are skipped (min_depth; max_lr with stop_at), plus reading a
+// cell's summary.json.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,7 +31,8 @@ struct Cell {
   std::string id;              // "<slug>-<hash8>", e.g. attention=path,n_layers=2,seed=0-3fa2c1d0
   std::string dir;             // relative to the sweep directory: cells/<id>
   std::vector<CellAxis> axes;  // one per study axis, in study order
-  std::string group;           // min_depth: the axes other than depth and best_over, as a slug
+  std::string group;           // staged protocols: the axes other than the stage axis and those
+                               // decided together (min_depth best_over, max_lr train.seed), a slug
   TrainConfig config;          // base + set + axes, validated
   TaskShape shape;
 
@@ -42,13 +44,19 @@ struct Cell {
 struct Plan {
   Study study;
   std::vector<Cell> cells;  // Cartesian order: first grid axis slowest, the zip index fastest
-  // min_depth only: per group, the cell indices of each depth in increasing depth order.
+  // Staged protocols only (min_depth; max_lr with stop_at): per group, the cell indices of each
+  // stage in the order they run (depths increasing; learning rates as listed). A group stops at
+  // the first stage whose metric reaches `threshold` (best over the stage's cells for min_depth,
+  // their mean for max_lr) and skips its later stages.
   struct Group {
     std::string key;
-    std::vector<std::string> depths;          // depth labels, increasing
-    std::vector<std::vector<size_t>> stages;  // stages[d] = cells of depths[d]
+    std::vector<std::string> labels;          // stage labels (axis value labels), in run order
+    std::vector<std::vector<size_t>> stages;  // stages[d] = cells of labels[d]
   };
   std::vector<Group> groups;
+  std::string stage_axis;        // the axis the stages walk ("" without stages)
+  double threshold = 0;          // a stage reaches when its best (min_depth) / mean (max_lr) >= this
+  bool stage_mean = false;       // decide on the mean over the stage's cells instead of the best
   std::string metric;  // the protocol's metric (grid: val.token_accuracy, shown in progress)
 };
 
@@ -84,11 +92,11 @@ class Scheduler {
   explicit Scheduler(const Plan& plan);
 
   // Pending cells the protocol allows to start now, in plan order (grid, max_lr: every pending
-  // cell; min_depth: the pending cells of each undecided group's current depth).
+  // cell; staged protocols: the pending cells of each undecided group's current stage).
   std::vector<size_t> runnable() const;
   void start(size_t cell);  // pending -> running
-  // pending|running -> finished with this result; for min_depth, may decide the cell's group and
-  // skip its deeper cells: returns the cells skipped by this call.
+  // pending|running -> finished with this result; a staged protocol may decide the cell's group
+  // and skip its later stages: returns the cells skipped by this call.
   std::vector<size_t> finish(size_t cell, const CellResult& result);
   // pending|running -> pending (interrupted, to be resumed later).
   void abandon(size_t cell);
@@ -103,9 +111,9 @@ class Scheduler {
   size_t count(CellState s) const;
 
   struct GroupStatus {
-    size_t stage = 0;                   // index of the current depth
+    size_t stage = 0;                   // index of the current stage
     bool decided = false;
-    std::optional<size_t> reached;      // the first depth index that reached the threshold
+    std::optional<size_t> reached;      // the first stage index that reached the threshold
   };
   const std::vector<GroupStatus>& groups() const { return groups_; }
 
@@ -115,7 +123,7 @@ class Scheduler {
   const Plan& plan_;
   std::vector<CellState> state_;
   std::vector<std::optional<CellResult>> result_;
-  std::vector<size_t> group_of_;  // min_depth: cell -> group
+  std::vector<size_t> group_of_;  // staged protocols: cell -> group
   std::vector<GroupStatus> groups_;
 };
 

@@ -284,7 +284,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
     obs.on_reused(cell, *r);
     scheduler.restore(cell.index, *r);
   }
-  const std::vector<size_t> skipped_at_start = scheduler.settle();  // min_depth: groups decided on disk
+  const std::vector<size_t> skipped_at_start = scheduler.settle();  // staged protocols: groups decided on disk
 
   struct Active {
     RunningCell info;

@@ -162,6 +162,14 @@ void check_metric(const std::string& metric, const std::string& where) {
     fail("{}: metric '{}' must be <eval key>.<field>, e.g. val.token_accuracy", where, metric);
 }
 
+double number(const YAML::Node& node, const std::string& where) {
+  const std::string t = scalar(node, where);
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !std::isfinite(v)) fail("{}: expected a number, got '{}'", where, t);
+  return v;
+}
+
 void read_min_depth(const YAML::Node& node, Study& s) {
   if (!node.IsDefined() || node.IsNull()) fail("protocol min_depth needs `min_depth: {{axis: ..., threshold: ...}}`");
   if (!node.IsMap()) fail("min_depth: expected a map, got {}", describe(node));
@@ -177,10 +185,7 @@ void read_min_depth(const YAML::Node& node, Study& s) {
       fail("min_depth.axis '{}': value '{}' is not a number (depths are run in increasing order)", o.axis, v.label);
   }
   if (!node["threshold"]) fail("min_depth: missing 'threshold' (e.g. 0.9)");
-  const std::string t = scalar(node["threshold"], "min_depth.threshold");
-  char* end = nullptr;
-  o.threshold = std::strtod(t.c_str(), &end);
-  if (t.empty() || *end != '\0' || !std::isfinite(o.threshold)) fail("min_depth.threshold: expected a number, got '{}'", t);
+  o.threshold = number(node["threshold"], "min_depth.threshold");
   if (node["metric"]) o.metric = scalar(node["metric"], "min_depth.metric");
   check_metric(o.metric, "min_depth.metric");
   if (const YAML::Node b = node["best_over"]; b && !b.IsNull()) {
@@ -198,9 +203,10 @@ void read_min_depth(const YAML::Node& node, Study& s) {
 void read_max_lr(const YAML::Node& node, Study& s) {
   if (node.IsDefined() && !node.IsNull()) {
     if (!node.IsMap()) fail("max_lr: expected a map, got {}", describe(node));
-    check_known_keys(node, "max_lr", {"axis", "metric"});
+    check_known_keys(node, "max_lr", {"axis", "metric", "stop_at"});
     if (node["axis"]) s.max_lr.axis = scalar(node["axis"], "max_lr.axis");
     if (node["metric"]) s.max_lr.metric = scalar(node["metric"], "max_lr.metric");
+    if (node["stop_at"]) s.max_lr.stop_at = number(node["stop_at"], "max_lr.stop_at");
   }
   grid_axis(s, s.max_lr.axis, "max_lr.axis");
   check_metric(s.max_lr.metric, "max_lr.metric");

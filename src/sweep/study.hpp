@@ -3,6 +3,7 @@
 // and the protocol (grid, min_depth, max_lr) with its options. Parsing checks the study's own
 // structure; the values of the axes are checked against the train config by make_plan().
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct MinDepthOptions {
 struct MaxLrOptions {
   std::string axis = "optim.lr";              // a grid axis
   std::string metric = "val.token_accuracy";  // the table takes the max of it over `axis`
+  // Staged search when set: the `axis` values are tried in the order listed, one value at a time
+  // per combination of the other axes (seeds together); once the mean metric over the seeds of one
+  // value reaches stop_at, the later values of that combination are skipped.
+  std::optional<double> stop_at;
 };
 
 struct Study {
