@@ -343,6 +343,7 @@ TEST(SweepScheduler, MaxLrStopAtTriesRatesInListedOrder) {
   EXPECT_EQ(labels(p, s.finish(find_cell(p, "attention=path,lr=1e-4,seed=1"), ok(0.9))),
             (std::set<std::string>{"attention=path,lr=1e-2,seed=0", "attention=path,lr=1e-2,seed=1"}));
   EXPECT_EQ(*s.groups()[0].reached, 1u);
+  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=rope,lr=4.6e-4,seed=0", "attention=rope,lr=4.6e-4,seed=1"}));
   // rope: a diverged seed (no metric) leaves the mean of the other; nothing reaches -> every rate runs.
   s.finish(find_cell(p, "attention=rope,lr=4.6e-4,seed=0"), {"diverged", std::nullopt, 0, ""});
   s.finish(find_cell(p, "attention=rope,lr=4.6e-4,seed=1"), ok(0.5));
@@ -355,6 +356,17 @@ TEST(SweepScheduler, MaxLrStopAtTriesRatesInListedOrder) {
   EXPECT_TRUE(s.groups()[1].decided);
   EXPECT_FALSE(s.groups()[1].reached.has_value());
   EXPECT_EQ(s.count(CellState::skipped), 2u);
+}
+
+// Staged protocols run every group's earlier stages before any later stage (plan order within one).
+TEST(SweepScheduler, StagedRunnableIsBreadthFirst) {
+  const Plan p = plan_of("grid: {model.attention: [path, rope], optim.lr: [4.6e-4, 1e-4]}\nprotocol: max_lr\n"
+                         "max_lr: {stop_at: 0.9}\n");
+  Scheduler s(p);
+  const size_t path1 = find_cell(p, "attention=path,lr=4.6e-4"), rope1 = find_cell(p, "attention=rope,lr=4.6e-4");
+  ASSERT_EQ(s.runnable(), (std::vector<size_t>{path1, rope1}));
+  s.finish(path1, ok(0.1));  // path moves to its second rate; rope's first still comes first
+  EXPECT_EQ(s.runnable(), (std::vector<size_t>{rope1, find_cell(p, "attention=path,lr=1e-4")}));
 }
 
 TEST(SweepScheduler, MaxLrWithoutStopAtHasNoStages) {

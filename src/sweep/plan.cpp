@@ -297,12 +297,16 @@ std::vector<size_t> Scheduler::runnable() const {
       if (state_[c] == CellState::pending) out.push_back(c);
     return out;
   }
+  // Breadth first: every group's first stage before any group's second, so a stopped sweep
+  // leaves the fewest groups without any result (and the cheap stages run first).
+  std::vector<std::pair<size_t, size_t>> by_stage;
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (groups_[g].decided) continue;
     for (const size_t c : plan_.groups[g].stages[groups_[g].stage])
-      if (state_[c] == CellState::pending) out.push_back(c);
+      if (state_[c] == CellState::pending) by_stage.emplace_back(groups_[g].stage, c);
   }
-  std::sort(out.begin(), out.end());
+  std::sort(by_stage.begin(), by_stage.end());
+  for (const auto& [stage, c] : by_stage) out.push_back(c);
   return out;
 }
 

@@ -91,8 +91,9 @@ class Scheduler {
  public:
   explicit Scheduler(const Plan& plan);
 
-  // Pending cells the protocol allows to start now, in plan order (grid, max_lr: every pending
-  // cell; staged protocols: the pending cells of each undecided group's current stage).
+  // Pending cells the protocol allows to start now (grid, max_lr: every pending cell, in plan
+  // order; staged protocols: the pending cells of each undecided group's current stage, earlier
+  // stages first, then plan order).
   std::vector<size_t> runnable() const;
   void start(size_t cell);  // pending -> running
   // pending|running -> finished with this result; a staged protocol may decide the cell's group
