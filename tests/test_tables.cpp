@@ -1,7 +1,8 @@
 // test_tables.cpp: `statebench table` on hand-written sweep directories: loading (manifest,
 // scanned cells, single run, config.yaml of unfinished runs, corrupt and missing files), the
 // accuracy grid's means and spreads, min-depth answers ("> d_max", "?"), best learning rate,
-// flip-flop error counts with exact bounds (0 of N), CSV that parses, and the CLI's exit codes.
+// flip-flop error counts with exact bounds (0 of N), CSV that parses, the CLI's exit codes, and
+// settings bound to the length (a sweep zip axis) labelling the L columns instead of the models.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -19,72 +20,15 @@
 #include "io/atomic_file.hpp"
 #include "report/results.hpp"
 #include "report/tables.hpp"
+#include "tables_fixture.hpp"
 #include "train/stats.hpp"
 
 namespace sb::report {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace tables_test;
 using sb::test::run_cli;
-
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::path(SB_TEST_TMP) / ("tables_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-struct EvalSpec {
-  double acc;
-  int64_t scored = 1000, errors = -1;  // errors -1: round((1 - acc) * scored)
-  std::optional<std::pair<double, double>> ci;
-};
-
-std::string eval_json(const EvalSpec& e) {
-  const int64_t errors = e.errors >= 0 ? e.errors : std::llround((1 - e.acc) * static_cast<double>(e.scored));
-  const Interval ci = e.ci ? Interval{e.ci->first, e.ci->second} : clopper_pearson(errors, e.scored);
-  return fmt::format(
-      "{{\"token_accuracy\": {}, \"sequence_accuracy\": {}, \"scored\": {}, \"errors\": {}, \"error_rate\": {}, "
-      "\"error_ci95\": [{}, {}], \"sequences\": 100, \"sequence_errors\": 3, \"sequence_error_ci95\": [0.01, 0.08], "
-      "\"loss\": 0.25}}",
-      e.acc, e.acc / 2, e.scored, errors, static_cast<double>(errors) / static_cast<double>(e.scored), ci.lo, ci.hi);
-}
-
-struct RunSpec {
-  std::string attention = "path";
-  int depth = 1;
-  int length = 16;
-  int seed = 0;
-  double lr = 3e-4;
-  std::string status = "completed";
-  std::string task = "word_problem";
-  int d_model = 64;
-  std::vector<std::pair<std::string, EvalSpec>> evals;
-};
-
-std::string summary_json(const RunSpec& r) {
-  std::string evals, layers;
-  for (const auto& [key, e] : r.evals) evals += fmt::format("{}\"{}\": {}", evals.empty() ? "" : ", ", key, eval_json(e));
-  for (int i = 0; i < r.depth; ++i) layers += fmt::format("{}\"{}\"", i ? ", " : "", r.attention);
-  return fmt::format(
-      "{{\"status\": \"{}\", \"message\": \"{}\", \"steps\": 100, \"target_steps\": 100, \"wall_seconds\": 1.5, "
-      "\"tokens_per_second\": 1e5, \"final_train_loss\": 0.1, \"task\": \"{}\", "
-      "\"task_params\": {{\"group\": \"A5\", \"length\": \"{}\"}}, "
-      "\"model\": {{\"attention\": \"{}\", \"layers\": [{}], \"n_layers\": {}, \"d_model\": {}, \"n_heads\": 2, \"head_dim\": 32}}, "
-      "\"seed\": {}, \"lr\": {}, \"config_fingerprint\": \"abc\", \"eval\": {{{}}}, "
-      "\"provenance\": {{\"commit\": \"abc123\", \"device\": \"cpu (2 threads)\"}}}}\n",
-      r.status, r.status == "diverged" ? "non-finite loss" : "", r.task, r.length, r.attention, layers, r.depth, r.d_model,
-      r.seed, r.lr, evals);
-}
-
-std::string cell_id(const RunSpec& r) {
-  return fmt::format("{}_d{}_L{}_s{}_lr{}", r.attention, r.depth, r.length, r.seed, r.lr);
-}
-
-void write_run(const fs::path& dir, const RunSpec& r) {
-  fs::create_directories(dir);
-  write_file_atomic((dir / "summary.json").string(), summary_json(r));
-}
 
 // 2 models x 2 depths x 2 lengths x 2 seeds; val token accuracies chosen by hand, val@64 = val / 2.
 const std::map<std::string, std::pair<double, double>> kAcc = {
@@ -106,46 +50,6 @@ std::vector<RunSpec> grid_runs() {
           runs.push_back(r);
         }
   return runs;
-}
-
-// A sweep directory with manifest.json; cells listed in `skip` are in the manifest but not written.
-fs::path write_sweep(const std::string& name, const std::vector<RunSpec>& runs, const std::vector<std::string>& skip = {},
-                     const std::string& protocol = "grid", const std::string& options = "{\"threshold\": 0.9}") {
-  const fs::path dir = scratch(name);
-  std::string cells;
-  for (const RunSpec& r : runs) {
-    const std::string id = cell_id(r);
-    cells += fmt::format(
-        "{}  {{\"id\": \"{}\", \"dir\": \"cells/{}\", \"overrides\": {{\"model.attention\": \"{}\", \"model.n_layers\": \"{}\", "
-        "\"task.params.length\": \"{}\", \"train.seed\": \"{}\", \"optim.lr\": \"{}\"}}}}",
-        cells.empty() ? "" : ",\n", id, id, r.attention, r.depth, r.length, r.seed, r.lr);
-    if (std::find(skip.begin(), skip.end(), id) == skip.end()) write_run(dir / "cells" / id, r);
-  }
-  write_file_atomic((dir / "manifest.json").string(),
-                    fmt::format("{{\"study\": \"{}\", \"protocol\": \"{}\", \"protocol_options\": {}, \"axes\": "
-                                "[\"model.attention\", \"model.n_layers\", \"task.params.length\", \"train.seed\"], "
-                                "\"cells\": [\n{}\n]}}\n",
-                                name, protocol, options, cells));
-  return dir;
-}
-
-const std::vector<std::string>& row_of(const Table& t, const std::vector<std::string>& lead) {
-  for (const auto& row : t.rows)
-    if (std::equal(lead.begin(), lead.end(), row.begin())) return row;
-  static const std::vector<std::string> none;
-  ADD_FAILURE() << "no row starting with " << lead.front() << " in " << t.title;
-  return none;
-}
-
-std::string cell(const Table& t, const std::vector<std::string>& lead, const std::string& column) {
-  const auto& row = row_of(t, lead);
-  const auto it = std::find(t.header.begin(), t.header.end(), column);
-  if (it == t.header.end()) {
-    ADD_FAILURE() << "no column " << column << " in " << t.title;
-    return "";
-  }
-  const size_t c = static_cast<size_t>(it - t.header.begin());
-  return c < row.size() ? row[c] : "";
 }
 
 TEST(Tables, LoadsManifestCellsInOrder) {
@@ -340,28 +244,7 @@ TEST(Tables, MarkdownAndCsvRendering) {
   EXPECT_NE(md.find("## Minimum depth"), std::string::npos);
   // CSV: blocks of "# title", header, rows with the header's field count; quoted fields round-trip.
   const std::string csv = render_csv(tables);
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::string> fields;
-  std::string field;
-  bool quoted = false, any = false;
-  for (size_t i = 0; i < csv.size(); ++i) {
-    const char c = csv[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < csv.size() && csv[i + 1] == '"') field += '"', ++i;
-      else if (c == '"') quoted = false;
-      else field += c;
-    } else if (c == '"') {
-      quoted = any = true;
-    } else if (c == ',') {
-      fields.push_back(field), field.clear(), any = true;
-    } else if (c == '\n') {
-      if (any || !field.empty()) fields.push_back(field);
-      records.push_back(fields), fields.clear(), field.clear(), any = false;
-    } else {
-      field += c, any = true;
-    }
-  }
-  ASSERT_FALSE(quoted);
+  const std::vector<std::vector<std::string>> records = parse_csv(csv);
   size_t titles = 0, width = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto& rec = records[i];
@@ -530,6 +413,86 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_NE(warned.err.find("warning: skipping"), std::string::npos) << warned.err;
   EXPECT_NE(warned.out.find("0.900 (1)"), std::string::npos);
   EXPECT_EQ(run_cli({"table", dir.string(), "--no-plots", "--strict"}).rc, 2);
+}
+
+// A sweep `zip:` axis as in experiments/mqar.yaml: num_kv_pairs goes with the length (L=16: 4,
+// L=32: 8) while d_model is crossed with both; one run per cell, val = 0.9 + length / 1000.
+std::vector<RunSpec> zipped_runs() {
+  std::vector<RunSpec> runs;
+  for (const char* att : {"path", "rope"})
+    for (int d_model : {64, 128})
+      for (int length : {16, 32}) {
+        RunSpec r;
+        r.attention = att, r.d_model = d_model, r.length = length;
+        r.params = {{"num_kv_pairs", fmt::format("{}", length / 4)}};
+        r.evals = {{"val", {0.9 + length / 1000.0}}};
+        runs.push_back(r);
+      }
+  return runs;
+}
+
+TEST(Tables, LengthBoundSettingLabelsTheColumnNotTheModel) {
+  const Study s = load_study(write_sweep("zip", zipped_runs()).string());
+  EXPECT_EQ(s.length_keys, (std::vector<std::string>{"task.params.num_kv_pairs"}));
+  EXPECT_EQ(s.models, (std::vector<std::string>{"path (d_model=64)", "path (d_model=128)", "rope (d_model=64)", "rope (d_model=128)"}));
+  const std::vector<std::string> columns{"L=16 (num_kv_pairs=4)", "L=32 (num_kv_pairs=8)"};
+  const Table grid = accuracy_grid(s, {});
+  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", columns[0], columns[1]}));
+  ASSERT_EQ(grid.rows.size(), 4u);  // a compact 4 x 2 grid, not a diagonal of 8 rows
+  for (const auto& row : grid.rows) EXPECT_TRUE(row[2] != "-" && row[3] != "-") << row[0];
+  EXPECT_EQ(cell(grid, {"rope (d_model=128)", "1"}, columns[1]), "0.932 (1)");
+  ASSERT_FALSE(grid.notes.empty());
+  EXPECT_EQ(grid.notes.back(), "num_kv_pairs takes one value per train length, so it is shown with L, not in the model label");
+  const Table md = min_depth_table(s, {});
+  EXPECT_EQ(md.header, (std::vector<std::string>{"model", columns[0], columns[1]}));
+  EXPECT_EQ(row_of(md, {"path (d_model=128)"}), (std::vector<std::string>{"path (d_model=128)", "1", "1"}));
+  // CSV: the headers need no quoting; tables with an L column get a num_kv_pairs column.
+  EXPECT_NE(render_csv({grid}).find("\nmodel,depth,L=16 (num_kv_pairs=4),L=32 (num_kv_pairs=8)\n"), std::string::npos);
+  TableOptions all;
+  all.tables = {"runs", "errors"};
+  const std::vector<Table> listed = build_tables(s, all);
+  EXPECT_EQ(cell(listed[0], {"rope_d1_L32_s0_lr0.0003_dm128_8"}, "num_kv_pairs"), "8");
+  EXPECT_EQ(cell(listed[1], {"path (d_model=64)", "16"}, "num_kv_pairs"), "4");
+  // Two settings bound to the length: both in the header, which CSV quotes and parses back.
+  std::vector<RunSpec> two = zipped_runs();
+  for (RunSpec& r : two) r.params.push_back({"vocab", fmt::format("{}", 2 * r.length)});
+  const Table grid2 = accuracy_grid(load_study(write_sweep("zip2", two).string()), {});
+  EXPECT_EQ(grid2.header[3], "L=32 (num_kv_pairs=8, vocab=64)");
+  const auto records = parse_csv(render_csv({grid2}));
+  ASSERT_GE(records.size(), 2u);
+  EXPECT_EQ(records[1], grid2.header);
+}
+
+TEST(Tables, SettingThatVariesWithinALengthStaysInTheLabel) {
+  // A grid axis crossed with the length: num_kv_pairs 4 and 8 at both lengths.
+  std::vector<RunSpec> crossed;
+  for (int length : {16, 32})
+    for (const char* kv : {"4", "8"}) {
+      RunSpec r;
+      r.length = length, r.params = {{"num_kv_pairs", kv}}, r.evals = {{"val", {0.95}}};
+      crossed.push_back(r);
+    }
+  const Study a = load_study(write_sweep("crossed", crossed).string());
+  EXPECT_TRUE(a.length_keys.empty());
+  EXPECT_EQ(a.models, (std::vector<std::string>{"path (num_kv_pairs=4)", "path (num_kv_pairs=8)"}));
+  EXPECT_EQ(accuracy_grid(a, {}).header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
+  // One value at L=16 but two at L=32 (rope's runs use 16): not a function of the length either.
+  std::vector<RunSpec> partial = zipped_runs();
+  for (RunSpec& r : partial)
+    if (r.attention == "rope" && r.length == 32) r.params = {{"num_kv_pairs", "16"}};
+  const Study b = load_study(write_sweep("partial", partial).string());
+  EXPECT_TRUE(b.length_keys.empty());
+  EXPECT_EQ(b.models.size(), 8u);
+  const Table grid = accuracy_grid(b, {});
+  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
+  EXPECT_EQ(cell(grid, {"rope (d_model=64, num_kv_pairs=16)", "1"}, "L=16"), "-");
+  EXPECT_EQ(cell(grid, {"rope (d_model=64, num_kv_pairs=16)", "1"}, "L=32"), "0.932 (1)");
+  // A run of unknown length that has the setting: nothing ties it to a column, so it stays.
+  const fs::path dir = scratch("unknown_length");
+  for (const RunSpec& r : zipped_runs()) write_run(dir / cell_id(r), r);
+  fs::create_directories(dir / "pending");
+  write_file_atomic((dir / "pending" / "config.yaml").string(), "task:\n  params: {num_kv_pairs: 4}\nmodel:\n  attention: path\n");
+  EXPECT_TRUE(load_study(dir.string()).length_keys.empty());
 }
 
 }  // namespace

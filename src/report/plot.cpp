@@ -173,6 +173,7 @@ Figure heatmap_figure(const HeatmapSpec& s) {
   double cell_w = 96, tick_w = 0;
   for (const auto& row : s.labels)
     for (const auto& l : row) cell_w = std::max(cell_w, text_width(l, S) + 20);
+  for (const auto& t : s.x_ticks) cell_w = std::max(cell_w, text_width(t, S) + 16);  // ticks such as "256 (16)"
   for (const auto& t : s.y_ticks) tick_w = std::max(tick_w, text_width(t, S));
   // Rows at least 56 px, the grid at least 260 px high (room for the vertical label and the scale).
   const double cell_h = std::max(56.0, std::ceil(260.0 / static_cast<double>(std::max<size_t>(rows, 1)))), left = 50 + tick_w + 14, top = 70, grid_w = cell_w * static_cast<double>(cols),

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "core/error.hpp"
@@ -263,17 +264,43 @@ void fill_common_fields(Study& study) {
   }
 }
 
-// Model label: attention label, plus the settings that differ between runs ("path (d_model=128)").
+// Study::length_keys: the settings (of those taking >= 2 values) that have one value per train
+// length. A run without the setting counts as a value of its own; a run of unknown length that has
+// the setting rules it out (nothing says which column it belongs to).
+void find_length_keys(Study& study, const std::map<std::string, std::set<std::string>>& values) {
+  for (const auto& [key, vs] : values) {
+    if (vs.size() < 2) continue;
+    std::map<int64_t, std::optional<std::string>> at;
+    bool tied = true;
+    for (const RunRecord& r : study.runs) {
+      const auto it = r.settings.find(key);
+      const std::optional<std::string> v = it == r.settings.end() ? std::nullopt : std::optional(it->second);
+      const auto [pos, fresh] = at.emplace(r.train_length, v);
+      if ((r.train_length <= 0 && v) || (!fresh && pos->second != v)) {
+        tied = false;
+        break;
+      }
+    }
+    if (!tied) continue;
+    study.length_keys.push_back(key);
+    for (const auto& [length, v] : at)
+      if (v) study.length_settings[length][key] = *v;
+  }
+}
+
+// Model label: attention label, plus the settings that differ between runs ("path (d_model=128)"),
+// except those that go with the train length (find_length_keys).
 void label_models(Study& study) {
   std::map<std::string, std::set<std::string>> values;
   for (const RunRecord& r : study.runs)
     for (const auto& [k, v] : r.settings) values[k].insert(v);
+  find_length_keys(study, values);
   for (RunRecord& r : study.runs) {
     std::string extra;
     for (const auto& [k, v] : r.settings) {
       if (values[k].size() < 2) continue;
-      const size_t dot = k.rfind('.');
-      extra += fmt::format("{}{}={}", extra.empty() ? "" : ", ", dot == std::string::npos ? k : k.substr(dot + 1), v);
+      if (std::find(study.length_keys.begin(), study.length_keys.end(), k) != study.length_keys.end()) continue;
+      extra += fmt::format("{}{}={}", extra.empty() ? "" : ", ", setting_name(k), v);
     }
     r.model = r.attention_label() + (extra.empty() ? "" : " (" + extra + ")");
     if (std::find(study.models.begin(), study.models.end(), r.model) == study.models.end()) study.models.push_back(r.model);
@@ -299,6 +326,29 @@ const char* to_string(RunStatus s) {
 bool has_result(RunStatus s) { return s == RunStatus::completed || s == RunStatus::early_stopped; }
 bool is_pending(RunStatus s) {
   return s == RunStatus::unfinished || s == RunStatus::missing || s == RunStatus::unreadable;
+}
+
+std::string setting_name(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string length_settings_text(const Study& study, int64_t length) {
+  const auto it = study.length_settings.find(length);
+  if (it == study.length_settings.end()) return "";
+  std::string out;
+  for (const auto& [key, value] : it->second) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", setting_name(key), value);
+  return out;
+}
+
+std::vector<std::string> length_setting_values(const Study& study, int64_t length) {
+  std::vector<std::string> out;
+  const auto at = study.length_settings.find(length);
+  for (const auto& k : study.length_keys) {
+    const bool known = at != study.length_settings.end() && at->second.count(k);
+    out.push_back(known ? at->second.at(k) : "-");
+  }
+  return out;
 }
 
 const EvalResult* RunRecord::eval(const std::string& key) const {

@@ -82,6 +82,12 @@ struct Study {
   std::vector<RunRecord> runs;         // manifest order, else sorted by directory name
   std::vector<std::string> eval_keys;  // union over runs with a result, first-seen order
   std::vector<std::string> models;     // model labels, first-seen order
+  // Settings that are a function of the train length: >= 2 values, and every run of one length has
+  // the same value (a sweep `zip:` axis such as task.params.num_kv_pairs with task.params.length).
+  // They stay out of the model labels and go with the length column instead: config keys, and per
+  // train length key -> value (a key is absent where that length's runs lack the setting).
+  std::vector<std::string> length_keys;
+  std::map<int64_t, std::map<std::string, std::string>> length_settings;
   std::vector<std::string> warnings;   // one line each (skipped files, unknown statuses)
 };
 
@@ -92,6 +98,14 @@ struct LoadOptions {
 // Loads DIR (see the header comment). sb::Error naming the file for an unreadable manifest.json,
 // a missing directory, or DIR holding no run at all ("no runs found in 'DIR'").
 Study load_study(const std::string& dir, const LoadOptions& options = {});
+
+// A setting's name in labels: the config key's last part ("model.d_model" -> "d_model").
+std::string setting_name(const std::string& key);
+// The length-bound settings of train length L as "num_kv_pairs=4" (short names, ", " between
+// several, in key order); "" when Study::length_keys is empty or L's runs lack them.
+std::string length_settings_text(const Study& study, int64_t length);
+// The value of each Study::length_keys setting at train length L, in that order; "-" where absent.
+std::vector<std::string> length_setting_values(const Study& study, int64_t length);
 
 // Parses one summary.json text into `record` (status, model, task, seed, lr, eval). sb::Error with
 // a one-line reason if the text is not a JSON object or a field has the wrong type.

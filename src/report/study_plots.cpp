@@ -1,4 +1,5 @@
-// study_plots.cpp: heatmap and length-generalisation figures of a study (see study_plots.hpp).
+// study_plots.cpp: heatmap and length-generalisation figures of a study (see study_plots.hpp);
+// heatmap columns are train lengths, with the settings bound to the length in their tick labels.
 #include "report/study_plots.hpp"
 
 #include <fmt/format.h>
@@ -38,7 +39,14 @@ HeatmapSpec heatmap_spec(const Study& study, const Metric& m, const CellGrid& gr
   s.x_label = "train length";
   s.y_label = "depth (layers)";
   s.vmax = scale_max(study, m);
-  for (int64_t L : grid.lengths()) s.x_ticks.push_back(L > 0 ? fmt::format("{}", L) : "?");
+  std::string bound;  // settings bound to the length (Study::length_keys): "64 (4)" under "train length (num_kv_pairs)"
+  for (const auto& k : study.length_keys) bound += (bound.empty() ? "" : ", ") + setting_name(k);
+  if (!bound.empty()) s.x_label += " (" + bound + ")";
+  for (int64_t L : grid.lengths()) {
+    std::string values;
+    for (const auto& v : length_setting_values(study, L)) values += (values.empty() ? "" : ", ") + v;
+    s.x_ticks.push_back((L > 0 ? fmt::format("{}", L) : "?") + (values.empty() ? "" : " (" + values + ")"));
+  }
   for (int64_t depth : grid.depths(model)) {
     s.y_ticks.push_back(fmt::format("{}", depth));
     std::vector<double> values;

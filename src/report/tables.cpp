@@ -25,12 +25,36 @@ bool parse_field(const std::string& s, Field& out) {
 
 bool better(double a, double b, bool higher) { return higher ? a > b : a < b; }
 
-std::string length_label(int64_t length) { return length > 0 ? fmt::format("L={}", length) : "L=?"; }
-
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
+}
+
+// "L=64", with the settings bound to the length: "L=64 (num_kv_pairs=4)" (Study::length_keys).
+std::string length_label(const Study& study, int64_t length) {
+  const std::string label = length > 0 ? fmt::format("L={}", length) : "L=?";
+  const std::string bound = length_settings_text(study, length);
+  return bound.empty() ? label : label + " (" + bound + ")";
+}
+
+void append(std::vector<std::string>& to, const std::vector<std::string>& items) {
+  to.insert(to.end(), items.begin(), items.end());
+}
+
+// Tables with an "L" column get one column per length-bound setting after it (length_setting_values).
+std::vector<std::string> length_key_names(const Study& study) {
+  std::vector<std::string> out;
+  for (const auto& k : study.length_keys) out.push_back(setting_name(k));
+  return out;
+}
+
+void note_length_keys(const Study& study, Table& t) {
+  if (study.length_keys.empty()) return;
+  const std::vector<std::string> names = length_key_names(study);
+  const bool one = names.size() == 1;
+  t.notes.push_back(fmt::format("{} {} one value per train length, so {} shown with L, not in the model label",
+                                join(names, ", "), one ? "takes" : "take", one ? "it is" : "they are"));
 }
 
 double threshold_of(const Study& study, const TableOptions& o) {
@@ -213,7 +237,7 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
   t.title = fmt::format("Accuracy grid: {} ({}{})", what, spread_words(o.spread), lr_words(grid, m));
   t.header = {"model", "depth"};
   for (int64_t L : grid.lengths())
-    for (const auto& k : keys) t.header.push_back(keys.size() == 1 ? length_label(L) : length_label(L) + " " + k);
+    for (const auto& k : keys) t.header.push_back(keys.size() == 1 ? length_label(study, L) : length_label(study, L) + " " + k);
   bool symbols = false;
   for (const auto& model : study.models) {
     for (int64_t depth : grid.depths(model)) {
@@ -231,6 +255,7 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
     }
   }
   if (symbols) t.notes.push_back("- = no result (not run, skipped by the protocol, unfinished or unreadable); div / fail = every run diverged / failed; [k div] = k seeds diverged and are left out");
+  note_length_keys(study, t);
   return t;
 }
 
@@ -247,7 +272,7 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
                         higher ? ">=" : "<=", threshold,
                         best ? "(best over seeds and learning rates)" : "(mean over seeds, best learning rate)");
   t.header = {"model"};
-  for (int64_t L : grid.lengths()) t.header.push_back(length_label(L));
+  for (int64_t L : grid.lengths()) t.header.push_back(length_label(study, L));
   enum class State { pass, fail, open };
   for (const auto& model : study.models) {
     std::vector<std::string> row{model};
@@ -290,6 +315,7 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
   std::vector<std::string> ds;
   for (int64_t d : all_depths) ds.push_back(fmt::format("{}", d));
   t.notes.push_back(fmt::format("depths run: {}; > d = no depth up to d reaches the threshold; ? = a smaller depth (or every depth) has no decided result yet (unfinished, missing or failed runs)", join(ds, ", ")));
+  note_length_keys(study, t);
   return t;
 }
 
@@ -317,11 +343,11 @@ Table error_table(const Study& study, const TableOptions& o) {
   t.id = "errors";
   std::string fixed;
   if (!show_depth) fixed += fmt::format(", depth {}", *depths.begin());
-  if (!show_length) fixed += ", " + length_label(*lengths.begin());
+  if (!show_length) fixed += ", " + length_label(study, *lengths.begin());
   t.title = fmt::format("Error rates: errors/scored = rate% [exact 95% interval], summed over seeds{}", fixed);
   t.header = {"model"};
   if (show_depth) t.header.push_back("depth");
-  if (show_length) t.header.push_back("L");
+  if (show_length) t.header.push_back("L"), append(t.header, length_key_names(study));
   if (show_lr) t.header.push_back("lr");
   t.header.push_back("seeds");
   for (const auto& k : keys) t.header.push_back(k);
@@ -329,7 +355,7 @@ Table error_table(const Study& study, const TableOptions& o) {
   for (const auto& [where, runs] : groups) {
     std::vector<std::string> lead{study.models[std::get<0>(where)]};
     if (show_depth) lead.push_back(fmt::format("{}", std::get<1>(where)));
-    if (show_length) lead.push_back(fmt::format("{}", std::get<2>(where)));
+    if (show_length) lead.push_back(fmt::format("{}", std::get<2>(where))), append(lead, length_setting_values(study, std::get<2>(where)));
     if (show_lr) lead.push_back(std::get<3>(where) >= 0 ? fmt::format("{}", std::get<3>(where)) : "?");
     auto row_for = [&](const std::vector<const RunRecord*>& rs, const std::string& seeds_label) {
       std::vector<std::string> row = lead;
@@ -393,7 +419,7 @@ Table length_table(const Study& study, const TableOptions& o) {
   t.id = "length";
   const bool show_length = grid.lengths().size() > 1;
   t.header = {"model", "depth"};
-  if (show_length) t.header.push_back("train L");
+  if (show_length) t.header.push_back("train L"), append(t.header, length_key_names(study));
   for (const auto& s : splits) {
     auto list = by_split[s];
     std::sort(list.begin(), list.end());
@@ -403,7 +429,7 @@ Table length_table(const Study& study, const TableOptions& o) {
     }
   }
   t.title = fmt::format("Length generalisation: {} by evaluation length ({}{}{})", to_string(m.field),
-                        spread_words(o.spread), show_length ? "" : "; trained at " + length_label(grid.lengths().front()),
+                        spread_words(o.spread), show_length ? "" : "; trained at " + length_label(study, grid.lengths().front()),
                         lr_words(grid, m));
   for (const auto& model : study.models)
     for (int64_t depth : grid.depths(model))
@@ -411,7 +437,7 @@ Table length_table(const Study& study, const TableOptions& o) {
         const Cell* cell = grid.find(model, depth, L);
         if (!cell) continue;
         std::vector<std::string> row{model, fmt::format("{}", depth)};
-        if (show_length) row.push_back(fmt::format("{}", L));
+        if (show_length) row.push_back(fmt::format("{}", L)), append(row, length_setting_values(study, L));
         for (const auto& k : columns) row.push_back(format_cell(cell_value(*cell, k, m.field), m.field, o.spread));
         if (cell->best_lr) row.back() += lr_suffix(*cell);
         t.rows.push_back(std::move(row));
@@ -424,13 +450,15 @@ Table runs_table(const Study& study, const TableOptions& o) {
   Table t;
   t.id = "runs";
   t.title = fmt::format("Runs: {} of every eval key", to_string(m.field));
-  t.header = {"id", "model", "depth", "L", "seed", "lr", "status"};
+  t.header = {"id", "model", "depth", "L"};
+  append(t.header, length_key_names(study));
+  append(t.header, {"seed", "lr", "status"});
   for (const auto& k : study.eval_keys) t.header.push_back(k);
   t.header.push_back("message");
   for (const RunRecord& r : study.runs) {
-    std::vector<std::string> row{r.id, r.model, fmt::format("{}", r.depth), fmt::format("{}", r.train_length),
-                                 r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-",
-                                 to_string(r.status)};
+    std::vector<std::string> row{r.id, r.model, fmt::format("{}", r.depth), fmt::format("{}", r.train_length)};
+    append(row, length_setting_values(study, r.train_length));
+    append(row, {r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-", to_string(r.status)});
     for (const auto& k : study.eval_keys) row.push_back(format_number(metric_value(r, k, m.field), m.field));
     row.push_back(r.message);
     t.rows.push_back(std::move(row));
