@@ -63,7 +63,7 @@ model:
   layers: [path, rope, path_fox]
   norm: layernorm
   tied_embeddings: yes
-  init: {scheme: normal, std: 0.05}
+  init: {scheme: normal, std: 0.05, gate_bias: 2.5}
   rope_theta: 500000
   path: {rank: 16, beta_clamp: 1.99, block: 64, conv_bias: true}
 optim:
@@ -103,6 +103,7 @@ out_dir: "my runs/x"
   EXPECT_TRUE(c.model.tied_embeddings);
   EXPECT_EQ(c.model.init.scheme, InitScheme::normal);
   EXPECT_EQ(c.model.init.std, 0.05);
+  EXPECT_EQ(c.model.init.gate_bias, 2.5);
   EXPECT_EQ(c.model.rope_theta, 500000.0);
   EXPECT_EQ(c.model.path, (PathConfig{16, 1.99, 64, true}));
   EXPECT_EQ(c.optim.lr, 1e-3);
@@ -164,6 +165,7 @@ TEST(Config, WrongTypesAndRanges) {
   EXPECT_CONTAINS(parse_error("model:\n  n_layers: [1]\n"), "model.n_layers: expected an integer >= 1, got a list");
   EXPECT_CONTAINS(parse_error("optim:\n  lr: -1\n"), "optim.lr: expected a number > 0, got '-1'");
   EXPECT_CONTAINS(parse_error("optim:\n  lr: .inf\n"), "optim.lr: expected a number > 0");
+  EXPECT_CONTAINS(parse_error("model:\n  init: {gate_bias: 40}\n"), "model.init.gate_bias: expected a number in [-30, 30], got '40'");
   EXPECT_CONTAINS(parse_error("optim:\n  min_lr_ratio: 1.5\n"), "optim.min_lr_ratio: expected a number in [0, 1], got '1.5'");
   EXPECT_CONTAINS(parse_error("optim:\n  betas: [0.9]\n"), "optim.betas: expected a list of two numbers in [0, 1)");
   EXPECT_CONTAINS(parse_error("optim:\n  betas: [0.9, 1.0]\n"), "optim.betas:");

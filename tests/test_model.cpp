@@ -122,6 +122,28 @@ TEST(Model, LabelledRowsHeadEqualsFullHead) {
     if (batch.labels[n] == -100) EXPECT_EQ(pred[n], -1);
 }
 
+// model.init.gate_bias sets every forget-gate bias (fox and path_fox layers) and nothing else.
+TEST(Model, GateBiasInit) {
+  ModelConfig cfg = small_config(Attention::fox);
+  cfg.layers = {Attention::fox, Attention::path_fox};
+  Transformer<double> zero(cfg, 7);
+  zero.init_params(5);
+  cfg.init.gate_bias = 3.0;
+  Transformer<double> three(cfg, 7);
+  three.init_params(5);
+  int gates = 0;
+  for (int i = 0; i < static_cast<int>(three.params().views().size()); ++i) {
+    const ParamView& v = three.params().view(i);
+    const bool gate = v.name.size() > 7 && v.name.compare(v.name.size() - 7, 7, "attn.bf") == 0;
+    gates += gate;
+    for (int64_t k = 0; k < v.numel; ++k) {
+      EXPECT_EQ(three.params().params()[v.offset + k], gate ? 3.0 : zero.params().params()[v.offset + k]) << v.name;
+      if (gate) EXPECT_EQ(zero.params().params()[v.offset + k], 0.0);
+    }
+  }
+  EXPECT_EQ(gates, 2);
+}
+
 TEST(Model, CausalAndDeterministicInit) {
   const ModelConfig cfg = small_config(Attention::path);
   Transformer<float> a(cfg, 7), b(cfg, 7), c(cfg, 7);

@@ -86,7 +86,9 @@ void Transformer<S>::init_params(uint64_t seed) {
     };
     if (ends_with(".weight") && view.shape.size() == 1) {  // norm gains
       for (int64_t i = 0; i < view.numel; ++i) p[i] = S(1);
-    } else if (view.shape.size() == 1) {  // biases: norm bias, gate biases (f = 0.5, beta = 1), conv bias
+    } else if (ends_with("attn.bf")) {  // forget-gate bias: f = sigmoid(gate_bias) (0: f = 0.5)
+      for (int64_t i = 0; i < view.numel; ++i) p[i] = static_cast<S>(c.init.gate_bias);
+    } else if (view.shape.size() == 1) {  // biases: norm bias, PaTH beta bias (beta = 1), conv bias
       for (int64_t i = 0; i < view.numel; ++i) p[i] = S(0);
     } else if (ends_with("attn.conv")) {  // PyTorch Conv1d default for a depthwise kernel of 3
       const double bound = 1.0 / std::sqrt(3.0);

@@ -166,7 +166,8 @@ std::string emit(const TrainConfig& c) {
   for (const Attention a : m.layers) layers += std::string(layers.empty() ? "" : ", ") + to_string(a);
   y += fmt::format("  layers: [{}]\n", layers);
   y += fmt::format("  norm: {}\n  tied_embeddings: {}\n", to_string(m.norm), m.tied_embeddings);
-  y += fmt::format("  init:\n    scheme: {}\n    std: {}\n", to_string(m.init.scheme), num(m.init.std));
+  y += fmt::format("  init:\n    scheme: {}\n    std: {}\n    gate_bias: {}\n", to_string(m.init.scheme), num(m.init.std),
+                   num(m.init.gate_bias));
   y += fmt::format("  rope_theta: {}\n", num(m.rope_theta));
   y += fmt::format("  path:\n    rank: {}\n    beta_clamp: {}\n    block: {}\n    conv_bias: {}\n", m.path.rank,
                    num(m.path.beta_clamp), m.path.block, m.path.conv_bias);

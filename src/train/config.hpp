@@ -45,6 +45,7 @@ struct TaskConfig {
 struct InitConfig {
   InitScheme scheme = InitScheme::scaled;  // scaled: output projections get std/sqrt(2*n_layers)
   double std = 0.02;
+  double gate_bias = 0.0;  // initial forget-gate bias b_f of fox / path_fox layers: f = sigmoid(b_f) at init
   bool operator==(const InitConfig&) const = default;
 };
 

@@ -281,6 +281,7 @@ void map_model(Section s, ModelConfig& m) {
     Section init = s.sub("init");
     m.init.scheme = init.choice("scheme", d.init.scheme, kInits);
     m.init.std = init.real("std", d.init.std, kPositive);
+    m.init.gate_bias = init.real("gate_bias", d.init.gate_bias, Range{-30, 30});
     init.done();
   }
   m.rope_theta = s.real("rope_theta", d.rope_theta, kPositive);
