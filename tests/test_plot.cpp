@@ -324,5 +324,42 @@ TEST(Plot, StudyPlotsWriteFilesPerModel) {
   EXPECT_EQ(file_stem("path+rope (d_model=128)"), "path_rope_d_model_128");
 }
 
+// Every model at one depth (MQAR-like): one model x length heatmap instead of a 1-row one per model.
+TEST(Plot, SingleDepthModelsShareOneHeatmap) {
+  Study study;
+  study.info.name = "mq";
+  study.eval_keys = {"val"};
+  for (const char* model : {"path", "rope", "fox"})
+    for (int64_t L : {64, 128}) {
+      RunRecord r;
+      r.model = model, r.attention = model, r.depth = 2, r.train_length = L, r.seed = 0;
+      r.status = RunStatus::completed;
+      EvalResult v;
+      v.key = v.split = "val", v.token_accuracy = std::string(model) == "path" ? 1.0 : L == 64 ? 0.5 : 0.0;
+      r.evals = {v};
+      study.runs.push_back(r);
+      if (std::find(study.models.begin(), study.models.end(), model) == study.models.end()) study.models.push_back(model);
+    }
+  const Metric m = parse_metric("val.token_accuracy", study);
+  const CellGrid grid(study, m);
+  const auto spec = models_heatmap_spec(study, m, grid);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_EQ(spec->y_ticks, (std::vector<std::string>{"fox", "rope", "path"}));  // bottom to top: path on top
+  EXPECT_EQ(spec->y_label, "model (depth 2)");
+  EXPECT_EQ(spec->x_ticks, (std::vector<std::string>{"64", "128"}));
+  EXPECT_EQ(spec->labels[2], (std::vector<std::string>{"1.000", "1.000"}));
+  EXPECT_EQ(spec->labels[0], (std::vector<std::string>{"0.500", "0.000"}));
+  const fs::path dir = fs::path(SB_TEST_TMP) / "plot_models";
+  fs::remove_all(dir);
+  EXPECT_EQ(write_study_plots(study, {}, dir.string()).size(), 2u);
+  EXPECT_TRUE(fs::exists(dir / "heatmap_models.png"));
+  EXPECT_FALSE(fs::exists(dir / "heatmap_path.png"));
+  // A second depth for one model brings back the per-model heatmaps.
+  RunRecord extra = study.runs.front();
+  extra.depth = 3;
+  study.runs.push_back(extra);
+  EXPECT_FALSE(models_heatmap_spec(study, m, CellGrid(study, m)).has_value());
+}
+
 }  // namespace
 }  // namespace sb::report

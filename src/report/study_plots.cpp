@@ -31,13 +31,11 @@ double scale_max(const Study& study, const Metric& m) {
   return hi > 0 ? hi : 1.0;
 }
 
-}  // namespace
-
-HeatmapSpec heatmap_spec(const Study& study, const Metric& m, const CellGrid& grid, const std::string& model) {
+// Title, colour scale and the train-length columns (with the settings bound to the length).
+HeatmapSpec heatmap_frame(const Study& study, const Metric& m, const CellGrid& grid, const std::string& what) {
   HeatmapSpec s;
-  s.title = fmt::format("{}: {} (mean over seeds)", model, m.name());
+  s.title = fmt::format("{}: {} (mean over seeds)", what, m.name());
   s.x_label = "train length";
-  s.y_label = "depth (layers)";
   s.vmax = scale_max(study, m);
   std::string bound;  // settings bound to the length (Study::length_keys): "64 (4)" under "train length (num_kv_pairs)"
   for (const auto& k : study.length_keys) bound += (bound.empty() ? "" : ", ") + setting_name(k);
@@ -47,18 +45,49 @@ HeatmapSpec heatmap_spec(const Study& study, const Metric& m, const CellGrid& gr
     for (const auto& v : length_setting_values(study, L)) values += (values.empty() ? "" : ", ") + v;
     s.x_ticks.push_back((L > 0 ? fmt::format("{}", L) : "?") + (values.empty() ? "" : " (" + values + ")"));
   }
+  return s;
+}
+
+// One heatmap row: the model at this depth, every train length.
+void add_row(HeatmapSpec& s, const Metric& m, const CellGrid& grid, const std::string& model, int64_t depth) {
+  std::vector<double> values;
+  std::vector<std::string> labels;
+  for (int64_t L : grid.lengths()) {
+    const Cell* cell = grid.find(model, depth, L);
+    const CellValue v = cell ? cell_value(*cell, m.key, m.field) : CellValue{};
+    values.push_back(v.stats.mean);
+    labels.push_back(value_label(v, m.field));
+  }
+  s.values.push_back(std::move(values));
+  s.labels.push_back(std::move(labels));
+}
+
+}  // namespace
+
+HeatmapSpec heatmap_spec(const Study& study, const Metric& m, const CellGrid& grid, const std::string& model) {
+  HeatmapSpec s = heatmap_frame(study, m, grid, model);
+  s.y_label = "depth (layers)";
   for (int64_t depth : grid.depths(model)) {
     s.y_ticks.push_back(fmt::format("{}", depth));
-    std::vector<double> values;
-    std::vector<std::string> labels;
-    for (int64_t L : grid.lengths()) {
-      const Cell* cell = grid.find(model, depth, L);
-      const CellValue v = cell ? cell_value(*cell, m.key, m.field) : CellValue{};
-      values.push_back(v.stats.mean);
-      labels.push_back(value_label(v, m.field));
-    }
-    s.values.push_back(std::move(values));
-    s.labels.push_back(std::move(labels));
+    add_row(s, m, grid, model, depth);
+  }
+  return s;
+}
+
+std::optional<HeatmapSpec> models_heatmap_spec(const Study& study, const Metric& m, const CellGrid& grid) {
+  std::set<int64_t> depths;
+  for (const auto& model : study.models) {
+    const auto d = grid.depths(model);
+    if (d.size() != 1) return std::nullopt;
+    depths.insert(d.front());
+  }
+  if (study.models.empty()) return std::nullopt;
+  HeatmapSpec s = heatmap_frame(study, m, grid, study.info.name.empty() ? "models" : study.info.name);
+  s.y_label = depths.size() == 1 ? fmt::format("model (depth {})", *depths.begin()) : "model [depth]";
+  for (auto it = study.models.rbegin(); it != study.models.rend(); ++it) {  // rows bottom to top: first model on top
+    const int64_t depth = grid.depths(*it).front();
+    s.y_ticks.push_back(depths.size() == 1 ? *it : fmt::format("{} [{}]", *it, depth));
+    add_row(s, m, grid, *it, depth);
   }
   return s;
 }
@@ -119,14 +148,19 @@ std::vector<std::string> write_study_plots(const Study& study, const TableOption
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("cannot create the plot directory '{}': {}", dir, ec.message());
   std::vector<std::string> files;
+  const std::optional<HeatmapSpec> combined = models_heatmap_spec(study, m, grid);
+  if (combined)
+    for (const auto& f : write_figure(heatmap_figure(*combined), (std::filesystem::path(dir) / "heatmap_models").string()))
+      files.push_back(f);
   std::set<std::string> stems;
   for (const auto& model : study.models) {
     std::string stem = file_stem(model);
     for (int k = 2; stems.count(stem); ++k) stem = fmt::format("{}_{}", file_stem(model), k);
     stems.insert(stem);
     const std::filesystem::path d(dir);
-    for (const auto& f : write_figure(heatmap_figure(heatmap_spec(study, m, grid, model)), (d / ("heatmap_" + stem)).string()))
-      files.push_back(f);
+    if (!combined)
+      for (const auto& f : write_figure(heatmap_figure(heatmap_spec(study, m, grid, model)), (d / ("heatmap_" + stem)).string()))
+        files.push_back(f);
     if (const auto spec = length_plot_spec(study, m, grid, model))
       for (const auto& f : write_figure(line_plot_figure(*spec), (d / ("length_" + stem)).string())) files.push_back(f);
   }
