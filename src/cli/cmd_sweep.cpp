@@ -125,9 +125,9 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
     for (const auto& v : a.values) labels.push_back(v.label);
     fmt::print("  {} {}: {}\n", a.zipped ? "zip " : "grid", a.key, fmt::join(labels, " | "));
   }
-  size_t first_stage = 0;
+  size_t first_stage = 0;  // staged protocols: the cells of every group's first stage
+  for (const auto& g : plan.groups) first_stage += g.stages.front().size();
   if (s.protocol == Protocol::min_depth) {
-    for (const auto& g : plan.groups) first_stage += g.stages.front().size();
     fmt::print("  min_depth over {} ({}), reached when best {} >= {}{}: {} groups; depth by depth, {} to {} cells\n",
                s.min_depth.axis, fmt::join(plan.groups.front().labels, ", "), s.min_depth.metric, s.min_depth.threshold,
                s.min_depth.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(s.min_depth.best_over, ", ")),
@@ -141,7 +141,6 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
     fmt::print("  cells per depth: {}\n", fmt::join(per_depth, ", "));
   } else if (s.protocol == Protocol::max_lr) {
     if (s.max_lr.stop_at) {
-      for (const auto& g : plan.groups) first_stage += g.stages.front().size();
       fmt::print("  max_lr: {} values in the order listed ({}), one at a time per combination; later values skipped once "
                  "the mean {} >= {:g}: {} groups, {} to {} cells\n",
                  s.max_lr.axis, fmt::join(plan.groups.front().labels, ", "), s.max_lr.metric, *s.max_lr.stop_at,

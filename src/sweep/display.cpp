@@ -155,26 +155,22 @@ void SweepDisplay::finish(const SweepResult& result) {
   fmt::print(stream_, "sweep {}: {} cells: {} finished ({} failed), {} skipped, {} unfinished; {} reused, {} run now in {}\n",
              plan_.study.name, c.total, c.finished, c.failed, c.skipped, c.pending + c.running, c.reused, ran_,
              format_seconds(since(start_)));
-  if (plan_.study.protocol == Protocol::min_depth && result.groups.size() == plan_.groups.size()) {
-    const MinDepthOptions& o = plan_.study.min_depth;
-    fmt::print(stream_, "min {} with best {} >= {}{}:\n", o.axis, o.metric, o.threshold,
-               o.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(o.best_over, ", ")));
+  if (!plan_.groups.empty() && result.groups.size() == plan_.groups.size()) {
+    const bool by_depth = plan_.study.protocol == Protocol::min_depth;
+    if (by_depth) {
+      const MinDepthOptions& o = plan_.study.min_depth;
+      fmt::print(stream_, "min {} with best {} >= {}{}:\n", o.axis, o.metric, o.threshold,
+                 o.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(o.best_over, ", ")));
+    } else {
+      fmt::print(stream_, "first {} (in the order listed) whose mean {} >= {:g}:\n", plan_.stage_axis, plan_.metric,
+                 plan_.threshold);
+    }
     for (size_t g = 0; g < plan_.groups.size(); ++g) {
       const auto& status = result.groups[g];
       const auto& group = plan_.groups[g];
-      const std::string outcome = status.reached ? group.labels[*status.reached]
-                                  : status.decided ? fmt::format("none up to {}", group.labels.back())
-                                                   : "undecided";
-      fmt::print(stream_, "  {}: {}\n", group.key, outcome);
-    }
-  } else if (!plan_.groups.empty() && result.groups.size() == plan_.groups.size()) {
-    fmt::print(stream_, "first {} (in the order listed) whose mean {} >= {:g}:\n", plan_.stage_axis, plan_.metric,
-               plan_.threshold);
-    for (size_t g = 0; g < plan_.groups.size(); ++g) {
-      const auto& status = result.groups[g];
-      const std::string outcome = status.reached ? plan_.groups[g].labels[*status.reached]
-                                  : status.decided ? "none (every value ran)" : "undecided";
-      fmt::print(stream_, "  {}: {}\n", plan_.groups[g].key, outcome);
+      const std::string none = by_depth ? fmt::format("none up to {}", group.labels.back()) : "none (every value ran)";
+      fmt::print(stream_, "  {}: {}\n", group.key,
+                 status.reached ? group.labels[*status.reached] : status.decided ? none : "undecided");
     }
   }
   if (result.interrupted)

@@ -349,7 +349,7 @@ std::vector<size_t> Scheduler::advance(size_t g) {
   GroupStatus& gs = groups_[g];
   const auto& stages = plan_.groups[g].stages;
   while (!gs.decided) {
-    std::optional<double> best;
+    std::optional<double> best;  // over the stage's cells with a metric
     double sum = 0;
     size_t n = 0;
     for (const size_t c : stages[gs.stage]) {
@@ -358,8 +358,8 @@ std::vector<size_t> Scheduler::advance(size_t g) {
       if (m) sum += *m, ++n;
       if (m && (!best || *m > *best)) best = m;
     }
-    if (plan_.stage_mean) best = n ? std::optional<double>(sum / static_cast<double>(n)) : std::nullopt;
-    if (best && *best >= plan_.threshold) {
+    const std::optional<double> score = !plan_.stage_mean ? best : n ? std::optional(sum / static_cast<double>(n)) : std::nullopt;
+    if (score && *score >= plan_.threshold) {
       gs.decided = true;
       gs.reached = gs.stage;
       for (size_t s = gs.stage + 1; s < stages.size(); ++s)
