@@ -307,6 +307,12 @@ __device__ __forceinline__ void atomic_frag(float* dst, int64_t ld, int m0, cons
 #endif
 }
 
+// Element `elem` of an fp32 (bf = false) or bf16 (bf = true) input tensor passed as raw bytes.
+template <bool bf>
+__device__ __forceinline__ const void* input_at(const void* base, int64_t elem) {
+  return static_cast<const unsigned char*>(base) + elem * (bf ? 2 : 4);
+}
+
 __device__ __forceinline__ float2 load2(const void* base, int64_t idx, bool is_bf16) {
   if (is_bf16) return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(static_cast<const bf16*>(base) + idx));
   return *reinterpret_cast<const float2*>(static_cast<const float*>(base) + idx);

@@ -77,9 +77,6 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   const int nvalid = static_cast<int>(min64(kL, p.T - i0));
   const int64_t rs = p.H * Dh, head0 = (b * p.T * p.H + h) * Dh;
   constexpr size_t esz = bf ? 2 : 4;
-  auto at = [&](const void* base, int64_t elem) {
-    return static_cast<const void*>(static_cast<const unsigned char*>(base) + elem * esz);
-  };
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[i0] : 0.0;
   const float sl2 = p.scale * kLog2e;
@@ -95,9 +92,9 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   }
 
   // ---- own block ----
-  load_input_tile<bf>(sm.Q, kL, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
-  load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + i0 * rs), rs, nvalid, tid);
-  load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + i0 * rs), rs, nvalid, tid);
+  load_input_tile<bf>(sm.Q, kL, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
+  load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + i0 * rs), rs, nvalid, tid);
+  load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + i0 * rs), rs, nvalid, tid);
   if constexpr (kPath) {
     load_tile(sm.W, kL, Dh, p.w + head0 + i0 * rs, rs, false, nvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + i0) * Dh, tid);
@@ -119,7 +116,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);  // Q W^T
     mask_lower(A, r0, lane);
     mma_rA<4, 8, BL::KN>(S, A, -1.f, sm.Z, 0, 0, f32, lane);  // - A Z
-    load_frag_global(X, at(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
+    load_frag_global(X, input_at<bf>(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
     mma_rA<4, NTD, BL::KN>(X, A, -1.f, sm.Y, 0, 0, true, lane);  // Qt = Q - A Y
   }
 #pragma unroll
@@ -151,9 +148,9 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
         }
       }
     } else {
-      load_input_tile<bf>(shifted(sm.Kb, sb), kL, Dh, at(p.k, head0 + k0 * rs), rs, kL, tid);
+      load_input_tile<bf>(shifted(sm.Kb, sb), kL, Dh, input_at<bf>(p.k, head0 + k0 * rs), rs, kL, tid);
     }
-    load_input_tile<bf>(shifted(sm.Vb, sb), kL, Dh, at(p.v, head0 + k0 * rs), rs, kL, tid);
+    load_input_tile<bf>(shifted(sm.Vb, sb), kL, Dh, input_at<bf>(p.v, head0 + k0 * rs), rs, kL, tid);
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
     cp_async_commit();
   };

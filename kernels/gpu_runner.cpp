@@ -3,6 +3,7 @@
 // accumulated; residual gradients are summed explicitly). Attention: kernels/attention_cuda.hpp.
 #include "kernels/gpu_runner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -92,13 +93,14 @@ struct GpuRunner::Impl {
   std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
   int next_slot = 0;
   StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
-  Buf x_final, hf, meanf, rstdf, hf_rows, logits, losses, tmp;
+  Buf x_final, hf, meanf, rstdf, hf_rows, losses, tmp;
+  Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
+  int64_t head_rows = 0;
   DeviceArray<double> loss_sum;
   DeviceArray<char> ws;  // attention workspace (max over calls)
   size_t ws_bytes = 0;
   bool have_forward = false;
-  Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dlogits,
-      dhf_rows;
+  Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   Bf16Buf dob, dqb, dkb, dvb;  // bf16 precision only [N, HD]
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs)
@@ -144,7 +146,7 @@ struct GpuRunner::Impl {
     for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
     if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
-    hf_rows.resize(N * D), logits.resize(N * V), losses.resize(N), loss_sum.resize(1);
+    hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
     dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D), datt.resize(N * HD);
     dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
     if (any_path) {
@@ -154,7 +156,17 @@ struct GpuRunner::Impl {
     if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
     if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
     if (c.mlp != MlpKind::none) dg.resize(N * f_in), ds.resize(N * F);
-    dlogits.resize(N * V), dhf_rows.resize(N * D);
+    dhf_rows.resize(N * D);
+  }
+
+  // Grows logits / dlogits to hold M rows (by half again, capped at N). Tasks label a fraction of
+  // the positions (MQRAR: 32 of 768), so N x V buffers would waste most of a cell's memory. Waits
+  // for the stream first: the previous step may still read the old buffers.
+  void ensure_head_rows(int64_t rows) {
+    if (rows <= head_rows) return;
+    head_rows = std::min(N, std::max(rows, head_rows + head_rows / 2));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    logits.resize(head_rows * V), dlogits.resize(head_rows * V);
   }
 
   // The attention kernel's view of an fp32 activation: itself, or its bf16 copy in bf16 precision.
@@ -377,6 +389,7 @@ struct GpuRunner::Impl {
     upload_batch(in_ids, labels);
     forward_graph.run(stream, {prm}, [&] { forward_layers(prm); });
     // The head only sees the M labelled rows (M varies per batch: eager launches).
+    ensure_head_rows(std::max<int64_t>(1, M));
     const float* head_in = hf.data();
     if (!all_rows()) {
       gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);

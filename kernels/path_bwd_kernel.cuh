@@ -68,7 +68,6 @@ __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& 
                                             int tid) {
   const int64_t k0 = static_cast<int64_t>(j) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
   const int sb = st * sm.stage_bytes;
-  constexpr size_t esz = kBf16 ? 2 : 4;
   if (j > 0) {
     if (p.dense) {
       load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
@@ -79,8 +78,7 @@ __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& 
   }
   if (step) {
     load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
-    load_input_tile<kBf16>(shifted(sm.Vb, sb), kL, Dh, static_cast<const unsigned char*>(p.v) + (head0 + k0 * rs) * esz,
-                           rs, kL, tid);
+    load_input_tile<kBf16>(shifted(sm.Vb, sb), kL, Dh, input_at<kBf16>(p.v, head0 + k0 * rs), rs, kL, tid);
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
   }
   cp_async_commit();
@@ -134,9 +132,6 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
   const int64_t BH = p.B * p.H, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
   const int64_t nitems = static_cast<int64_t>(p.nqb) * BH;
   constexpr size_t esz = bf ? 2 : 4;
-  auto at = [&](const void* base, int64_t elem) {
-    return static_cast<const void*>(static_cast<const unsigned char*>(base) + elem * esz);
-  };
   const float sl2 = p.scale * kLog2e;
   float* slots = p.scratch ? p.scratch + static_cast<int64_t>(blockIdx.x) * p.slot_floats : nullptr;
 
@@ -161,8 +156,8 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     }
 
     __syncthreads();  // the previous item is done with shared memory
-    load_input_tile<bf>(sm.Q, Bq, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
-    load_input_tile<bf>(sm.dO, Bq, Dh, at(p.dout, head0 + i0 * rs), rs, nvalid, tid);
+    load_input_tile<bf>(sm.Q, Bq, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
+    load_input_tile<bf>(sm.dO, Bq, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
     load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     cp_async_commit();
@@ -176,7 +171,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
       zero(A);
       mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);
       mask_lower(A, q0 + r0, lane);
-      load_frag_global(X, at(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
+      load_frag_global(X, input_at<bf>(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
       mma_rA<4, NTD, BL::KN>(X, A, -1.f, sm.Y, 0, 0, true, lane);
     }
 
@@ -285,8 +280,8 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
 
     // ---- own block ----
     __syncthreads();
-    load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + kn0 * rs), rs, kvalid, tid);
-    load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + kn0 * rs), rs, kvalid, tid);
+    load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + kn0 * rs), rs, kvalid, tid);
+    load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + kn0 * rs), rs, kvalid, tid);
     load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);

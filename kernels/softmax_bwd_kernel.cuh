@@ -55,23 +55,20 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
   const int64_t head0 = (b * p.T * p.H + h) * Dh;
   const int kvalid = static_cast<int>(min64(kL, p.T - k0));
   constexpr size_t esz = bf ? 2 : 4;
-  auto at = [&](const void* base, int64_t elem) {
-    return static_cast<const void*>(static_cast<const unsigned char*>(base) + elem * esz);
-  };
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[k0] : 0.0;
   const float sl2 = p.scale * kLog2e;
 
-  load_input_tile<bf>(sm.K, kL, Dh, at(p.k, head0 + k0 * rs), rs, kvalid, tid);
-  load_input_tile<bf>(sm.V, kL, Dh, at(p.v, head0 + k0 * rs), rs, kvalid, tid);
+  load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + k0 * rs), rs, kvalid, tid);
+  load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + k0 * rs), rs, kvalid, tid);
   fill_colbias(sm.colb, gh, k0, p.T, gref, tid);
 
   // Starts the loads of query block qb into stage st: Q, dO and the per-query statistics.
   auto issue = [&](int qb, int st) {
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const int nvalid = static_cast<int>(min64(kL, p.T - i0)), sb = st * sm.stage_bytes;
-    load_input_tile<bf>(shifted(sm.Q, sb), kL, Dh, at(p.q, head0 + i0 * rs), rs, nvalid, tid);
-    load_input_tile<bf>(shifted(sm.dO, sb), kL, Dh, at(p.dout, head0 + i0 * rs), rs, nvalid, tid);
+    load_input_tile<bf>(shifted(sm.Q, sb), kL, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
+    load_input_tile<bf>(shifted(sm.dO, sb), kL, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
     float* st_lse = sm.stats + st * 3 * kL;
     for (int c = tid; c < kL; c += blockDim.x) {
       const int64_t i = i0 + c;

@@ -10,7 +10,7 @@
 # --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end), so
 # concurrent small-model cells share the GPU instead of time-slicing it (2x measured on an H100).
 #
-# --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar and mqrar
+# --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar* and mqrar*
 # (their width-256/512 models have head dim 128, where the fp32-mode PaTH kernels run one warp per
 # SM: bf16 trains those cells 2.7x faster on an H100), tf32 for the others.
 # STUDY defaults to: fflm a5_depth s5_depth mqrar mqar. Devices default to every GPU nvidia-smi
@@ -48,7 +48,7 @@ EXTRA=()
 [[ $DEVICES == *cuda* ]] && EXTRA+=(--set train.device=cuda)
 [ -n "$WORKERS" ] && EXTRA+=(--workers "$WORKERS")
 study_precision() {  # the GPU precision of one study
-  if [ -n "$PRECISION" ]; then echo "$PRECISION"; else case $1 in mqar|mqrar) echo bf16 ;; *) echo tf32 ;; esac; fi
+  if [ -n "$PRECISION" ]; then echo "$PRECISION"; else case $1 in mqar*|mqrar*) echo bf16 ;; *) echo tf32 ;; esac; fi
 }
 if [[ $DEVICES == *cuda* ]]; then
   DEVICE_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)

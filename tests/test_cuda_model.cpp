@@ -13,6 +13,7 @@ TEST(CudaModel, RequiresCuda) { GTEST_SKIP() << "statebench was built without CU
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/gpu_runner.hpp"
@@ -119,6 +120,34 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
     }
 }
 
+// The head's logit buffers are sized to the labelled rows seen so far: a dense batch after a sparse
+// one (more rows than the buffers hold) must still match the double CPU runner.
+TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
+  const int64_t V = 11, B = 3, T = 29;
+  const ModelConfig cfg = two_layer(GetParam(), false);
+  Transformer<float> mf(cfg, V);
+  mf.init_params(4);
+  Transformer<double> md(cfg, V);
+  const int64_t n = mf.params().size();
+  for (int64_t i = 0; i < n; ++i) md.params().params()[i] = mf.params().params()[i];
+  cuda::DeviceArray<float> params(n), grads(n);
+  CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+  cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  TransformerRunner<double> cpu(md, B, T);
+  for (bool sparse : {true, false}) {
+    std::vector<int32_t> ids, labels;
+    batch(B, T, V, sparse ? 31u : 32u, sparse, ids, labels);
+    const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
+    std::vector<double> g_cpu(n, 0.0);
+    cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
+    const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
+    ASSERT_EQ(r.M, ls.count);
+    EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4) << "sparse " << sparse;
+    for (const ParamView& v : mf.params().views())
+      EXPECT_LE(view_error(v, r.grads, g_cpu, nullptr), 1e-3) << v.name << " sparse " << sparse;
+  }
+}
+
 // The layer stacks are recorded into CUDA graphs on the second call and replayed after: every call
 // (new batch, new labelled-row count) must equal the eager runner's.
 TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
@@ -189,10 +218,19 @@ TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
 }
 
 // Evaluation batches of other shapes get their own runner; a short last chunk is padded with
-// unlabelled rows: the counts must equal the CPU engine's over the same chunks.
-TEST_P(CudaModel, EvaluationWithPaddedChunksMatchesCpu) {
+// unlabelled rows (in the training runner once one exists, trained = true): the counts must equal
+// the CPU engine's over the same chunks.
+class CudaModelEval : public ::testing::TestWithParam<std::tuple<Attention, bool>> {
+ protected:
+  void SetUp() override {
+    if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
+  }
+};
+
+TEST_P(CudaModelEval, PaddedChunksMatchCpu) {
   const int64_t V = 11, T = 24;
-  const ModelConfig cfg = two_layer(GetParam(), false);
+  const auto [kind, trained] = GetParam();
+  const ModelConfig cfg = two_layer(kind, false);
   OptimConfig oc;
   CpuEngine cpu(cfg, oc, V, 1);
   GpuEngine gpu(cfg, oc, V, Precision::fp32);
@@ -200,6 +238,11 @@ TEST_P(CudaModel, EvaluationWithPaddedChunksMatchesCpu) {
   gpu.model().init_params(11);
   std::vector<int32_t> ids, labels;
   batch(13, T, V, 77, true, ids, labels);
+  if (trained) {  // one step of batch 5: the engines now hold a training runner of 5 x T
+    const StepResult rc = cpu.train_step(ids.data(), labels.data(), 5, T, 1e-3, 1.0);
+    const StepResult rg = gpu.train_step(ids.data(), labels.data(), 5, T, 1e-3, 1.0);
+    ASSERT_EQ(rc.labelled, rg.labelled);
+  }
   std::vector<uint8_t> mask(ids.size());
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = labels[i] != -100;
   EvalCounts c_cpu, c_gpu;
@@ -273,6 +316,14 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CudaModel,
                          ::testing::Values(Attention::path, Attention::rope, Attention::nope, Attention::fox,
                                            Attention::path_fox),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CudaModelEval,
+                         ::testing::Combine(::testing::Values(Attention::path, Attention::rope, Attention::path_fox),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(to_string(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_after_training" : "_untrained");
+                         });
 
 }  // namespace
 }  // namespace sb

@@ -151,11 +151,12 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
 void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                          EvalCounts& counts) {
   upload_if_host_dirty();
-  // The training runner when the shape matches; else an evaluation runner kept across calls. A
-  // smaller batch (the last chunk of an eval set) is padded with unlabelled rows rather than
-  // reallocating a runner for it.
+  // The training runner when its length matches and it holds the batch; else an evaluation runner
+  // kept across calls. A smaller batch (the last chunk of an eval set) is padded with unlabelled
+  // rows rather than allocating a second runner for it (that runner cost MQRAR cells a third of
+  // their device memory).
   cuda::GpuRunner* runner = nullptr;
-  if (runner_ && runner_->batch() == B && runner_->seq_len() == T) {
+  if (runner_ && runner_->seq_len() == T && runner_->batch() >= B) {
     runner = runner_.get();
   } else {
     if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B)) ensure_runner(eval_runner_, B, T);
