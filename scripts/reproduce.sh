@@ -7,8 +7,9 @@
 #   scripts/reproduce.sh [--build DIR] [--devices LIST] [--workers N] [--time-limit S] [--mps]
 #                        [--precision P] [STUDY...]
 #
-# --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end), so
-# concurrent small-model cells share the GPU instead of time-slicing it (2x measured on an H100).
+# --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end; one
+# already running is shared), so concurrent small-model cells share the GPU instead of time-slicing
+# it (2x measured on an H100).
 #
 # --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar* and mqrar*
 # (their width-256/512 models have head dim 128, where the fp32-mode PaTH kernels run one warp per
@@ -62,8 +63,14 @@ if [ $MPS = 1 ]; then
   command -v nvidia-cuda-mps-control >/dev/null || { echo "reproduce.sh: error: --mps: nvidia-cuda-mps-control not found" >&2; exit 2; }
   export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/statebench-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/statebench-mps-log}
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d || { echo "reproduce.sh: error: --mps: could not start the MPS daemon" >&2; exit 2; }
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  # A daemon already serving this pipe directory (another reproduce.sh running a second study side
+  # by side) is shared and left running; one started here is stopped at exit.
+  if echo get_server_list | nvidia-cuda-mps-control > /dev/null 2>&1; then
+    echo "== MPS: sharing the daemon already running at $CUDA_MPS_PIPE_DIRECTORY"
+  else
+    nvidia-cuda-mps-control -d || { echo "reproduce.sh: error: --mps: could not start the MPS daemon" >&2; exit 2; }
+    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  fi
   DEVICE_NAME="$DEVICE_NAME, MPS"
 fi
 status=0

@@ -1,35 +1,67 @@
 #!/usr/bin/env bash
-# bg_sweep.sh: a sweep longer than one device call (10 minutes) without restarting cells between calls.
-#   WORKERS=N tools/device/bg_sweep.sh start SECS WAIT STUDY...   then   tools/device/bg_sweep.sh poll WAIT
-# start: runs reproduce_call.sh SECS N --staged --mps STUDY... in its own process session (setsid: it
-# outlives the call while the machine stays held), then waits like poll. poll: waits up to WAIT seconds
-# or until the run has ended, then prints its progress and copies its logs, the live sweep state
-# (live_sweeps.tgz) and, once ended, results.tgz / sweeps.tgz to $OUT. Call poll again within the
-# machine's idle release (30 s) to keep it; a machine goes back after 30 minutes held, so SECS + start < 30 min.
+# bg_sweep.sh: sweeps longer than one device call (10 minutes) without restarting cells between calls.
+#   [WORKERS=N] [TESTS=1] tools/device/bg_sweep.sh start SECS WAIT STUDY[:WORKERS]...   then   bg_sweep.sh poll WAIT
+# start: unpacks the prebuilt binaries carried in .gpuwork/stage.tgz (kernels/dev/stage.sh), starts one
+# CUDA MPS daemon and runs scripts/reproduce.sh --mps --time-limit SECS for every study side by side,
+# each with its own worker count (default $WORKERS, else 8), in its own process session (setsid: they
+# outlive the call while the machine stays held). TESTS=1 also runs the staged test_cuda_* programs
+# (as MPS clients) and prints their counts. Then it waits like poll. poll: waits up to WAIT seconds or
+# until every study has ended, prints progress and copies the logs, the live sweep state
+# (live_sweeps.tgz) and, once all ended, results.tgz / sweeps.tgz to $OUT. Call poll again within the
+# machine's idle release (30 s) to keep it; a machine goes back after 30 minutes held, so
+# start + SECS < 30 min (checkpoints do not travel: a cell cut off restarts on the next machine).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; BG=/tmp/bgout; mode=$1; shift
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/statebench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/statebench-mps-log
 if [ "$mode" = start ]; then
   secs=$1 wait=$2; shift 2
-  rm -rf $BG; mkdir -p $BG
-  nvidia-smi -L
-  setsid nohup env OUT=$BG bash tools/device/reproduce_call.sh "$secs" ${WORKERS:-8} --staged --mps "$@" > $BG/bg.log 2>&1 < /dev/null &
-  echo $! > $BG/pid
+  rm -rf $BG /tmp/stage; mkdir -p $BG /tmp/stage "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" .gpuwork/sweeps
+  tar xzf .gpuwork/stage.tgz -C /tmp/stage || exit 1
+  bin=/tmp/stage/bin; export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
+  nvidia-smi -L; $bin/statebench --version
+  nvidia-cuda-mps-control -d && echo "MPS daemon started"
+  for item in "$@"; do
+    s=${item%%:*} w=${WORKERS:-8}
+    [ "$s" != "$item" ] && w=${item#*:}
+    echo "$s" >> $BG/studies
+    setsid nohup bash -c "SWEEPS=.gpuwork/sweeps scripts/reproduce.sh --build $bin --workers $w --time-limit $secs --mps $s; echo \$? > $BG/rc_$s" \
+      > $BG/reproduce_$s.log 2>&1 < /dev/null &
+    sleep 2
+  done
   setsid nohup nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 20 > $BG/smi.log 2>&1 < /dev/null &
+  if [ "${TESTS:-0}" = 1 ]; then
+    for t in $bin/test_cuda_*; do
+      n=$(basename $t)
+      (timeout 480 $t > $OUT/$n.log 2>&1; echo "$n rc=$? ok=$(grep -c '^\[       OK \]' $OUT/$n.log) failed=$(grep -c '^\[  FAILED \]' $OUT/$n.log)") &
+    done
+    wait
+    grep -h "^\[  FAILED \]\|Failure" $OUT/test_cuda_*.log | head -20
+  fi
 else
   wait=$1
 fi
+all_done() {
+  for s in $(cat $BG/studies); do [ -f $BG/rc_$s ] || return 1; done
+}
 t0=$(date +%s)
 while [ $(( $(date +%s) - t0 )) -lt "$wait" ]; do
-  [ -f $BG/results.tgz ] && break
+  all_done && break
   sleep 10
 done
 sleep 2
-echo "== $(date -u +%T) elapsed since call start $(( $(date +%s) - t0 )) s"
-for f in $BG/reproduce_*.log; do [ -f "$f" ] && grep -E "done|skip|DIVERGED|FAILED|error|==" "$f" | tail -40; done
+echo "== $(date -u +%T) waited $(( $(date +%s) - t0 )) s"
+for s in $(cat $BG/studies); do
+  echo "-- $s: rc=$(cat $BG/rc_$s 2>/dev/null || echo running)"
+  grep -E "done|skip|DIVERGED|FAILED|error|==" $BG/reproduce_$s.log | tail -25
+done
 tail -3 $BG/smi.log
-tail -5 $BG/bg.log
 cp $BG/*.log $OUT/ 2>/dev/null
-[ -f $BG/results.tgz ] && cp $BG/results.tgz $BG/sweeps.tgz $OUT/
-cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 | tar -czf "$OUT/live_sweeps.tgz" --null -T - 2>/dev/null
+if all_done; then
+  tar -czf $OUT/results.tgz $(for s in $(cat $BG/studies); do [ -d results/$s ] && echo results/$s; done) 2>/dev/null
+  (cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
+    tar -czf "$OUT/sweeps.tgz" --null -T -)
+fi
+(cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
+  tar -czf "$OUT/live_sweeps.tgz" --null -T - 2>/dev/null)
 ls -la $OUT
