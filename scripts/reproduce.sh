@@ -5,7 +5,11 @@
 # run it again after a stop (--time-limit stops a sweep cleanly; the next call resumes it).
 #
 #   scripts/reproduce.sh [--build DIR] [--devices LIST] [--workers N] [--time-limit S] [--mps]
-#                        [--precision P] [STUDY...]
+#                        [--precision P] [--collect] [STUDY...]
+#
+# --collect runs nothing: it (re)exports results/<study>/ from a finished sweep's state (tables made
+# by this build's `statebench table`; the provenance from the sweep's invocations.tsv). The results
+# directory is ${RESULTS:-results}.
 #
 # --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end; one
 # already running is shared), so concurrent small-model cells share the GPU instead of time-slicing
@@ -19,7 +23,7 @@
 # invocation appends one line (date, commit, device, seconds, exit code) to its invocations.tsv.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build DEVICES="" WORKERS="" LIMIT=0 MPS=0 PRECISION=""
+BUILD=build DEVICES="" WORKERS="" LIMIT=0 MPS=0 PRECISION="" COLLECT=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift 2 ;;
@@ -28,7 +32,8 @@ while [ $# -gt 0 ]; do
     --time-limit) LIMIT=$2; shift 2 ;;
     --mps) MPS=1; shift ;;
     --precision) PRECISION=$2; shift 2 ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    --collect) COLLECT=1; shift ;;
+    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
     -*) echo "reproduce.sh: error: unknown option '$1'" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -40,6 +45,47 @@ SB="$BUILD/statebench"
 for s in "${STUDIES[@]}"; do
   [ -f "experiments/$s.yaml" ] || { echo "reproduce.sh: error: no study 'experiments/$s.yaml'" >&2; exit 2; }
 done
+# collect STUDY SWEEP_DIR RESULT_DIR: exports a finished sweep (atomically: written to RESULT_DIR.tmp, then moved).
+collect() {
+  local s=$1 out=$2 res=$3 last_end id
+  rm -rf "$res.tmp" && mkdir -p "$res.tmp/cells"
+  cp "$out/manifest.json" "$out/study.yaml" "$out/invocations.tsv" "$res.tmp/"
+  for cell in "$out"/cells/*/; do
+    id=$(basename "$cell")
+    mkdir -p "$res.tmp/cells/$id"
+    for f in summary.json config.yaml metrics.jsonl; do [ -f "$cell/$f" ] && cp "$cell/$f" "$res.tmp/cells/$id/"; done
+  done
+  "$SB" table "$out" --out "$res.tmp/tables.md" --plots "$res.tmp/plots" &&
+    "$SB" table "$out" --format csv --out "$res.tmp/tables.csv" --no-plots || return 1
+  last_end=$(tail -1 "$out/invocations.tsv" | { IFS=$'\t' read -r d _ _ secs _; date -u -d "@$(( $(date -u -d "$d" +%s) + ${secs%.*} ))" +%Y-%m-%dT%H:%M:%SZ; })
+  total=$(awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$out/invocations.tsv")
+  {
+    echo "# $s: provenance"
+    echo
+    echo "- Study: \`experiments/$s.yaml\` (copied as \`study.yaml\`); cells: $(grep -o '"id": ' "$out/manifest.json" | wc -l)" \
+      "($(grep -o '"state": "skipped"' "$out/manifest.json" | wc -l) skipped by the protocol)"
+    echo "- Commit(s): $(cut -f2 "$out/invocations.tsv" | sort -u | paste -sd, | sed 's/,/, /g')"
+    echo "- Device(s): $(cut -f3 "$out/invocations.tsv" | sort -u | paste -sd';' | sed 's/;/; /g')"
+    echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $last_end"
+    echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
+    echo "- Wall time of the study: ${total} s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
+    echo "- Tables: \`statebench table results/$s\` (\`tables.md\`, \`tables.csv\`, \`plots/\`); every cell's own provenance is in \`cells/*/summary.json\`"
+    echo
+    echo "| started (UTC) | commit | device | seconds | exit | command |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    awk -F'\t' '{printf "| %s | %s | %s | %s | %s | `%s` |\n", $1, $2, $3, $4, $5, $6}' "$out/invocations.tsv"
+  } > "$res.tmp/PROVENANCE.md"
+  rm -rf "$res" && mv "$res.tmp" "$res"
+}
+SWEEPS=${SWEEPS:-sweeps} RESULTS=${RESULTS:-results}
+if [ $COLLECT = 1 ]; then
+  for s in "${STUDIES[@]}"; do
+    [ -f "$SWEEPS/$s/invocations.tsv" ] || { echo "reproduce.sh: error: --collect: no sweep state '$SWEEPS/$s/invocations.tsv'" >&2; exit 2; }
+    collect "$s" "$SWEEPS/$s" "$RESULTS/$s" || exit 1
+    echo "== $s: results in $RESULTS/$s/ (${total} s of sweep time)"
+  done
+  exit 0
+fi
 if [ -z "$DEVICES" ]; then
   n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   if [ "${n:-0}" -gt 0 ]; then DEVICES=$(seq -s, -f 'cuda:%g' 0 $((n - 1))); else DEVICES=cpu; fi
@@ -58,7 +104,6 @@ else
   DEVICE_NAME="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads"
 fi
 COMMIT=$("$SB" --version | sed -n 's/.*(\(.*\)).*/\1/p')
-SWEEPS=${SWEEPS:-sweeps}
 if [ $MPS = 1 ]; then
   command -v nvidia-cuda-mps-control >/dev/null || { echo "reproduce.sh: error: --mps: nvidia-cuda-mps-control not found" >&2; exit 2; }
   export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/statebench-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/statebench-mps-log}
@@ -75,7 +120,7 @@ if [ $MPS = 1 ]; then
 fi
 status=0
 for s in "${STUDIES[@]}"; do
-  out="$SWEEPS/$s" res="results/$s"
+  out="$SWEEPS/$s" res="$RESULTS/$s"
   mkdir -p "$out"
   cmd=("$SB" sweep "experiments/$s.yaml" --out "$out" --devices "$DEVICES" --progress plain "${EXTRA[@]}")
   [[ $DEVICES == *cuda* ]] && cmd+=(--set "train.precision=$(study_precision "$s")")
@@ -91,32 +136,7 @@ for s in "${STUDIES[@]}"; do
     [ $rc -eq 124 ] && break  # out of time: the later studies would not start either
     continue
   fi
-  rm -rf "$res.tmp" && mkdir -p "$res.tmp/cells"
-  cp "$out/manifest.json" "$out/study.yaml" "$out/invocations.tsv" "$res.tmp/"
-  for cell in "$out"/cells/*/; do
-    id=$(basename "$cell")
-    mkdir -p "$res.tmp/cells/$id"
-    for f in summary.json config.yaml metrics.jsonl; do [ -f "$cell/$f" ] && cp "$cell/$f" "$res.tmp/cells/$id/"; done
-  done
-  "$SB" table "$out" --out "$res.tmp/tables.md" --plots "$res.tmp/plots" &&
-    "$SB" table "$out" --format csv --out "$res.tmp/tables.csv" --no-plots || { status=1; continue; }
-  total=$(awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$out/invocations.tsv")
-  {
-    echo "# $s: provenance"
-    echo
-    echo "- Study: \`experiments/$s.yaml\` (copied as \`study.yaml\`); cells: $(ls -d "$out"/cells/*/ | wc -l)"
-    echo "- Commit(s): $(cut -f2 "$out/invocations.tsv" | sort -u | paste -sd, | sed 's/,/, /g')"
-    echo "- Device(s): $(cut -f3 "$out/invocations.tsv" | sort -u | paste -sd';' | sed 's/;/; /g')"
-    echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
-    echo "- Wall time of the study: ${total} s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
-    echo "- Tables: \`statebench table $out\` (\`tables.md\`, \`tables.csv\`, \`plots/\`); every cell's own provenance is in \`cells/*/summary.json\`"
-    echo
-    echo "| started (UTC) | commit | device | seconds | exit | command |"
-    echo "| --- | --- | --- | --- | --- | --- |"
-    awk -F'\t' '{printf "| %s | %s | %s | %s | %s | `%s` |\n", $1, $2, $3, $4, $5, $6}' "$out/invocations.tsv"
-  } > "$res.tmp/PROVENANCE.md"
-  rm -rf "$res" && mv "$res.tmp" "$res"
+  collect "$s" "$out" "$res" || { status=1; continue; }
   echo "== $s: done in ${total}s in all; results in $res/"
   cat "$res/tables.md"
 done

@@ -1,5 +1,5 @@
 // tables_fixture.hpp: hand-written run and sweep directories for the `statebench table` tests
-// (test_tables.cpp, test_tables_length.cpp): RunSpec -> summary.json, write_sweep -> manifest.json
+// (test_tables.cpp, test_tables_labels.cpp): RunSpec -> summary.json, write_sweep -> manifest.json
 // + cells/, and lookups of a table's row and cell by leading labels and column header.
 #pragma once
 #include <fmt/format.h>
@@ -53,6 +53,7 @@ struct RunSpec {
   std::string status = "completed";
   std::string task = "word_problem";
   int d_model = 64;
+  int head_dim = 32;  // a derived setting: in summary.json, never in the manifest's overrides
   std::vector<std::pair<std::string, std::string>> params;  // more task_params: {"num_kv_pairs", "4"}
   std::vector<std::pair<std::string, EvalSpec>> evals;
 };
@@ -66,11 +67,11 @@ inline std::string summary_json(const RunSpec& r) {
       "{{\"status\": \"{}\", \"message\": \"{}\", \"steps\": 100, \"target_steps\": 100, \"wall_seconds\": 1.5, "
       "\"tokens_per_second\": 1e5, \"final_train_loss\": 0.1, \"task\": \"{}\", "
       "\"task_params\": {{\"group\": \"A5\", \"length\": \"{}\"{}}}, "
-      "\"model\": {{\"attention\": \"{}\", \"layers\": [{}], \"n_layers\": {}, \"d_model\": {}, \"n_heads\": 2, \"head_dim\": 32}}, "
+      "\"model\": {{\"attention\": \"{}\", \"layers\": [{}], \"n_layers\": {}, \"d_model\": {}, \"n_heads\": 2, \"head_dim\": {}}}, "
       "\"seed\": {}, \"lr\": {}, \"config_fingerprint\": \"abc\", \"eval\": {{{}}}, "
       "\"provenance\": {{\"commit\": \"abc123\", \"device\": \"cpu (2 threads)\"}}}}\n",
       r.status, r.status == "diverged" ? "non-finite loss" : "", r.task, r.length, params, r.attention, layers, r.depth, r.d_model,
-      r.seed, r.lr, evals);
+      r.head_dim, r.seed, r.lr, evals);
 }
 
 // "path_d1_L16_s0_lr0.0003", plus "_dm128" for a d_model other than 64 and "_VALUE" per param.
@@ -95,8 +96,8 @@ inline fs::path write_sweep(const std::string& name, const std::vector<RunSpec>&
     const std::string id = cell_id(r);
     cells += fmt::format(
         "{}  {{\"id\": \"{}\", \"dir\": \"cells/{}\", \"overrides\": {{\"model.attention\": \"{}\", \"model.n_layers\": \"{}\", "
-        "\"task.params.length\": \"{}\", \"train.seed\": \"{}\", \"optim.lr\": \"{}\"}}}}",
-        cells.empty() ? "" : ",\n", id, id, r.attention, r.depth, r.length, r.seed, r.lr);
+        "\"model.d_model\": \"{}\", \"task.params.length\": \"{}\", \"train.seed\": \"{}\", \"optim.lr\": \"{}\"}}}}",
+        cells.empty() ? "" : ",\n", id, id, r.attention, r.depth, r.d_model, r.length, r.seed, r.lr);
     if (std::find(skip.begin(), skip.end(), id) == skip.end()) write_run(dir / "cells" / id, r);
   }
   write_file_atomic((dir / "manifest.json").string(),

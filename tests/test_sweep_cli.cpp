@@ -2,12 +2,13 @@
 // for `statebench train` (a shell script given with --train-exe that records start/end, sleeps and
 // writes summary.json), so process handling is tested without training: kill -9 of the sweep
 // mid-run then resume (orphaned cells are waited for, never run twice), Ctrl-C (children stopped,
-// cells resumable), bad studies (one-line errors, exit 2), --dry-run. One test uses the real
-// `statebench train` and skips itself while that command does not exist.
+// cells resumable), bad studies (one-line errors, exit 2), --dry-run. Two tests use the real
+// `statebench train`: kill and resume, and scripts/reproduce.sh --collect exporting a finished sweep.
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "cli_run.hpp"
@@ -226,6 +227,45 @@ TEST(SweepCli, RealTrainKillAndResume) {
     EXPECT_FALSE(fs::exists(c / "summary.failed.json"));
   }
   EXPECT_TRUE(YAML::Load(read_file((s.out / "manifest.json").string()))["complete"].as<bool>());
+}
+
+// scripts/reproduce.sh --collect: a finished sweep (here a 4-step quickstart on the CPU) becomes
+// results/<study>/ with tables, cells and a PROVENANCE.md whose dates and wall time come from the
+// sweep's invocations.tsv; a study without sweep state is a one-line error.
+TEST(SweepCli, ReproduceCollectExportsAFinishedSweep) {
+  const fs::path root = fresh_dir("collect"), sweeps = root / "sweeps", results = root / "results";
+  const fs::path out = sweeps / "quickstart";
+  const CliResult r = run_cli({"sweep", std::string(SB_SOURCE_DIR) + "/experiments/quickstart.yaml", "--out", out.string(),
+                               "--set", "train.steps=4", "--set", "optim.warmup_steps=0", "--set", "train.eval_every=0",
+                               "--workers", "2", "--progress", "plain"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  write_file_atomic((out / "invocations.tsv").string(),
+                    "2026-11-22T05:40:04Z\tabc123\tCPU test\t60.4\t0\tstatebench sweep quickstart\n");
+  const std::string script = std::string(SB_SOURCE_DIR) + "/scripts/reproduce.sh";
+  const std::string build = fs::path(SB_CLI_PATH).parent_path().string();
+  const std::string env = "SWEEPS='" + sweeps.string() + "' RESULTS='" + results.string() + "' ";
+  const fs::path log = root / "collect.log";
+  const int rc = std::system((env + "bash '" + script + "' --build '" + build + "' --collect quickstart > '" + log.string() +
+                              "' 2>&1").c_str());
+  ASSERT_EQ(rc, 0) << read_file(log.string());
+  const fs::path res = results / "quickstart";
+  const std::string prov = read_file((res / "PROVENANCE.md").string());
+  EXPECT_CONTAINS(prov, "cells: 12 (0 skipped by the protocol)");
+  EXPECT_CONTAINS(prov, "Dates (UTC): 2026-11-22T05:40:04Z to 2026-11-22T05:41:04Z");
+  EXPECT_CONTAINS(prov, "Wall time of the study: 60 s over 1 invocation(s)");
+  EXPECT_CONTAINS(prov, "`statebench table results/quickstart`");
+  EXPECT_CONTAINS(read_file((res / "tables.md").string()), "# quickstart");
+  EXPECT_TRUE(fs::exists(res / "tables.csv"));
+  EXPECT_TRUE(fs::exists(res / "manifest.json"));
+  size_t summaries = 0;
+  for (const auto& c : fs::directory_iterator(res / "cells")) summaries += fs::exists(c.path() / "summary.json");
+  EXPECT_EQ(summaries, 12u);
+  EXPECT_FALSE(fs::exists(results / "quickstart.tmp"));
+  // No sweep state for the study: exit 2, one line naming the missing file.
+  const int bad = std::system((env + "bash '" + script + "' --build '" + build + "' --collect fflm > '" + log.string() +
+                               "' 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(bad), 2);
+  EXPECT_CONTAINS(read_file(log.string()), "--collect: no sweep state");
 }
 
 }  // namespace

@@ -288,6 +288,32 @@ void find_length_keys(Study& study, const std::map<std::string, std::set<std::st
   }
 }
 
+// A run without results (skipped by a staged protocol, missing) knows only its manifest overrides,
+// a finished run also the settings its summary derives (head_dim from d_model). Each such key is
+// copied into the pending run from the finished runs of the same attention, depth and length whose
+// settings agree with all of the pending run's, when they agree on its value: otherwise
+// "path (d_model=64)" and "path (d_model=64, head_dim=16)" would be two models.
+void complete_pending_settings(Study& study) {
+  const auto no_summary = [](RunStatus s) { return is_pending(s) || s == RunStatus::skipped; };
+  for (RunRecord& p : study.runs) {
+    if (!no_summary(p.status)) continue;
+    std::map<std::string, std::set<std::string>> found;
+    for (const RunRecord& r : study.runs) {
+      if (no_summary(r.status) || r.attention != p.attention || r.depth != p.depth || r.train_length != p.train_length)
+        continue;
+      const bool agrees = std::all_of(p.settings.begin(), p.settings.end(), [&](const auto& kv) {
+        const auto it = r.settings.find(kv.first);
+        return it != r.settings.end() && it->second == kv.second;
+      });
+      if (!agrees) continue;
+      for (const auto& [k, v] : r.settings)
+        if (!p.settings.count(k)) found[k].insert(v);
+    }
+    for (const auto& [k, vs] : found)
+      if (vs.size() == 1) p.settings[k] = *vs.begin();
+  }
+}
+
 // Model label: attention label, plus the settings that differ between runs ("path (d_model=128)"),
 // except those that go with the train length (find_length_keys).
 void label_models(Study& study) {
@@ -466,6 +492,7 @@ Study load_study(const std::string& dir, const LoadOptions& options) {
                                           unreadable ? fmt::format("; {} unreadable", unreadable) : ""));
   }
   fill_common_fields(study);
+  complete_pending_settings(study);
   label_models(study);
   for (const RunRecord& r : study.runs)
     for (const EvalResult& e : r.evals)

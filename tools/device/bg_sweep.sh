@@ -10,13 +10,18 @@
 # (live_sweeps.tgz) and, once all ended, results.tgz / sweeps.tgz to $OUT. Call poll again within the
 # machine's idle release (30 s) to keep it; a machine goes back after 30 minutes held, so
 # start + SECS < 30 min (checkpoints do not travel: a cell cut off restarts on the next machine).
+# Every call re-syncs the device's tree with this one: carry .gpuwork/stage.tgz and .gpuwork/sweeps
+# with `start` only, never with `poll` (a carried path replaces the live one there, which wiped a
+# running sweep's state once). Results go to .gpuwork/results for the same reason (a results/<study>
+# written between calls is deleted by the next call's sync); scripts/reproduce.sh --collect can
+# rebuild them from the sweep state.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/out}; BG=/tmp/bgout; mode=$1; shift
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/statebench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/statebench-mps-log
 if [ "$mode" = start ]; then
   secs=$1 wait=$2; shift 2
-  rm -rf $BG /tmp/stage; mkdir -p $BG /tmp/stage "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" .gpuwork/sweeps
+  rm -rf $BG /tmp/stage; mkdir -p $BG /tmp/stage "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" .gpuwork/sweeps .gpuwork/results
   tar xzf .gpuwork/stage.tgz -C /tmp/stage || exit 1
   bin=/tmp/stage/bin; export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
   nvidia-smi -L; $bin/statebench --version
@@ -25,7 +30,7 @@ if [ "$mode" = start ]; then
     s=${item%%:*} w=${WORKERS:-8}
     [ "$s" != "$item" ] && w=${item#*:}
     echo "$s" >> $BG/studies
-    setsid nohup bash -c "SWEEPS=.gpuwork/sweeps scripts/reproduce.sh --build $bin --workers $w --time-limit $secs --mps $s; echo \$? > $BG/rc_$s" \
+    setsid nohup bash -c "SWEEPS=.gpuwork/sweeps RESULTS=.gpuwork/results scripts/reproduce.sh --build $bin --workers $w --time-limit $secs --mps $s; echo \$? > $BG/rc_$s" \
       > $BG/reproduce_$s.log 2>&1 < /dev/null &
     sleep 2
   done
@@ -58,7 +63,7 @@ done
 tail -3 $BG/smi.log
 cp $BG/*.log $OUT/ 2>/dev/null
 if all_done; then
-  tar -czf $OUT/results.tgz $(for s in $(cat $BG/studies); do [ -d results/$s ] && echo results/$s; done) 2>/dev/null
+  (cd .gpuwork && tar -czf $OUT/results.tgz $(for s in $(cat $BG/studies); do [ -d results/$s ] && echo results/$s; done))
   (cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
     tar -czf "$OUT/sweeps.tgz" --null -T -)
 fi
