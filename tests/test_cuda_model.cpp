@@ -59,6 +59,23 @@ double view_error(const ParamView& v, const std::vector<float>& got, const std::
   return std::sqrt(diff) / (std::sqrt(ref) + 1e-30);
 }
 
+// A float model (run on the GPU) and a double copy with the same parameters (the CPU reference).
+struct TwinModels {
+  Transformer<float> f;
+  Transformer<double> d;
+  TwinModels(const ModelConfig& cfg, int64_t V, uint64_t seed) : f(cfg, V), d(cfg, V) {
+    f.init_params(seed);
+    for (int64_t i = 0; i < f.params().size(); ++i) d.params().params()[i] = f.params().params()[i];
+  }
+};
+
+// The model's parameters as a device buffer.
+cuda::DeviceArray<float> device_params(const Transformer<float>& m) {
+  cuda::DeviceArray<float> params(m.params().size());
+  CUDA_CHECK(cudaMemcpy(params.data(), m.params().params(), m.params().size() * sizeof(float), cudaMemcpyHostToDevice));
+  return params;
+}
+
 struct GpuResult {
   double loss_sum = 0;
   int64_t M = 0;
@@ -85,21 +102,18 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
   for (bool variant : {false, true})
     for (int64_t T : {7, 33}) {
       const ModelConfig cfg = two_layer(GetParam(), variant);
-      Transformer<float> mf(cfg, V);
-      mf.init_params(3);
-      Transformer<double> md(cfg, V);
+      TwinModels m(cfg, V, 3);
+      const Transformer<float>& mf = m.f;
       const int64_t n = mf.params().size();
-      for (int64_t i = 0; i < n; ++i) md.params().params()[i] = mf.params().params()[i];
       const int64_t B = 2;
       std::vector<int32_t> ids, labels;
       batch(B, T, V, static_cast<uint32_t>(T), variant, ids, labels);
-      TransformerRunner<double> cpu(md, B, T);
+      TransformerRunner<double> cpu(m.d, B, T);
       const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
       std::vector<double> g_cpu(n, 0.0);
       cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
 
-      cuda::DeviceArray<float> params(n), grads(n);
-      CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+      cuda::DeviceArray<float> params = device_params(mf), grads(n);
       cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
       const int64_t M = gpu.forward(params.data(), ids.data(), labels.data());
       ASSERT_EQ(M, ls.count);
@@ -125,15 +139,11 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
 TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
   const int64_t V = 11, B = 3, T = 29;
   const ModelConfig cfg = two_layer(GetParam(), false);
-  Transformer<float> mf(cfg, V);
-  mf.init_params(4);
-  Transformer<double> md(cfg, V);
-  const int64_t n = mf.params().size();
-  for (int64_t i = 0; i < n; ++i) md.params().params()[i] = mf.params().params()[i];
-  cuda::DeviceArray<float> params(n), grads(n);
-  CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
-  cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
-  TransformerRunner<double> cpu(md, B, T);
+  TwinModels m(cfg, V, 4);
+  const int64_t n = m.f.params().size();
+  cuda::DeviceArray<float> params = device_params(m.f), grads(n);
+  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  TransformerRunner<double> cpu(m.d, B, T);
   for (bool sparse : {true, false}) {
     std::vector<int32_t> ids, labels;
     batch(B, T, V, sparse ? 31u : 32u, sparse, ids, labels);
@@ -143,7 +153,7 @@ TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
     ASSERT_EQ(r.M, ls.count);
     EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4) << "sparse " << sparse;
-    for (const ParamView& v : mf.params().views())
+    for (const ParamView& v : m.f.params().views())
       EXPECT_LE(view_error(v, r.grads, g_cpu, nullptr), 1e-3) << v.name << " sparse " << sparse;
   }
 }
@@ -159,8 +169,7 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    cuda::DeviceArray<float> params(n), grads_a(n), grads_b(n);
-    CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cuda::DeviceArray<float> params = device_params(mf), grads_a(n), grads_b(n);
     cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
     cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
     for (int call = 0; call < 4; ++call) {
@@ -183,22 +192,19 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
 TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
   const int64_t V = 11, B = 2, T = 33;
   const ModelConfig cfg = two_layer(GetParam(), false);
-  Transformer<float> mf(cfg, V);
-  mf.init_params(3);
-  Transformer<double> md(cfg, V);
+  TwinModels m(cfg, V, 3);
+  const Transformer<float>& mf = m.f;
   const int64_t n = mf.params().size();
-  for (int64_t i = 0; i < n; ++i) md.params().params()[i] = mf.params().params()[i];
   std::vector<int32_t> ids, labels;
   batch(B, T, V, 9, false, ids, labels);
-  TransformerRunner<double> cpu(md, B, T);
+  TransformerRunner<double> cpu(m.d, B, T);
   const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
   std::vector<double> g_cpu(n, 0.0);
   cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    cuda::DeviceArray<float> params(n), grads(n);
-    CUDA_CHECK(cudaMemcpy(params.data(), mf.params().params(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cuda::DeviceArray<float> params = device_params(mf), grads(n);
     cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s);
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
     ASSERT_EQ(r.M, ls.count);
