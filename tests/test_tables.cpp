@@ -325,6 +325,11 @@ TEST(Tables, ManifestVariantsAndHybridModels) {
   EXPECT_NE(md.title.find(">= 0.5"), std::string::npos) << md.title;
   EXPECT_EQ(row_of(md, {"path+rope (weight_decay=0.1)"}), (std::vector<std::string>{"path+rope (weight_decay=0.1)", "2"}));
   EXPECT_EQ(row_of(md, {"rope (weight_decay=0.0)"}), (std::vector<std::string>{"rope (weight_decay=0.0)", "?"}));
+  TableOptions runs;
+  runs.tables = {"runs"};
+  const Table listed = build_tables(s, runs).front();
+  EXPECT_EQ(cell(listed, {"h"}, "status"), "early_stopped");
+  EXPECT_EQ(cell(listed, {"h"}, "steps"), "-");  // this summary does not say
 }
 
 TEST(Tables, CorruptSummaryIsSkippedWithWarningOrStrictError) {
@@ -402,7 +407,7 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_TRUE(csv.out.empty());
   const std::string text = read_file(out.string());
   EXPECT_EQ(text.rfind("\"# Accuracy grid", 0), 0u) << text;
-  EXPECT_NE(text.find("\n# Runs: token_accuracy of every eval key\nid,model,depth,L,seed,lr,status,val,val@64,message\n"),
+  EXPECT_NE(text.find("\n# Runs: token_accuracy of every eval key\nid,model,depth,L,seed,lr,status,steps,val,val@64,message\n"),
             std::string::npos) << text;
   EXPECT_TRUE(fs::exists(plots / "heatmap_rope.png"));
 

@@ -57,6 +57,7 @@ TEST(Tables, LengthBoundSettingLabelsTheColumnNotTheModel) {
   all.tables = {"runs", "errors"};
   const std::vector<Table> listed = build_tables(s, all);
   EXPECT_EQ(cell(listed[0], {"rope_d1_L32_s0_lr0.0003_dm128_8"}, "num_kv_pairs"), "8");
+  EXPECT_EQ(cell(listed[0], {"rope_d1_L32_s0_lr0.0003_dm128_8"}, "steps"), "100");  // summary.json "steps"
   EXPECT_EQ(cell(listed[1], {"path (d_model=64)", "16"}, "num_kv_pairs"), "4");
   // Two settings bound to the length: both in the header, which CSV quotes and parses back.
   std::vector<RunSpec> two = zipped_runs();

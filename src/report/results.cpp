@@ -450,6 +450,7 @@ void parse_summary(const std::string& text, RunRecord& r) {
   apply_map(r, s["model"], "model.");
   if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
   if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
+  if (s["steps"] && !s["steps"].IsNull()) r.steps = to_integer(scalar_text(s["steps"]), "steps");
   r.evals.clear();
   if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
     for (const auto& kv : ev) r.evals.push_back(parse_eval(kv.first.Scalar(), kv.second));

@@ -53,6 +53,7 @@ struct RunRecord {
   int64_t train_length = 0;         // task_params.length (0 = unknown)
   std::optional<int64_t> seed;      // train.seed
   std::optional<double> lr;         // optim.lr
+  std::optional<int64_t> steps;     // summary.json "steps": optimizer steps taken (early stops end sooner)
   // Other settings that may tell runs apart, by config key ("task.name", "task.params.group",
   // "model.d_model", or any manifest override key): see Study::model_label.
   std::map<std::string, std::string> settings;

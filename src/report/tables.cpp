@@ -452,13 +452,14 @@ Table runs_table(const Study& study, const TableOptions& o) {
   t.title = fmt::format("Runs: {} of every eval key", to_string(m.field));
   t.header = {"id", "model", "depth", "L"};
   append(t.header, length_key_names(study));
-  append(t.header, {"seed", "lr", "status"});
+  append(t.header, {"seed", "lr", "status", "steps"});
   for (const auto& k : study.eval_keys) t.header.push_back(k);
   t.header.push_back("message");
   for (const RunRecord& r : study.runs) {
     std::vector<std::string> row{r.id, r.model, fmt::format("{}", r.depth), fmt::format("{}", r.train_length)};
     append(row, length_setting_values(study, r.train_length));
-    append(row, {r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-", to_string(r.status)});
+    append(row, {r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-", to_string(r.status),
+                 r.steps ? fmt::format("{}", *r.steps) : "-"});
     for (const auto& k : study.eval_keys) row.push_back(format_number(metric_value(r, k, m.field), m.field));
     row.push_back(r.message);
     t.rows.push_back(std::move(row));
