@@ -42,7 +42,8 @@ class DeviceArray {
 
 class GpuRunner {
  public:
-  // Preallocates every activation for batches of B sequences of length T on `stream`. The model
+  // Preallocates every activation for batches of B sequences of length T on `stream` (the head's
+  // logits grow with the most labelled rows a batch has had, up to B * T). The model
   // provides the configuration and the parameter layout (its host values are not read). precision
   // bf16 also runs the attention kernels in bf16 (q, k, v, out and their gradients; fp32 else).
   // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
