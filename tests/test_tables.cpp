@@ -234,6 +234,20 @@ TEST(Tables, LengthGeneralisationTable) {
   EXPECT_EQ(ids, (std::vector<std::string>{"grid", "min-depth", "length"}));
 }
 
+// With one depth the min-depth table would only repeat the grid: not made unless asked for.
+TEST(Tables, OneDepthStudiesGetNoMinDepthTableByDefault) {
+  std::vector<RunSpec> runs;
+  for (const RunSpec& r : grid_runs())
+    if (r.depth == 1) runs.push_back(r);
+  const Study s = load_study(write_sweep("one_depth", runs).string());
+  std::vector<std::string> ids;
+  for (const Table& x : build_tables(s, {})) ids.push_back(x.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "length"}));
+  TableOptions asked;
+  asked.tables = {"min-depth"};
+  EXPECT_EQ(build_tables(s, asked).front().id, "min-depth");
+}
+
 TEST(Tables, MarkdownAndCsvRendering) {
   const Study s = load_study(write_sweep("render", grid_runs()).string());
   const std::vector<Table> tables = build_tables(s, {});

@@ -472,7 +472,11 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
   const Metric m = parse_metric(o.metric, study);
   std::vector<std::string> ids = o.tables;
   if (ids.empty()) {
-    ids = {"grid", "min-depth"};
+    // The min-depth table answers nothing the grid does not when every run has the same depth.
+    const bool depths = std::any_of(study.runs.begin(), study.runs.end(),
+                                    [&](const RunRecord& r) { return r.depth != study.runs.front().depth; });
+    ids = {"grid"};
+    if (depths) ids.push_back("min-depth");
     const bool flipflop = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) {
       const auto it = r.settings.find("task.name");
       return it != r.settings.end() && it->second == "flipflop";
