@@ -4,7 +4,8 @@
 # its training rate. Used to choose a study protocol (steps, batch, lr) before a sweep.
 #   tools/device/protocol_probe.sh SECONDS CONFIG PROBE_FILE
 # PROBE_FILE: one run per line, "name --set k=v --set k=v ..."; a line "@common ARGS" adds ARGS to
-# every run; # starts a comment. Logs: $OUT/probe/.
+# every run; # starts a comment. Logs: $OUT/probe/. SB=PATH picks the binary (default
+# build-gpu/statebench; a staged one: SB=/tmp/stage/bin/statebench with its lib/ on LD_LIBRARY_PATH).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=$1 config=$2 probes=$3
@@ -19,7 +20,7 @@ while read -r name args; do
   names+=("$name")
   rm -rf "/tmp/probe/$name"
   # shellcheck disable=SC2086
-  timeout "$secs" build-gpu/statebench train "$config" --device cuda --quiet --out "/tmp/probe/$name" $common $args \
+  timeout "$secs" "${SB:-build-gpu/statebench}" train "$config" --device cuda --quiet --out "/tmp/probe/$name" $common $args \
     > "$dir/$name.log" 2>&1 &
 done < "$probes"
 wait
