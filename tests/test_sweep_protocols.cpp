@@ -1,0 +1,165 @@
+// test_sweep_protocols.cpp: the staged protocols end to end through the sweep runner with the fake
+// launcher (sweep_runner_fixture.hpp): min_depth's depth-by-depth skips, max_lr with and without
+// stop_at (later rates skipped, resume), the manifest's format, and the device slots.
+#include "sweep_runner_fixture.hpp"
+
+namespace sb::sweep {
+namespace {
+
+using namespace runner_test;
+
+TEST(SweepRunner, MinDepthEndToEnd) {
+  const Plan plan = plan_of(
+      "grid:\n  model.attention: [path, rope]\n  model.n_layers: [1, 2, 3]\n  train.seed: [0, 1]\n"
+      "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, best_over: [train.seed]}\n");
+  const fs::path out = fresh("min_depth");
+  auto outcome = [](const Cell& c) {
+    Outcome o;
+    const bool path = c.config.model.attention == Attention::path;
+    const int64_t depth = c.config.model.n_layers;
+    o.metric = path ? (c.config.train.seed == 1 ? 0.97 : 0.5) : (depth >= 2 && c.config.train.seed == 0 ? 0.92 : 0.3);
+    return o;
+  };
+  FakeLauncher launcher(plan);
+  launcher.outcome = outcome;
+  const SweepResult r = run_sweep(plan, launcher, options(out, 4));
+  EXPECT_EQ(launcher.started_labels(),
+            (std::set<std::string>{"attention=path,n_layers=1,seed=0", "attention=path,n_layers=1,seed=1",
+                                   "attention=rope,n_layers=1,seed=0", "attention=rope,n_layers=1,seed=1",
+                                   "attention=rope,n_layers=2,seed=0", "attention=rope,n_layers=2,seed=1"}));
+  EXPECT_EQ(r.counts.skipped, 6u);
+  ASSERT_EQ(r.groups.size(), 2u);
+  EXPECT_EQ(*r.groups[0].reached, 0u);
+  EXPECT_EQ(*r.groups[1].reached, 1u);
+  const YAML::Node m = manifest(out);
+  EXPECT_EQ(m["protocol"].as<std::string>(), "min_depth");
+  EXPECT_EQ(m["options"]["axis"].as<std::string>(), "model.n_layers");
+  EXPECT_DOUBLE_EQ(m["options"]["threshold"].as<double>(), 0.9);
+  EXPECT_EQ(m["options"]["best_over"][0].as<std::string>(), "train.seed");
+  EXPECT_EQ(m["groups"][0]["key"].as<std::string>(), "attention=path");
+  EXPECT_EQ(m["groups"][0]["min_depth"].as<std::string>(), "1");
+  EXPECT_EQ(m["groups"][1]["min_depth"].as<std::string>(), "2");
+  EXPECT_EQ(m["groups"][1]["cells"].size(), 3u);
+  size_t skipped = 0;
+  for (const auto& c : m["cells"]) {
+    skipped += c["state"].as<std::string>() == "skipped";
+    EXPECT_EQ(c["group"].as<std::string>(), c["axes"]["model.attention"].as<std::string>() == "path" ? "attention=path" : "attention=rope");
+  }
+  EXPECT_EQ(skipped, 6u);
+  // Resume: every depth already decided from disk; nothing runs.
+  FakeLauncher again(plan);
+  again.outcome = outcome;
+  const SweepResult r2 = run_sweep(plan, again, options(out, 4));
+  EXPECT_TRUE(again.started.empty());
+  EXPECT_EQ(r2.counts.reused, 6u);
+  EXPECT_EQ(r2.counts.skipped, 6u);
+}
+
+TEST(SweepRunner, MaxLrRunsAllAndRecordsTheProtocol) {
+  const Plan plan = plan_of("grid: {optim.lr: [1e-3, 3e-3, 1e-2], train.seed: [0, 1]}\nprotocol: max_lr\n"
+                            "max_lr: {metric: val@16.token_accuracy}\n");
+  const fs::path out = fresh("max_lr");
+  FakeLauncher launcher(plan);
+  run_sweep(plan, launcher, options(out));
+  EXPECT_EQ(launcher.started.size(), 6u);
+  const YAML::Node m = manifest(out);
+  EXPECT_EQ(m["protocol"].as<std::string>(), "max_lr");
+  EXPECT_EQ(m["options"]["axis"].as<std::string>(), "optim.lr");
+  EXPECT_EQ(m["options"]["metric"].as<std::string>(), "val@16.token_accuracy");
+  EXPECT_TRUE(m["options"]["stop_at"].IsNull());
+  EXPECT_EQ(m["groups"].size(), 0u);
+}
+
+TEST(SweepRunner, MaxLrStopAtSkipsLaterRatesAndResumes) {
+  const Plan plan = plan_of("grid: {model.attention: [path, rope], optim.lr: [3e-3, 1e-3, 1e-2]}\nprotocol: max_lr\n"
+                            "max_lr: {stop_at: 0.9}\n");
+  const fs::path out = fresh("max_lr_stop");
+  auto outcome = [](const Cell& c) {
+    Outcome o;  // path reaches at the first rate; rope only at the last
+    const bool path = c.config.model.attention == Attention::path;
+    o.metric = path ? 0.95 : (c.config.optim.lr > 5e-3 ? 0.91 : 0.2);
+    return o;
+  };
+  FakeLauncher launcher(plan);
+  launcher.outcome = outcome;
+  const SweepResult r = run_sweep(plan, launcher, options(out, 4));
+  EXPECT_EQ(launcher.started_labels(), (std::set<std::string>{"attention=path,lr=3e-3", "attention=rope,lr=3e-3",
+                                                              "attention=rope,lr=1e-3", "attention=rope,lr=1e-2"}));
+  EXPECT_EQ(r.counts.skipped, 2u);
+  const YAML::Node m = manifest(out);
+  EXPECT_DOUBLE_EQ(m["options"]["stop_at"].as<double>(), 0.9);
+  ASSERT_EQ(m["groups"].size(), 2u);
+  EXPECT_EQ(m["groups"][0]["values"][0].as<std::string>(), "3e-3");
+  EXPECT_EQ(m["groups"][0]["reached"].as<std::string>(), "3e-3");
+  EXPECT_EQ(m["groups"][1]["reached"].as<std::string>(), "1e-2");
+  FakeLauncher again(plan);
+  again.outcome = outcome;
+  const SweepResult r2 = run_sweep(plan, again, options(out, 4));
+  EXPECT_TRUE(again.started.empty());
+  EXPECT_EQ(r2.counts.skipped, 2u);
+}
+
+TEST(SweepManifest, Format) {
+  const Plan plan = plan_of("description: d\nset: {train.steps: 5}\ngrid: {model.attention: [path, rope]}\n"
+                            "zip: {task.params.length: [8, 16], task.eval: [[val], [{split: val, length: 32}]]}\n");
+  const fs::path out = fresh("manifest");
+  FakeLauncher launcher(plan);
+  run_sweep(plan, launcher, options(out));
+  const std::string text = read_file((out / "manifest.json").string());
+  const YAML::Node m = YAML::Load(text);
+  EXPECT_EQ(m["format"].as<std::string>(), "statebench-sweep");
+  EXPECT_EQ(m["version"].as<int>(), kManifestVersion);
+  EXPECT_EQ(m["name"].as<std::string>(), "s");
+  EXPECT_EQ(m["description"].as<std::string>(), "d");
+  EXPECT_EQ(m["study"].as<std::string>(), "study.yaml");
+  EXPECT_EQ(m["base"].as<std::string>(), (fs::absolute(out).lexically_normal() / "base.yaml").string());
+  EXPECT_EQ(m["set"][0].as<std::string>(), "train.steps=5");
+  EXPECT_EQ(m["protocol"].as<std::string>(), "grid");
+  EXPECT_EQ(m["options"].size(), 0u);
+  EXPECT_EQ(m["metric"].as<std::string>(), "val.token_accuracy");
+  ASSERT_EQ(m["axes"].size(), 3u);
+  EXPECT_EQ(m["axes"][0]["key"].as<std::string>(), "model.attention");
+  EXPECT_EQ(m["axes"][0]["kind"].as<std::string>(), "grid");
+  EXPECT_EQ(m["axes"][2]["kind"].as<std::string>(), "zip");
+  EXPECT_EQ(m["axes"][2]["values"][1].as<std::string>(), "[{split: val, length: 32}]");
+  EXPECT_TRUE(m["complete"].as<bool>());
+  EXPECT_EQ(m["counts"]["finished"].as<int>(), 4);
+  ASSERT_EQ(m["cells"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const YAML::Node c = m["cells"][i];
+    EXPECT_EQ(c["id"].as<std::string>(), plan.cells[i].id);
+    EXPECT_EQ(c["dir"].as<std::string>(), "cells/" + plan.cells[i].id);
+    EXPECT_EQ(c["overrides"].size(), 3u);
+    EXPECT_EQ(c["overrides"][1].as<std::string>(), plan.cells[i].overrides()[1]);
+    EXPECT_EQ(c["axes"]["task.params.length"].as<std::string>(), plan.cells[i].value("task.params.length")->text);
+    EXPECT_EQ(c["state"].as<std::string>(), "finished");
+    EXPECT_EQ(c["status"].as<std::string>(), "completed");
+    EXPECT_FALSE(c["group"]);
+  }
+  EXPECT_EQ(text.find("\t"), std::string::npos);
+}
+
+TEST(SweepSlots, DevicesAndWorkers) {
+  EXPECT_EQ(parse_devices("cpu"), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(parse_devices("cuda,cuda:3"), (std::vector<std::string>{"cuda:0", "cuda:3"}));
+  EXPECT_THROW(parse_devices("gpu"), Error);
+  EXPECT_THROW(parse_devices("cpu,cpu"), Error);
+  EXPECT_THROW(parse_devices("cuda:x"), Error);
+  EXPECT_THROW(parse_devices(""), Error);
+  EXPECT_EQ(make_slots({"cpu"}, 0, 8, 2), std::vector<std::string>(4, "cpu"));
+  EXPECT_EQ(make_slots({"cpu"}, 0, 2, 4), std::vector<std::string>(1, "cpu"));
+  EXPECT_EQ(make_slots({"cpu", "cuda:0", "cuda:1"}, 0, 2, 1), (std::vector<std::string>{"cpu", "cuda:0", "cuda:1", "cpu"}));
+  EXPECT_EQ(make_slots({"cuda:0", "cuda:1"}, 5, 16, 1),
+            (std::vector<std::string>{"cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"}));
+}
+
+TEST(SweepSlots, ConcurrentLanesShareAGpu) {
+  EXPECT_EQ(concurrent_lanes(std::vector<std::string>(4, "cpu")), 4.0);
+  EXPECT_EQ(concurrent_lanes(std::vector<std::string>(8, "cuda:0")), 2.0);  // 8 workers, one GPU
+  EXPECT_EQ(concurrent_lanes({"cuda:0"}), 1.0);
+  EXPECT_EQ(concurrent_lanes(make_slots({"cuda:0", "cuda:1"}, 6, 16, 1)), 4.0);
+  EXPECT_EQ(concurrent_lanes({"cpu", "cuda:0", "cuda:0", "cuda:0", "cpu"}), 4.0);
+}
+
+}  // namespace
+}  // namespace sb::sweep
