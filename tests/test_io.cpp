@@ -1,6 +1,7 @@
 // test_io.cpp: the example writers (JSONL, .npy, .npz), CRC-32, the .npy header, the parallel
 // generate loop (same bytes for any thread count, errors and cancellation) and Progress.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstring>
@@ -224,6 +225,26 @@ TEST(ExampleWriter, RefusesUnwritableTargets) {
   // An npz over 4 GiB is refused before anything is written.
   EXPECT_THROW(open_example_writer((dir / "big.npz").string(), ExampleFormat::kNpz, int64_t{1} << 20, 1024), Error);
   EXPECT_EQ(entries(dir), 1u);  // only sub.jsonl
+}
+
+// Every atomic write (tables, summaries, manifests, bench JSON) renames over its target, so a
+// device or pipe there is refused rather than replaced by a regular file; a directory too.
+TEST(AtomicFile, RefusesTargetsThatAreNotRegularFiles) {
+  const auto dir = fresh_dir("atomic_targets");
+  const auto fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  try {
+    write_file_atomic(fifo.string(), "x");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_THROW(AtomicFile((dir).string()), Error);
+  write_file_atomic((dir / "plain.txt").string(), "a");  // a regular file is replaced, as always
+  write_file_atomic((dir / "plain.txt").string(), "b");
+  EXPECT_EQ(read_file((dir / "plain.txt").string()), "b");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 2);  // no temp files left
 }
 
 TEST(GenerateExamples, SameExamplesForEveryThreadCount) {

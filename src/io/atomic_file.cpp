@@ -33,7 +33,13 @@ void fsync_dir(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_path_(temp_name(path_)) {
   if (path_.empty()) fail("empty output file name");
-  if (std::filesystem::is_directory(path_)) fail("cannot write '{}': it is a directory", path_);
+  // The rename at commit() would replace whatever is there: refuse devices, pipes and the like
+  // (as root, `--out /dev/null` would otherwise turn /dev/null into a regular file).
+  std::error_code ec;
+  const auto status = std::filesystem::status(path_, ec);
+  if (!ec && std::filesystem::is_directory(status)) fail("cannot write '{}': it is a directory", path_);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    fail("cannot write '{}': it exists and is not a regular file", path_);
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (!file_) fail("cannot write '{}': {}", path_, std::strerror(errno));
 }

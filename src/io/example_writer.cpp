@@ -339,12 +339,7 @@ class NpzWriter final : public CountingWriter {
 }  // namespace
 
 std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format, int64_t N, int64_t T) {
-  // The rename at commit() would replace whatever is there: refuse devices, pipes and the like.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
-      !std::filesystem::is_directory(status))
-    fail("cannot write '{}': it exists and is not a regular file", path);
+  // Devices, pipes and directories are refused by AtomicFile (the commit's rename would replace them).
   switch (format) {
     case ExampleFormat::kJsonl: return std::make_unique<JsonlWriter>(path, N, T);
     case ExampleFormat::kNpy: return std::make_unique<NpyWriter>(path, N, T);
