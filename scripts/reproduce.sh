@@ -45,6 +45,8 @@ SB="$BUILD/statebench"
 for s in "${STUDIES[@]}"; do
   [ -f "experiments/$s.yaml" ] || { echo "reproduce.sh: error: no study 'experiments/$s.yaml'" >&2; exit 2; }
 done
+# sweep_seconds SWEEP_DIR: the summed wall time of the sweep's invocations.
+sweep_seconds() { awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$1/invocations.tsv"; }
 # collect STUDY SWEEP_DIR RESULT_DIR: exports a finished sweep (atomically: written to RESULT_DIR.tmp, then moved).
 collect() {
   local s=$1 out=$2 res=$3 last_end id
@@ -58,7 +60,6 @@ collect() {
   "$SB" table "$out" --out "$res.tmp/tables.md" --plots "$res.tmp/plots" &&
     "$SB" table "$out" --format csv --out "$res.tmp/tables.csv" --no-plots || return 1
   last_end=$(tail -1 "$out/invocations.tsv" | { IFS=$'\t' read -r d _ _ secs _; date -u -d "@$(( $(date -u -d "$d" +%s) + ${secs%.*} ))" +%Y-%m-%dT%H:%M:%SZ; })
-  total=$(awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$out/invocations.tsv")
   {
     echo "# $s: provenance"
     echo
@@ -68,7 +69,7 @@ collect() {
     echo "- Device(s): $(cut -f3 "$out/invocations.tsv" | sort -u | paste -sd';' | sed 's/;/; /g')"
     echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $last_end"
     echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
-    echo "- Wall time of the study: ${total} s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
+    echo "- Wall time of the study: $(sweep_seconds "$out") s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
     echo "- Tables: \`statebench table results/$s\` (\`tables.md\`, \`tables.csv\`, \`plots/\`); every cell's own provenance is in \`cells/*/summary.json\`"
     echo
     echo "| started (UTC) | commit | device | seconds | exit | command |"
@@ -82,7 +83,7 @@ if [ $COLLECT = 1 ]; then
   for s in "${STUDIES[@]}"; do
     [ -f "$SWEEPS/$s/invocations.tsv" ] || { echo "reproduce.sh: error: --collect: no sweep state '$SWEEPS/$s/invocations.tsv'" >&2; exit 2; }
     collect "$s" "$SWEEPS/$s" "$RESULTS/$s" || exit 1
-    echo "== $s: results in $RESULTS/$s/ (${total} s of sweep time)"
+    echo "== $s: results in $RESULTS/$s/ ($(sweep_seconds "$SWEEPS/$s") s of sweep time)"
   done
   exit 0
 fi
@@ -137,7 +138,7 @@ for s in "${STUDIES[@]}"; do
     continue
   fi
   collect "$s" "$out" "$res" || { status=1; continue; }
-  echo "== $s: done in ${total}s in all; results in $res/"
+  echo "== $s: done in $(sweep_seconds "$out")s in all; results in $res/"
   cat "$res/tables.md"
 done
 exit $status

@@ -122,6 +122,16 @@ inline RunnerOptions options(const fs::path& out, size_t slots = 2) {
 
 inline bool has_summary(const fs::path& out, const Cell& c) { return fs::exists(out / c.dir / "summary.json"); }
 
+// A second sweep over a finished one, with the same outcomes: it must start no cell.
+inline SweepResult rerun_starting_nothing(const Plan& plan, const std::function<Outcome(const Cell&)>& outcome,
+                                          const fs::path& out, size_t slots) {
+  FakeLauncher again(plan);
+  again.outcome = outcome;
+  const SweepResult r = run_sweep(plan, again, options(out, slots));
+  EXPECT_TRUE(again.started.empty());
+  return r;
+}
+
 inline YAML::Node manifest(const fs::path& out) { return YAML::Load(read_file((out / "manifest.json").string())); }
 
 }  // namespace sb::sweep::runner_test

@@ -47,10 +47,7 @@ TEST(SweepRunner, MinDepthEndToEnd) {
   }
   EXPECT_EQ(skipped, 6u);
   // Resume: every depth already decided from disk; nothing runs.
-  FakeLauncher again(plan);
-  again.outcome = outcome;
-  const SweepResult r2 = run_sweep(plan, again, options(out, 4));
-  EXPECT_TRUE(again.started.empty());
+  const SweepResult r2 = rerun_starting_nothing(plan, outcome, out, 4);
   EXPECT_EQ(r2.counts.reused, 6u);
   EXPECT_EQ(r2.counts.skipped, 6u);
 }
@@ -92,10 +89,7 @@ TEST(SweepRunner, MaxLrStopAtSkipsLaterRatesAndResumes) {
   EXPECT_EQ(m["groups"][0]["values"][0].as<std::string>(), "3e-3");
   EXPECT_EQ(m["groups"][0]["reached"].as<std::string>(), "3e-3");
   EXPECT_EQ(m["groups"][1]["reached"].as<std::string>(), "1e-2");
-  FakeLauncher again(plan);
-  again.outcome = outcome;
-  const SweepResult r2 = run_sweep(plan, again, options(out, 4));
-  EXPECT_TRUE(again.started.empty());
+  const SweepResult r2 = rerun_starting_nothing(plan, outcome, out, 4);
   EXPECT_EQ(r2.counts.skipped, 2u);
 }
 

@@ -278,6 +278,12 @@ std::string length_settings_text(const Study& study, int64_t length) {
   return out;
 }
 
+std::vector<std::string> length_key_names(const Study& study) {
+  std::vector<std::string> out;
+  for (const auto& k : study.length_keys) out.push_back(setting_name(k));
+  return out;
+}
+
 std::vector<std::string> length_setting_values(const Study& study, int64_t length) {
   std::vector<std::string> out;
   const auto at = study.length_settings.find(length);

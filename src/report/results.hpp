@@ -105,6 +105,8 @@ std::string setting_name(const std::string& key);
 // The length-bound settings of train length L as "num_kv_pairs=4" (short names, ", " between
 // several, in key order); "" when Study::length_keys is empty or L's runs lack them.
 std::string length_settings_text(const Study& study, int64_t length);
+// The short names of Study::length_keys, in that order ("num_kv_pairs").
+std::vector<std::string> length_key_names(const Study& study);
 // The value of each Study::length_keys setting at train length L, in that order; "-" where absent.
 std::vector<std::string> length_setting_values(const Study& study, int64_t length);
 

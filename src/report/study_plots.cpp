@@ -3,6 +3,7 @@
 #include "report/study_plots.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -37,13 +38,13 @@ HeatmapSpec heatmap_frame(const Study& study, const Metric& m, const CellGrid& g
   s.title = fmt::format("{}: {} (mean over seeds)", what, m.name());
   s.x_label = "train length";
   s.vmax = scale_max(study, m);
-  std::string bound;  // settings bound to the length (Study::length_keys): "64 (4)" under "train length (num_kv_pairs)"
-  for (const auto& k : study.length_keys) bound += (bound.empty() ? "" : ", ") + setting_name(k);
-  if (!bound.empty()) s.x_label += " (" + bound + ")";
+  // Settings bound to the length (Study::length_keys): ticks "64 (4)" under "train length (num_kv_pairs)".
+  if (!study.length_keys.empty()) s.x_label += fmt::format(" ({})", fmt::join(length_key_names(study), ", "));
   for (int64_t L : grid.lengths()) {
-    std::string values;
-    for (const auto& v : length_setting_values(study, L)) values += (values.empty() ? "" : ", ") + v;
-    s.x_ticks.push_back((L > 0 ? fmt::format("{}", L) : "?") + (values.empty() ? "" : " (" + values + ")"));
+    const std::string tick = L > 0 ? fmt::format("{}", L) : "?";
+    s.x_ticks.push_back(study.length_keys.empty()
+                            ? tick
+                            : fmt::format("{} ({})", tick, fmt::join(length_setting_values(study, L), ", ")));
   }
   return s;
 }

@@ -42,13 +42,6 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& items)
   to.insert(to.end(), items.begin(), items.end());
 }
 
-// Tables with an "L" column get one column per length-bound setting after it (length_setting_values).
-std::vector<std::string> length_key_names(const Study& study) {
-  std::vector<std::string> out;
-  for (const auto& k : study.length_keys) out.push_back(setting_name(k));
-  return out;
-}
-
 void note_length_keys(const Study& study, Table& t) {
   if (study.length_keys.empty()) return;
   const std::vector<std::string> names = length_key_names(study);
@@ -473,10 +466,10 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
   std::vector<std::string> ids = o.tables;
   if (ids.empty()) {
     // The min-depth table answers nothing the grid does not when every run has the same depth.
-    const bool depths = std::any_of(study.runs.begin(), study.runs.end(),
-                                    [&](const RunRecord& r) { return r.depth != study.runs.front().depth; });
+    const bool several_depths = std::any_of(study.runs.begin(), study.runs.end(),
+                                            [&](const RunRecord& r) { return r.depth != study.runs.front().depth; });
     ids = {"grid"};
-    if (depths) ids.push_back("min-depth");
+    if (several_depths) ids.push_back("min-depth");
     const bool flipflop = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) {
       const auto it = r.settings.find("task.name");
       return it != r.settings.end() && it->second == "flipflop";

@@ -62,11 +62,10 @@ for s in $(cat $BG/studies); do
 done
 tail -3 $BG/smi.log
 cp $BG/*.log $OUT/ 2>/dev/null
-if all_done; then
-  (cd .gpuwork && tar -czf $OUT/results.tgz $(for s in $(cat $BG/studies); do [ -d results/$s ] && echo results/$s; done))
-  (cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
-    tar -czf "$OUT/sweeps.tgz" --null -T -)
-fi
 (cd .gpuwork && find sweeps -type f ! -name checkpoint.bin ! -name '*.lock' ! -name lock -print0 |
   tar -czf "$OUT/live_sweeps.tgz" --null -T - 2>/dev/null)
+if all_done; then  # the final state: the same archive under its final name, and the results
+  cp $OUT/live_sweeps.tgz $OUT/sweeps.tgz
+  (cd .gpuwork && tar -czf $OUT/results.tgz $(for s in $(cat $BG/studies); do [ -d results/$s ] && echo results/$s; done))
+fi
 ls -la $OUT
