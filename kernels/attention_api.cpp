@@ -159,9 +159,19 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   cfg.grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(dev.sms) * occ));
   const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
   if (nbmax == 0) return cfg;
+  const int64_t state = Bq * d.Dh;
+  cfg.sc = superchunk_blocks(nb);
+  if (cfg.sc > 0) {
+    // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
+    cfg.nsc = static_cast<int>((nb + cfg.sc - 1) / cfg.sc);
+    cfg.seg = cfg.sc, cfg.ck_slots = 1;
+    cfg.slot_floats = (1 + cfg.sc + cfg.nsc) * state;
+    const int64_t sc_items = d.B * d.H * (cfg.nsc - 1);
+    cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
+    return cfg;
+  }
   // Query-state checkpoints: one segment (every state stored, one transport per block) when the
   // scratch fits the budget, else segments of ~sqrt(n) blocks (two transports per block).
-  const int64_t state = Bq * d.Dh;
   const int64_t budget = g_checkpoint_budget > 0
                              ? g_checkpoint_budget
                              : std::max<int64_t>(int64_t{64} << 20, d.B * d.H * nb * kBlock * d.Dh * 4);
@@ -174,6 +184,18 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   cfg.ck_slots = static_cast<int>(ck);
   cfg.slot_floats = (ck + seg) * state;
   return cfg;
+}
+
+int superchunk_blocks(int64_t nb) {
+  int64_t sc = std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb)))));
+  if (const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 0 || v == 1)
+      fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
+    sc = v;
+  }
+  return sc > 0 && nb > sc ? static_cast<int>(sc) : 0;
 }
 
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
@@ -218,8 +240,18 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }
     w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);
-    w.acc_end = o.end;
     const BwdConfig cfg = bwd_config(d, dt, path);
+    const size_t scm = static_cast<size_t>(BH * cfg.nsc * d.Dh * d.Dh);  // [BH, nsc, Dh, Dh]
+    if (cfg.sc > 0) w.dke = o.take(rows), w.dws = o.take(scm * 4);
+    w.acc_end = o.end;
+    if (cfg.sc > 0) {
+      const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;
+      w.ke = o.take(plane);
+      w.ke_lo = o.take(dt == DType::F32 ? plane : 0);
+      w.cs = o.take(scm * 2);
+      w.cs_lo = o.take(scm * 2);
+      w.sc_scratch = o.take(static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4);
+    }
     w.scratch = o.take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
   }
   w.total = o.end;
@@ -369,8 +401,25 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
     p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
     p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
+    detail::ScArgs sa;
+    if (cfg.sc > 0) {
+      auto plane = [&](size_t off) { return off ? ws.at<uint16_t>(off) : nullptr; };
+      sa.kt_hi = o.kt_hi, sa.kt_lo = o.kt_lo, sa.y_hi = o.y_hi, sa.y_lo = o.y_lo, sa.w = w;
+      sa.ke_hi = ws.at<uint16_t>(L.ke), sa.ke_lo = dt == DType::F32 ? plane(L.ke_lo) : nullptr;
+      sa.cs_hi = ws.at<uint16_t>(L.cs), sa.cs_lo = ws.at<uint16_t>(L.cs_lo);
+      sa.dke_acc = ws.at<float>(L.dke), sa.dws_acc = ws.at<float>(L.dws);
+      sa.dkt_acc = p.dkt_acc, sa.dp_acc = p.dp_acc, sa.dw_acc = p.dw_acc, sa.dy_acc = p.dy_acc;
+      sa.scratch = ws.at<float>(L.sc_scratch);
+      sa.B = d.B, sa.T = d.T, sa.H = d.H, sa.nb = nb, sa.sc = cfg.sc, sa.nsc = cfg.nsc, sa.dense = dense;
+      detail::launch_sc_prep(sa, d.Dh, !bf16, stream);
+      prof.mark("superchunk prep");
+      p.ke_hi = sa.ke_hi, p.ke_lo = sa.ke_lo, p.cs_hi = sa.cs_hi, p.cs_lo = sa.cs_lo;
+      p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
+      p.sc = cfg.sc, p.nsc = cfg.nsc;
+    }
     detail::launch_bwd<true>(p, cfg, d.Dh, stream);
     prof.mark("fused");
+    if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
     detail::FactorsBwdArgs fa;
     fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;
     fa.dp_acc = p.dp_acc, fa.dk_acc = p.dk_acc, fa.dw_acc = p.dw_acc, fa.minv = o.minv, fa.z = o.z;

@@ -93,6 +93,15 @@ struct BwdParams {
   float* dp_acc = nullptr;
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query-state checkpoints
+  // Superchunks (sc > 0): key blocks in earlier superchunks use the keys pushed to their
+  // superchunk's end (ke) and queries transported once per superchunk (cs = I - W_b).
+  const bf16_raw* ke_hi = nullptr;  // [BH, Tp, Dh]
+  const bf16_raw* ke_lo = nullptr;  // fp32 mode only
+  const bf16_raw* cs_hi = nullptr;  // [BH, nsc, Dh, Dh]
+  const bf16_raw* cs_lo = nullptr;
+  float* dke_acc = nullptr;  // [BH, Tp, Dh] dL/dKe (atomics)
+  float* dws_acc = nullptr;  // [BH, nsc, Dh, Dh] dL/dW_b (atomics)
+  int sc = 0, nsc = 0;       // blocks per superchunk (0: none), superchunks
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
   int stages = 2;                  // key-block pipeline depth
@@ -108,7 +117,11 @@ struct BwdParams {
 struct BwdConfig {
   int warps = 4, stages = 2, smem = 0, grid = 1, seg = 1, ck_slots = 1;
   int64_t slot_floats = 0;
+  int sc = 0, nsc = 0, sc_grid = 0;  // superchunks (PaTH, 0 = none) and the sc_bwd kernel's grid
 };
+// Blocks per superchunk for nb blocks (0: no superchunks). Default max(8, ceil(sqrt(nb))) when
+// nb exceeds it; STATEBENCH_PATH_SUPERCHUNK=N sets N (0 turns them off; tests use small N).
+int superchunk_blocks(int64_t nb);
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
@@ -122,7 +135,9 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
 // (PaTH, unless the caller keeps the factors in a buffer of its own).
 struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
-  size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0, acc_end = 0;
+  size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0;
+  size_t dke = 0, dws = 0, acc_end = 0;
+  size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0, sc_scratch = 0;  // superchunks
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
@@ -179,6 +194,32 @@ void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int6
                              cudaStream_t s);
 void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                           cudaStream_t s);
+// Superchunk kernels (path_superchunk.cu), for nsc >= 2 superchunks of sc blocks.
+struct ScArgs {
+  const bf16_raw* kt_hi = nullptr;  // factors [BH, Tp, Dh]
+  const bf16_raw* kt_lo = nullptr;
+  const bf16_raw* y_hi = nullptr;
+  const bf16_raw* y_lo = nullptr;
+  const float* w = nullptr;  // [B, T, H, Dh]
+  bf16_raw* ke_hi = nullptr;  // sc_prep outputs: [BH, Tp, Dh] and [BH, nsc, Dh, Dh]
+  bf16_raw* ke_lo = nullptr;  // fp32 mode only
+  bf16_raw* cs_hi = nullptr;
+  bf16_raw* cs_lo = nullptr;
+  const float* dke_acc = nullptr;  // sc_bwd inputs (the fused backward's)
+  const float* dws_acc = nullptr;
+  float* dkt_acc = nullptr;  // sc_bwd outputs (added)
+  float* dp_acc = nullptr;   // dense
+  float* dw_acc = nullptr;   // factored
+  float* dy_acc = nullptr;
+  float* scratch = nullptr;  // sc_bwd: [grid, sc, Dh, Dh] fp32
+  int64_t B = 0, T = 0, H = 0;
+  int nb = 0, sc = 0, nsc = 0;
+  bool dense = false;
+};
+void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
+void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream);
+int sc_bwd_smem_bytes(int64_t Dh, bool f32);
+
 void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 
 }  // namespace sb::cuda::detail

@@ -1,5 +1,7 @@
 // path_bwd_kernel.cuh: the fused causal PaTH attention backward kernel (internal, instantiated in
-// path_attention_bwd.cu; softmax attention has its own key-centric one). Persistent CTAs walk
+// path_attention_bwd.cu; softmax attention has its own key-centric one). With superchunks (p.sc),
+// key blocks in earlier superchunks see one query state per superchunk and keys pushed to its end
+// (plain attention per pair; path_superchunk.cu turns their gradients back). Persistent CTAs walk
 // (query block, head) items heaviest first; a query block of 16 * warps rows recomputes its
 // probabilities from lse and its transported queries X_m (m = n-1 .. 0) from per-CTA
 // checkpoints (segments of `seg` blocks, see NOTES.md). Key blocks are then visited left to right
@@ -65,10 +67,10 @@ __device__ __forceinline__ void load_state(float (&X)[NTD][4], const float* base
 template <int Dh, bool kBf16>
 __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
                                             int64_t rs, const double* gh, double gref, int j, int st, bool step,
-                                            int tid) {
+                                            bool inter, int tid) {
   const int64_t k0 = static_cast<int64_t>(j) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
   const int sb = st * sm.stage_bytes;
-  if (j > 0) {
+  if (j > 0 && !inter) {
     if (p.dense) {
       load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
     } else {
@@ -77,7 +79,8 @@ __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& 
     }
   }
   if (step) {
-    load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
+    load_planes_tile(shifted(sm.Kb, sb), kL, Dh, inter ? p.ke_hi : p.kt_hi, inter ? p.ke_lo : p.kt_lo,
+                     (bh * Tp + k0) * Dh, tid);
     load_input_tile<kBf16>(shifted(sm.Vb, sb), kL, Dh, input_at<kBf16>(p.v, head0 + k0 * rs), rs, kL, tid);
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
   }
@@ -89,21 +92,45 @@ __device__ __forceinline__ void issue_block(const BwdSmem& sm, const BwdParams& 
 template <int Dh, bool kBf16>
 __device__ __forceinline__ int pipeline_next(const BwdSmem& sm, const BwdParams& p, int64_t bh, int64_t head0,
                                              int64_t rs, const double* gh, double gref, int it, int j, int jnext,
-                                             bool has_next, bool step, int tid) {
+                                             bool has_next, bool step, bool inter, int tid) {
   if (p.stages == 2) {
     const int cur = it & 1;
     if (has_next)
-      issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, jnext, cur ^ 1, step, tid);
+      issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, jnext, cur ^ 1, step, inter, tid);
     else
       cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
     return cur;
   }
-  issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, j, 0, step, tid);
+  issue_block<Dh, kBf16>(sm, p, bh, head0, rs, gh, gref, j, 0, step, inter, tid);
   cp_async_wait<0>();
   __syncthreads();
   return 0;
+}
+
+// The Dh x Dh tile of a superchunk transport Cs_b: stage 0's dense transport tile, or (factored,
+// Dh = 128) stage 0's W and Y tiles, which are laid out back to back and are exactly as large.
+template <int Dh>
+__device__ __forceinline__ Tile sc_tile(const BwdSmem& sm, bool dense) {
+  if (dense) return sm.Cb;
+  Tile t;
+  t.ld = Dh + 8;
+  t.hi = sm.Wb.hi;
+  t.lo = t.hi + Dh * t.ld;
+  return t;
+}
+
+// Loads Cs_b (synchronously: the pipeline is idle between superchunks).
+template <int Dh>
+__device__ __forceinline__ Tile load_sc(const BwdSmem& sm, const BwdParams& p, int64_t bh, int b, int tid) {
+  const Tile t = sc_tile<Dh>(sm, p.dense);
+  __syncthreads();
+  load_planes_tile(t, Dh, Dh, p.cs_hi, p.cs_lo, (bh * p.nsc + b) * Dh * Dh, tid);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  return t;
 }
 
 // One CTA-wide product out (M x 8NT, M = 16 * mtiles) = A^T B with A stored [k][m] and B [k][n]
@@ -179,37 +206,74 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     __syncthreads();  // the own-block tiles alias the pipeline buffers
     const bool two = p.stages == 2;
     if (n > 0) {
-      const int seg = p.seg, nseg = (n + seg - 1) / seg;
       // Transports X through blocks hi, hi-1, .., lo+1 (pipelined), saving X_m into slot
       // slot_of(m) first when that is >= 0.
       auto chain = [&](int hi, int lo, auto slot_of) {
-        if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, tid);
+        if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, false, tid);
         for (int j = hi, it = 0; j >= lo; --j, ++it) {
           const int64_t slot = slot_of(j);
           if (slot >= 0) save_state(X, slots, slot, Bq, Dh, warp, lane);
           if (j == lo) break;
           const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
-                                                       false, tid);
+                                                       false, false, tid);
           transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cur * sm.stage_bytes, p.dense, lane);
           __syncthreads();
         }
       };
-      if (nseg > 1)  // pass 1: checkpoints X_top(s) of every segment s
+      const int a = p.sc > 0 ? n / p.sc : 0, s_a = a * p.sc;
+      auto sc_slot = [&](int b) -> int64_t { return p.ck_slots + p.sc + b; };
+      const int seg = p.seg, nseg = (n + seg - 1) / seg;
+      if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
+        chain(n - 1, s_a - 1, [&](int m) -> int64_t { return m >= s_a ? p.ck_slots + (m - s_a) : sc_slot(a - 1); });
+        for (int b = a - 1; b >= 1; --b) {  // X_{e_{b-1}} = X_{e_b} W_b
+          const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
+          transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+          save_state(X, slots, sc_slot(b - 1), Bq, Dh, warp, lane);
+        }
+      } else if (nseg > 1) {  // pass 1: checkpoints X_top(s) of every segment s
         chain(n - 1, seg - 1, [&](int m) -> int64_t {
           const int s = m / seg;
           return m == min(n, (s + 1) * seg) - 1 ? s : -1;
         });
-      for (int lo = 0; lo < n; lo += seg) {
-        const int hi = min(n, lo + seg) - 1;
-        // this segment's states X_hi .. X_lo
-        if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
-        chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
-        if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, tid);
+      }
+      // Phases, left to right: superchunks b < a (inter) then the own one from s_a; or segments.
+      const int nphase = a > 0 ? a + 1 : nseg;
+      for (int ph = 0; ph < nphase; ++ph) {
+        const bool inter = ph < a;
+        const int lo = a > 0 ? (inter ? ph * p.sc : s_a) : ph * seg;
+        const int hi = inter ? lo + p.sc - 1 : (a > 0 ? n - 1 : min(n, lo + seg) - 1);
+        if (hi < lo) continue;
+        if (inter) {
+          load_state(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
+          if (ph > 0) {  // G = dL/dX_{e_{b-1}}: dW_b += X_{e_b}^T G, G <- G W_b^T (= G - G Cs_b^T)
+            const Tile cs = load_sc<Dh>(sm, p, bh, ph, tid);
+            store_frag(sm.X, r0, X, 1.f, lane);
+            store_frag(sm.G, r0, G, 1.f, lane);
+            __syncthreads();
+            cta_atb_atomic<NTD>(p.dws_acc + (bh * p.nsc + ph) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+                                warps, lane, p.vec4);
+            float Tm[NTD][4];
+            zero(Tm);
+            mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, cs, 0, 0, true, lane);
+#pragma unroll
+            for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
+            __syncthreads();  // the Cs_b tile and X / G tiles are reused
+          }
+        } else if (a == 0) {  // this segment's states X_hi .. X_lo
+          if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
+          chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
+        }
+        // Key blocks lo .. hi. Own superchunk / segment: X_m from slot ck_slots + (m - lo), pushed
+        // keys Kt_m and the block transports' adjoints. Earlier superchunk (inter): X = X_{e_b}
+        // fixed, keys pushed to the superchunk's end (Ke_m), no transports.
+        if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, inter, tid);
         for (int m = lo, it = 0; m <= hi; ++m, ++it) {
           const int64_t k0 = static_cast<int64_t>(m) * kL;
-          load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
+          if (!inter) load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
           const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
-                                                       tid);
+                                                       inter, tid);
           const int cb = cur * sm.stage_bytes;
           const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
           const float* colb = sm.colb + cur * kL;
@@ -232,7 +296,8 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           store_frag(sm.P, r0, S, 1.f, lane);
           store_frag(sm.dS, r0, dS, p.scale, lane);
           store_frag(sm.X, r0, X, 1.f, lane);
-          if (m > 0) {
+          const bool tr = !inter && m > 0;  // a block transport precedes this block's state
+          if (tr) {
             store_frag(sm.G, r0, G, 1.f, lane);
             if (!p.dense) {
               float T2[8][4];
@@ -248,8 +313,9 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
 
           // CTA-wide products over the query rows, into the accumulators.
           cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-          cta_atb_atomic<NTD>(p.dkt_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32, warp, warps, lane, p.vec4);
-          if (m > 0) {
+          cta_atb_atomic<NTD>((inter ? p.dke_acc : p.dkt_acc) + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32,
+                              warp, warps, lane, p.vec4);
+          if (tr) {
             if (p.dense) {
               cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
                                   warps, lane, p.vec4);
@@ -272,7 +338,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
               mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
             }
           }
-          mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt
+          mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt (or Ke)
           __syncthreads();  // stage `cur` and the P / dS / X / G tiles are reused next
         }
       }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -261,9 +262,36 @@ TEST(CudaAttention, PathBf16) {
   for (const Shape& s : path_shapes()) check_case(s, DType::BF16, true, seed += 10);
 }
 
-// The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget).
+// Sets an environment variable for one scope (the backward reads its developer switches per call).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+// The superchunk backward (kernels/NOTES.md) with superchunks of 2 and 3 blocks, so that short
+// sequences have several (T = 257: 5 blocks; T = 1000: 16): every head dim, both transports,
+// gate on and off, both precisions, kept and recomputed factors. The default (max(8, sqrt(nb))
+// blocks) already applies to the T = 1000 shapes of PathFp32 / PathBf16.
+TEST(CudaAttention, PathSuperchunks) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<Shape> shapes = {{1, 257, 2, 16, true},           {2, 257, 1, 32, false},
+                                     {1, 1000, 1, 64, true},          {1, 257, 1, 128, true, 1.9, 1.999},
+                                     {3, 129, 2, 64, false},          {1, 1000, 1, 128, false}};
+  uint64_t seed = 4000;
+  for (const char* sc : {"2", "3"}) {
+    ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", sc);
+    SCOPED_TRACE(std::string("superchunk of ") + sc + " blocks");
+    for (const Shape& s : shapes)
+      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, dt == DType::BF16);
+  }
+}
+
+// The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget,
+// superchunks off).
 TEST(CudaAttention, PathCheckpointSegments) {
   SKIP_WITHOUT_DEVICE();
+  ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "0");
   cuda::set_path_checkpoint_budget(1);
   check_case({1, 1000, 2, 64, true}, DType::F32, true, 900);
   check_case({2, 700, 1, 128, false, 1.9, 1.999}, DType::BF16, true, 910);

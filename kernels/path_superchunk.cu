@@ -1,0 +1,253 @@
+// path_superchunk.cu: the superchunk pieces of the PaTH backward (docs/path-backward.md,
+// "Superchunks"). Superchunk b holds blocks s_b .. e_b (sc blocks); A_m = P_{e_b} ... P_{m+1}
+// (A_{e_b} = I) and W_b = A_{s_b} P_{s_b}. sc_prep writes the keys pushed to their superchunk's end,
+// Ke_m = Kt_m A_m^T, and Cs_b = I - W_b; sc_bwd turns the fused kernel's dKe and dW_b into dKt and
+// the block-product gradients dP_m (dense: into dp; factored: dW_m -= Y_m dP_m^T, dY_m -= W_m dP_m).
+#include "kernels/attn_common.cuh"
+#include "kernels/attn_internal.hpp"
+
+namespace sb::cuda::detail {
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps: 16 key rows each; Dh x Dh matrices by 16-row tiles
+
+// Writes acc (16 x 8NT at rows m0) as bf16 planes (lo = x - bf16(x), skipped when null).
+template <int NT>
+__device__ __forceinline__ void store_frag_planes(bf16_raw* hi, bf16_raw* lo, int64_t ld, int m0,
+                                                  const float (&acc)[NT][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t idx = static_cast<int64_t>(m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
+      uint32_t h, l;
+      split_pack(acc[nt][2 * half], acc[nt][2 * half + 1], h, l);
+      *reinterpret_cast<uint32_t*>(hi + idx) = h;
+      if (lo) *reinterpret_cast<uint32_t*>(lo + idx) = l;
+    }
+}
+
+// The identity's 16-row tile rt in accumulator layout.
+template <int NT>
+__device__ __forceinline__ void identity_rows(float (&acc)[NT][4], int rt, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = (16 * rt + g + ((e & 2) ? 8 : 0) == nt * 8 + 2 * t + (e & 1)) ? 1.f : 0.f;
+}
+
+struct ScTiles {
+  Tile Kt, W, Y, A, D, dKe;
+  int bytes = 0;
+};
+
+// prep: Kt, W, Y, A. bwd: A overlaid by W, Y (region 1), D / dP (region 2), dKe, Kt.
+__host__ __device__ inline ScTiles sc_tiles(unsigned char* base, int Dh, bool f32, bool bwd) {
+  Carve cv{base, 0};
+  ScTiles s;
+  if (!bwd) {
+    s.Kt = cv.tile(kL, Dh, f32);
+    s.W = cv.tile(kL, Dh, true);
+    s.Y = cv.tile(kL, Dh, true);
+    s.A = cv.tile(Dh, Dh, true);
+  } else {
+    const int start = cv.off;
+    s.A = cv.tile(Dh, Dh, true);
+    const int a_end = cv.off;
+    cv.off = start;
+    s.W = cv.tile(kL, Dh, true);
+    s.Y = cv.tile(kL, Dh, true);
+    cv.off = cv.off > a_end ? cv.off : a_end;
+    s.D = cv.tile(Dh, Dh, true);
+    s.dKe = cv.tile(kL, Dh, true);
+    s.Kt = cv.tile(kL, Dh, f32);
+  }
+  s.bytes = cv.off;
+  return s;
+}
+
+// Block m's W (fp32 input, split) and Y (planes) into tiles; the caller commits and waits.
+__device__ __forceinline__ void load_wy(const ScTiles& sm, const ScArgs& a, int64_t bh, int m, int Dh, int tid) {
+  const int64_t b = bh / a.H, h = bh % a.H, rs = a.H * Dh, Tp = static_cast<int64_t>(a.nb) * kL;
+  const int64_t k0 = static_cast<int64_t>(m) * kL;
+  load_planes_tile(sm.Y, kL, Dh, a.y_hi, a.y_lo, (bh * Tp + k0) * Dh, tid);
+  load_tile(sm.W, kL, Dh, a.w + (b * a.T * a.H + h) * Dh + k0 * rs, rs, false, kL, tid, blockDim.x);
+}
+
+// One CTA per (head, superchunk b < nsc - 1): Ke_m for m = e_b .. s_b, then Cs_b = I - W_b.
+template <int Dh, bool kF32>
+__global__ void __launch_bounds__(kThreads) sc_prep_kernel(const ScArgs a) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, RT = (RTN + 3) / 4;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const ScTiles sm = sc_tiles(smem_raw, Dh, kF32, false);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t bh = blockIdx.x / (a.nsc - 1), Tp = static_cast<int64_t>(a.nb) * kL;
+  const int b = static_cast<int>(blockIdx.x % (a.nsc - 1));
+  float A[RT][NTD][4];
+#pragma unroll
+  for (int r = 0; r < RT; ++r) identity_rows(A[r], warp + 4 * r, lane);
+  for (int m = (b + 1) * a.sc - 1; m >= b * a.sc; --m) {
+    const int64_t k0 = static_cast<int64_t>(m) * kL;
+    __syncthreads();  // the previous block's tiles are consumed
+    load_planes_tile(sm.Kt, kL, Dh, a.kt_hi, a.kt_lo, (bh * Tp + k0) * Dh, tid);
+    load_wy(sm, a, bh, m, Dh, tid);
+    cp_async_commit();
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+      if (warp + 4 * r < RTN) store_frag(sm.A, 16 * (warp + 4 * r), A[r], 1.f, lane);
+    cp_async_wait<0>();
+    __syncthreads();
+    float ke[NTD][4];
+    zero(ke);
+    mma_sA<NTD, false, BL::NK>(ke, sm.Kt, 16 * warp, 0, KTD, sm.A, 0, 0, true, lane);  // Kt A^T
+    store_frag_planes(a.ke_hi + (bh * Tp + k0) * Dh, a.ke_lo ? a.ke_lo + (bh * Tp + k0) * Dh : nullptr, Dh,
+                      16 * warp, ke, lane);
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+      if (warp + 4 * r < RTN) transport_rows<Dh>(A[r], sm.A, sm.W, sm.Y, 0, false, lane);  // A <- A P_m
+  }
+  const int64_t off = (bh * a.nsc + b) * Dh * Dh;
+#pragma unroll
+  for (int r = 0; r < RT; ++r) {
+    const int rt = warp + 4 * r;
+    if (rt >= RTN) continue;
+    float I[NTD][4];
+    identity_rows(I, rt, lane);
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) I[nt][e] -= A[r][nt][e];
+    store_frag_planes(a.cs_hi + off, a.cs_lo + off, Dh, 16 * rt, I, lane);
+  }
+}
+
+// Persistent CTAs over (head, superchunk b < nsc - 1). Recomputes A_m (m = e_b .. s_b) into the
+// CTA's scratch, then walks m = s_b .. e_b carrying D = dL/dA_{m-1} (D = dW_b at the start):
+// dP_m = A_m^T D, dKt_m += dKe_m A_m, D <- D P_m^T + dKe_m^T Kt_m.
+template <int Dh, bool kF32>
+__global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, RT = (RTN + 3) / 4;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const ScTiles sm = sc_tiles(smem_raw, Dh, kF32, true);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t Tp = static_cast<int64_t>(a.nb) * kL, DD = static_cast<int64_t>(Dh) * Dh;
+  const int64_t nitems = a.B * a.H * (a.nsc - 1);
+  float* scr = a.scratch + static_cast<int64_t>(blockIdx.x) * a.sc * DD;
+  for (int64_t item = blockIdx.x; item < nitems; item += gridDim.x) {
+    const int64_t bh = item / (a.nsc - 1);
+    const int b = static_cast<int>(item % (a.nsc - 1)), s = b * a.sc, e = s + a.sc - 1;
+    float X[RT][NTD][4];  // A_m, then D
+#pragma unroll
+    for (int r = 0; r < RT; ++r) identity_rows(X[r], warp + 4 * r, lane);
+    for (int m = e;; --m) {  // A_m into slot m - s
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+        if (warp + 4 * r < RTN) store_frag_global(scr + (m - s) * DD, Dh, false, 16 * (warp + 4 * r), Dh, X[r], 1.f, lane);
+      if (m == s) break;
+      __syncthreads();
+      load_wy(sm, a, bh, m, Dh, tid);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+        if (warp + 4 * r < RTN) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane);
+    }
+    const float* dws = a.dws_acc + (bh * a.nsc + b) * DD;
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+      if (warp + 4 * r < RTN) load_frag_global(X[r], dws, Dh, false, 16 * (warp + 4 * r), Dh, lane);
+    for (int m = s; m <= e; ++m) {
+      const int64_t k0 = static_cast<int64_t>(m) * kL;
+      __syncthreads();  // scratch slot m - s is written; the previous iteration's tiles are consumed
+      load_tile(sm.A, Dh, Dh, scr + (m - s) * DD, Dh, false, Dh, tid, blockDim.x);
+      load_tile(sm.dKe, kL, Dh, a.dke_acc + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+      load_planes_tile(sm.Kt, kL, Dh, a.kt_hi, a.kt_lo, (bh * Tp + k0) * Dh, tid);
+      cp_async_commit();
+#pragma unroll
+      for (int r = 0; r < RT; ++r)
+        if (warp + 4 * r < RTN) store_frag(sm.D, 16 * (warp + 4 * r), X[r], 1.f, lane);
+      cp_async_wait<0>();
+      __syncthreads();
+      {  // dKt_m += dKe_m A_m
+        float acc[NTD][4];
+        zero(acc);
+        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, 0, KTD, sm.A, 0, 0, true, lane);
+        atomic_frag(a.dkt_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
+      }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {  // dP_m = A_m^T D: dense into dp, factored via scratch slot m - s
+        const int rt = warp + 4 * r;
+        if (rt >= RTN) continue;
+        float dP[NTD][4];
+        zero(dP);
+        mma_sA<NTD, true, BL::KN>(dP, sm.A, 16 * rt, 0, KTD, sm.D, 0, 0, true, lane);
+        if (a.dense)
+          atomic_frag(a.dp_acc + (bh * a.nb + m) * DD, Dh, 16 * rt, dP, 1.f, lane);
+        else
+          store_frag_global(scr + (m - s) * DD, Dh, false, 16 * rt, Dh, dP, 1.f, lane);
+      }
+      if (a.dense && m == e) continue;
+      __syncthreads();  // A and D tiles consumed; dP in scratch
+      load_wy(sm, a, bh, m, Dh, tid);
+      cp_async_commit();
+      if (!a.dense) load_tile(sm.D, Dh, Dh, scr + (m - s) * DD, Dh, false, Dh, tid, blockDim.x);
+      cp_async_wait<0>();
+      __syncthreads();
+      if (!a.dense) {  // dW_m -= Y_m dP_m^T, dY_m -= W_m dP_m
+        float acc[NTD][4];
+        zero(acc);
+        mma_sA<NTD, false, BL::NK>(acc, sm.Y, 16 * warp, 0, KTD, sm.D, 0, 0, true, lane);
+        atomic_frag(a.dw_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
+        zero(acc);
+        mma_sA<NTD, false, BL::KN>(acc, sm.W, 16 * warp, 0, KTD, sm.D, 0, 0, true, lane);
+        atomic_frag(a.dy_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
+      }
+      if (m == e) continue;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const int rt = warp + 4 * r;
+        if (rt >= RTN) continue;
+        transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane);                      // D - (D Y^T) W
+        mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, true, lane);  // + dKe^T Kt
+      }
+    }
+  }
+}
+
+template <class K>
+void set_smem(K* kernel, int smem) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+}
+
+}  // namespace
+
+int sc_bwd_smem_bytes(int64_t Dh, bool f32) { return sc_tiles(nullptr, static_cast<int>(Dh), f32, true).bytes; }
+
+void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream) {
+  if (a.nsc < 2) return;
+  const int smem = sc_tiles(nullptr, static_cast<int>(Dh), f32, false).bytes;
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    auto* kernel = f32 ? sc_prep_kernel<D, true> : sc_prep_kernel<D, false>;
+    set_smem(kernel, smem);
+    kernel<<<static_cast<unsigned>(a.B * a.H * (a.nsc - 1)), kThreads, smem, stream>>>(a);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream) {
+  if (a.nsc < 2) return;
+  const int smem = sc_bwd_smem_bytes(Dh, f32);
+  with_dh(Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    auto* kernel = f32 ? sc_bwd_kernel<D, true> : sc_bwd_kernel<D, false>;
+    set_smem(kernel, smem);
+    kernel<<<grid, kThreads, smem, stream>>>(a);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace sb::cuda::detail
