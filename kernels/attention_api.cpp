@@ -213,6 +213,15 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   f.minv = o.take(with_minv ? blk : 0);
   f.c = o.take(cplane);
   f.c_lo = o.take(cplane);
+  f.sc = superchunk_blocks(nb);
+  if (f.sc > 0) {
+    f.nsc = static_cast<int>((nb + f.sc - 1) / f.sc);
+    const size_t scm = static_cast<size_t>(BH * f.nsc * d.Dh * d.Dh) * 2;
+    f.ke = o.take(plane);
+    f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
+    f.cs = o.take(scm);
+    f.cs_lo = o.take(scm);
+  }
   f.total = o.end;
   return f;
 }
@@ -244,14 +253,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     const size_t scm = static_cast<size_t>(BH * cfg.nsc * d.Dh * d.Dh);  // [BH, nsc, Dh, Dh]
     if (cfg.sc > 0) w.dke = o.take(rows), w.dws = o.take(scm * 4);
     w.acc_end = o.end;
-    if (cfg.sc > 0) {
-      const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;
-      w.ke = o.take(plane);
-      w.ke_lo = o.take(dt == DType::F32 ? plane : 0);
-      w.cs = o.take(scm * 2);
-      w.cs_lo = o.take(scm * 2);
-      w.sc_scratch = o.take(static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4);
-    }
+    if (cfg.sc > 0) w.sc_scratch = o.take(static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4);
     w.scratch = o.take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
   }
   w.total = o.end;
@@ -300,7 +302,22 @@ detail::PrepOut prep_out(unsigned char* base, const AttnDims& d, DType dt, bool 
   o.c_hi = dense ? at(F.c) : nullptr, o.c_lo = dense ? at(F.c_lo) : nullptr;
   o.z = reinterpret_cast<float*>(base + F.z);
   o.minv = with_minv ? reinterpret_cast<float*>(base + F.minv) : nullptr;
+  o.sc = F.sc, o.nsc = F.nsc;
+  if (F.sc > 0) {
+    o.ke_hi = at(F.ke), o.ke_lo = dt == DType::F32 ? at(F.ke_lo) : nullptr;
+    o.cs_hi = at(F.cs), o.cs_lo = at(F.cs_lo);
+  }
   return o;
+}
+
+// The superchunk arguments shared by the forward (sc_prep) and the backward (sc_bwd).
+detail::ScArgs sc_args(const detail::PrepOut& o, const float* w, const AttnDims& d) {
+  detail::ScArgs sa;
+  sa.kt_hi = o.kt_hi, sa.kt_lo = o.kt_lo, sa.y_hi = o.y_hi, sa.y_lo = o.y_lo, sa.w = w;
+  sa.ke_hi = o.ke_hi, sa.ke_lo = o.ke_lo, sa.cs_hi = o.cs_hi, sa.cs_lo = o.cs_lo;
+  sa.B = d.B, sa.T = d.T, sa.H = d.H, sa.nb = static_cast<int>((d.T + 63) / 64), sa.sc = o.sc, sa.nsc = o.nsc;
+  sa.dense = detail::path_dense(d.Dh);
+  return sa;
 }
 
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
@@ -329,6 +346,10 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
     p.z = o.z;
     detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
     prof.mark("prep");
+    if (o.sc > 0) {
+      detail::launch_sc_prep(sc_args(o, w, d), d.Dh, !bf16, stream), prof.mark("superchunk prep");
+      p.ke_hi = o.ke_hi, p.ke_lo = o.ke_lo, p.cs_hi = o.cs_hi, p.cs_lo = o.cs_lo, p.sc = o.sc, p.nsc = o.nsc;
+    }
     detail::launch_fwd<true>(p, d.Dh, stream);
   } else {
     detail::launch_fwd<false>(p, d.Dh, stream);
@@ -381,7 +402,10 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   detail::PrepOut o;
   if (path) {
     o = prep_out(external ? static_cast<unsigned char*>(const_cast<void*>(factors)) : ws.base + L.factors, d, dt, true);
-    if (!external) detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
+    if (!external) {
+      detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
+      if (o.sc > 0) detail::launch_sc_prep(sc_args(o, w, d), d.Dh, !bf16, stream), prof.mark("superchunk prep");
+    }
   }
   detail::BwdParams p;
   p.q = q, p.k = k, p.v = v, p.dout = dout, p.w = w, p.lse = lse, p.delta = ws.at<float>(L.delta);
@@ -401,18 +425,11 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
     p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
     p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
-    detail::ScArgs sa;
+    detail::ScArgs sa = sc_args(o, w, d);
     if (cfg.sc > 0) {
-      auto plane = [&](size_t off) { return off ? ws.at<uint16_t>(off) : nullptr; };
-      sa.kt_hi = o.kt_hi, sa.kt_lo = o.kt_lo, sa.y_hi = o.y_hi, sa.y_lo = o.y_lo, sa.w = w;
-      sa.ke_hi = ws.at<uint16_t>(L.ke), sa.ke_lo = dt == DType::F32 ? plane(L.ke_lo) : nullptr;
-      sa.cs_hi = ws.at<uint16_t>(L.cs), sa.cs_lo = ws.at<uint16_t>(L.cs_lo);
       sa.dke_acc = ws.at<float>(L.dke), sa.dws_acc = ws.at<float>(L.dws);
       sa.dkt_acc = p.dkt_acc, sa.dp_acc = p.dp_acc, sa.dw_acc = p.dw_acc, sa.dy_acc = p.dy_acc;
       sa.scratch = ws.at<float>(L.sc_scratch);
-      sa.B = d.B, sa.T = d.T, sa.H = d.H, sa.nb = nb, sa.sc = cfg.sc, sa.nsc = cfg.nsc, sa.dense = dense;
-      detail::launch_sc_prep(sa, d.Dh, !bf16, stream);
-      prof.mark("superchunk prep");
       p.ke_hi = sa.ke_hi, p.ke_lo = sa.ke_lo, p.cs_hi = sa.cs_hi, p.cs_lo = sa.cs_lo;
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;

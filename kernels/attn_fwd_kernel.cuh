@@ -134,12 +134,17 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
 
   // ---- earlier key blocks, right to left, through a `stages`-deep cp.async pipeline ----
   // Starts the loads of key block j into buffer st (its pushed keys, values, transport operands).
+  // PaTH with superchunks: blocks before s_a (earlier superchunks) use the keys pushed to their
+  // superchunk's end and X transported once per superchunk (X <- X - X Cs_b after its first block).
+  const int s_a = kPath && p.sc > 0 ? (n / p.sc) * p.sc : 0;
   auto issue = [&](int j, int st) {
     const int64_t k0 = static_cast<int64_t>(j) * kL;
     const int sb = st * sm.stage_bytes;
     if constexpr (kPath) {
-      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, p.kt_hi, p.kt_lo, (bh * Tp + k0) * Dh, tid);
-      if (j > 0) {
+      const bool inter = j < s_a;
+      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, inter ? p.ke_hi : p.kt_hi, inter ? p.ke_lo : p.kt_lo,
+                       (bh * Tp + k0) * Dh, tid);
+      if (j > 0 && !inter) {
         if (p.dense) {
           load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
         } else {
@@ -195,7 +200,19 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     online_softmax(S, m2, l, O, scale2);
     mma_rA<4, NTD, BL::KN>(O, S, 1.f, Vc, 0, 0, f32, lane);
     if constexpr (kPath) {
-      if (m > 0) transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cb, p.dense, lane);  // X <- X P_m
+      if (m >= s_a) {
+        if (m > 0) transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cb, p.dense, lane);  // X <- X P_m
+      } else if (m > 0 && m % p.sc == 0) {  // X_{e_{b-1}} = X_{e_b} W_b, Cs_b into stage cur's idle transport tile
+        Tile cs;
+        cs.ld = Dh + 8;
+        cs.hi = p.dense ? shifted(sm.Cb, cb).hi : shifted(sm.Wb, cb).hi;
+        cs.lo = p.dense ? shifted(sm.Cb, cb).lo : cs.hi + Dh * cs.ld;
+        load_planes_tile(cs, Dh, Dh, p.cs_hi, p.cs_lo, (bh * p.nsc + m / p.sc) * Dh * Dh, tid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+      }
     }
     __syncthreads();  // buffer `cur` is refilled by the next-but-one issue
   }

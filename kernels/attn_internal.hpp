@@ -55,6 +55,11 @@ struct FwdParams {
   const bf16_raw* c_hi = nullptr;  // dense transport only
   const bf16_raw* c_lo = nullptr;
   const float* z = nullptr;
+  const bf16_raw* ke_hi = nullptr;  // superchunks (sc > 0): keys pushed to their superchunk's end
+  const bf16_raw* ke_lo = nullptr;
+  const bf16_raw* cs_hi = nullptr;  // [BH, nsc, Dh, Dh] I - W_b
+  const bf16_raw* cs_lo = nullptr;
+  int sc = 0, nsc = 0;
   void* out = nullptr;  // [B, T, H, Dh]
   float* lse = nullptr;  // [B, H, T]
   int64_t B = 0, T = 0, H = 0;
@@ -127,7 +132,10 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
 // pushed keys, UT pieces and block transports; minv only where a backward will use them.
 struct FactorLayout {
-  size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0, total = 0;
+  size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
+  size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0;  // superchunks (when superchunk_blocks(nb) > 0)
+  int sc = 0, nsc = 0;
+  size_t total = 0;
 };
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
 
@@ -137,7 +145,7 @@ struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
   size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0;
   size_t dke = 0, dws = 0, acc_end = 0;
-  size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0, sc_scratch = 0;  // superchunks
+  size_t sc_scratch = 0;  // superchunks
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
@@ -169,6 +177,11 @@ struct PrepOut {
   bf16_raw* c_lo = nullptr;
   float* z = nullptr;         // [BH, nb, 64, 64]
   float* minv = nullptr;      // [BH, nb, 64, 64] (backward)
+  bf16_raw* ke_hi = nullptr;  // superchunks (sc > 0; filled by launch_sc_prep)
+  bf16_raw* ke_lo = nullptr;
+  bf16_raw* cs_hi = nullptr;
+  bf16_raw* cs_lo = nullptr;
+  int sc = 0, nsc = 0;
 };
 void launch_path_prep(const PrepOut& o, const void* k, const float* w, const float* beta, int64_t B, int64_t T,
                       int64_t H, int64_t Dh, bool bf16, cudaStream_t s);
