@@ -307,6 +307,24 @@ __device__ __forceinline__ void atomic_frag(float* dst, int64_t ld, int m0, cons
 #endif
 }
 
+// Writes acc (16 x 8NT at rows m0 of a row-major [*, ld] matrix) as bf16 planes: hi, and lo =
+// x - bf16(x) unless lo is null.
+template <int NT>
+__device__ __forceinline__ void store_frag_planes(uint16_t* hi, uint16_t* lo, int64_t ld, int m0,
+                                                  const float (&acc)[NT][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t idx = static_cast<int64_t>(m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
+      uint32_t h, l;
+      split_pack(acc[nt][2 * half], acc[nt][2 * half + 1], h, l);
+      *reinterpret_cast<uint32_t*>(hi + idx) = h;
+      if (lo) *reinterpret_cast<uint32_t*>(lo + idx) = l;
+    }
+}
+
 // Element `elem` of an fp32 (bf = false) or bf16 (bf = true) input tensor passed as raw bytes.
 template <bool bf>
 __device__ __forceinline__ const void* input_at(const void* base, int64_t elem) {

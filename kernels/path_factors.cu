@@ -70,23 +70,6 @@ __device__ __forceinline__ void store_frag_f32(float* dst, int64_t ld, int m0, c
     for (int e = 0; e < 4; ++e) dst[(m0 + g + ((e & 2) ? 8 : 0)) * ld + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
 }
 
-// acc -> bf16 planes hi (and lo when given), row stride ld, rows m0..
-template <int NT>
-__device__ __forceinline__ void store_frag_planes(bf16_raw* hi, bf16_raw* lo, int64_t ld, int m0,
-                                                  const float (&acc)[NT][4], int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t idx = (m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
-      uint32_t h, l;
-      split_pack(acc[nt][2 * half], acc[nt][2 * half + 1], h, l);
-      *reinterpret_cast<uint32_t*>(hi + idx) = h;
-      if (lo) *reinterpret_cast<uint32_t*>(lo + idx) = l;
-    }
-}
-
 // Keeps entries with col < row (strictly lower) of a warp's 16-row tile at rows m0...
 template <int NT>
 __device__ __forceinline__ void mask_strict_lower(float (&acc)[NT][4], int m0, int lane) {

@@ -11,23 +11,6 @@ namespace {
 
 constexpr int kThreads = 128;  // 4 warps: 16 key rows each; Dh x Dh matrices by 16-row tiles
 
-// Writes acc (16 x 8NT at rows m0) as bf16 planes (lo = x - bf16(x), skipped when null).
-template <int NT>
-__device__ __forceinline__ void store_frag_planes(bf16_raw* hi, bf16_raw* lo, int64_t ld, int m0,
-                                                  const float (&acc)[NT][4], int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t idx = static_cast<int64_t>(m0 + g + 8 * half) * ld + nt * 8 + 2 * t;
-      uint32_t h, l;
-      split_pack(acc[nt][2 * half], acc[nt][2 * half + 1], h, l);
-      *reinterpret_cast<uint32_t*>(hi + idx) = h;
-      if (lo) *reinterpret_cast<uint32_t*>(lo + idx) = l;
-    }
-}
-
 // The identity's 16-row tile rt in accumulator layout.
 template <int NT>
 __device__ __forceinline__ void identity_rows(float (&acc)[NT][4], int rt, int lane) {
