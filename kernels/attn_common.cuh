@@ -99,6 +99,17 @@ __host__ __device__ inline KeyTiles carve_key_tiles(Carve& cv, int Dh, bool f32,
   return s;
 }
 
+// The Dh x Dh tile (hi / lo) of a superchunk transport in pipeline stage `cb`: the dense transport
+// tile C, or for factored transports (Dh = 128) the W and Y tiles, which lie back to back and are
+// exactly as large (64 rows of Dh with both planes, twice).
+__host__ __device__ inline Tile superchunk_tile(const KeyTiles& s, int Dh, bool dense, int cb) {
+  if (dense) return shifted(s.Cb, cb);
+  Tile t = shifted(s.Wb, cb);
+  t.ld = Dh + 8;
+  t.lo = t.hi + Dh * t.ld;
+  return t;
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

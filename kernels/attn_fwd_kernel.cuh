@@ -203,10 +203,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
       if (m >= s_a) {
         if (m > 0) transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cb, p.dense, lane);  // X <- X P_m
       } else if (m > 0 && m % p.sc == 0) {  // X_{e_{b-1}} = X_{e_b} W_b, Cs_b into stage cur's idle transport tile
-        Tile cs;
-        cs.ld = Dh + 8;
-        cs.hi = p.dense ? shifted(sm.Cb, cb).hi : shifted(sm.Wb, cb).hi;
-        cs.lo = p.dense ? shifted(sm.Cb, cb).lo : cs.hi + Dh * cs.ld;
+        const Tile cs = superchunk_tile(sm, Dh, p.dense, cb);
         load_planes_tile(cs, Dh, Dh, p.cs_hi, p.cs_lo, (bh * p.nsc + m / p.sc) * Dh * Dh, tid);
         cp_async_commit();
         cp_async_wait<0>();

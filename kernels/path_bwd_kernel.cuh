@@ -109,22 +109,10 @@ __device__ __forceinline__ int pipeline_next(const BwdSmem& sm, const BwdParams&
   return 0;
 }
 
-// The Dh x Dh tile of a superchunk transport Cs_b: stage 0's dense transport tile, or (factored,
-// Dh = 128) stage 0's W and Y tiles, which are laid out back to back and are exactly as large.
-template <int Dh>
-__device__ __forceinline__ Tile sc_tile(const BwdSmem& sm, bool dense) {
-  if (dense) return sm.Cb;
-  Tile t;
-  t.ld = Dh + 8;
-  t.hi = sm.Wb.hi;
-  t.lo = t.hi + Dh * t.ld;
-  return t;
-}
-
 // Loads Cs_b (synchronously: the pipeline is idle between superchunks).
 template <int Dh>
 __device__ __forceinline__ Tile load_sc(const BwdSmem& sm, const BwdParams& p, int64_t bh, int b, int tid) {
-  const Tile t = sc_tile<Dh>(sm, p.dense);
+  const Tile t = superchunk_tile(sm, Dh, p.dense, 0);
   __syncthreads();
   load_planes_tile(t, Dh, Dh, p.cs_hi, p.cs_lo, (bh * p.nsc + b) * Dh * Dh, tid);
   cp_async_commit();

@@ -22,7 +22,7 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/statebench-mps CUDA_MPS_LOG_DIRECTORY=/tmp/s
 if [ "$mode" = start ]; then
   secs=$1 wait=$2; shift 2
   rm -rf $BG /tmp/stage; mkdir -p $BG /tmp/stage "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY" .gpuwork/sweeps .gpuwork/results
-  tar xzf .gpuwork/stage.tgz -C /tmp/stage || exit 1
+  tar xf .gpuwork/stage.tgz -C /tmp/stage || exit 1
   bin=/tmp/stage/bin; export LD_LIBRARY_PATH=$bin/lib:${LD_LIBRARY_PATH:-}
   nvidia-smi -L; $bin/statebench --version
   nvidia-cuda-mps-control -d && echo "MPS daemon started"

@@ -9,7 +9,7 @@ set -u
 stalls=0; [ "${1:-}" = --stalls ] && { stalls=1; shift; }
 shape=${1:-8x2048x16x64}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-mkdir -p /tmp/stage && tar xzf .gpuwork/stage.tgz -C /tmp/stage && cd /tmp/stage/bin
+mkdir -p /tmp/stage && tar xf .gpuwork/stage.tgz -C /tmp/stage && cd /tmp/stage/bin
 export LD_LIBRARY_PATH=$PWD/lib:${LD_LIBRARY_PATH:-}
 timeout 200 ./test_cuda_attention > "$OUT/test.log" 2>&1
 echo "test_cuda_attention rc=$? $(grep -c '^\[       OK' "$OUT/test.log") ok"; grep -E "FAILED|Failure" "$OUT/test.log" | head

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 deadline=$(( $(date +%s) + $1 )) workers=$2; shift 2
 mps=off build=build-gpu
 if [ "${1:-}" = --staged ]; then
-  shift; mkdir -p /tmp/stage && tar xzf .gpuwork/stage.tgz -C /tmp/stage || exit 1
+  shift; mkdir -p /tmp/stage && tar xf .gpuwork/stage.tgz -C /tmp/stage || exit 1
   build=/tmp/stage/bin; export LD_LIBRARY_PATH=/tmp/stage/bin/lib:${LD_LIBRARY_PATH:-}
 fi
 case ${1:-} in --mps) mps=on; shift ;; --mps-ab) mps=ab; shift ;; esac

@@ -6,7 +6,7 @@
 set -u
 cfg=$1 name=$2; shift 2
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-mkdir -p /tmp/stage && tar xzf .gpuwork/stage.tgz -C /tmp/stage || exit 1
+mkdir -p /tmp/stage && tar xf .gpuwork/stage.tgz -C /tmp/stage || exit 1
 export LD_LIBRARY_PATH=/tmp/stage/bin/lib:${LD_LIBRARY_PATH:-}
 csv="$OUT/step_$name.csv"
 # 4 steps, the first skipped by --launch-skip-before-match is not possible by step, so all 4 are
