@@ -1,12 +1,10 @@
 // attention_api.cpp: the public CUDA attention entry points (attention_cuda.hpp): argument checks,
-// the workspace layout and sizing, the backward launch configuration (query block, persistent grid,
-// checkpoint segments) and the launch sequences (gate prefix sums, delta, PaTH factors, fused
-// kernels, factor backward, conversions).
+// workspace sizes and the launch sequences (gate prefix sums, delta, PaTH factors, fused kernels,
+// the PaTH backward per head group, factor backward, conversions). The layouts and the backward
+// launch configuration they use are in attention_layout.cpp.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,20 +20,6 @@ namespace detail {
 namespace {
 
 constexpr int64_t kBlock = 64;
-int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
-
-struct DeviceInfo {
-  int sms = 1, max_smem = 48 * 1024;
-};
-
-DeviceInfo device_info() {
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  DeviceInfo info;
-  CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&info.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return info;
-}
 
 void check_dims(const AttnDims& d, const char* what) {
   if (d.B < 1 || d.T < 1 || d.H < 1)
@@ -49,16 +33,6 @@ void check_dims(const AttnDims& d, const char* what) {
 void require(const void* p, const char* name, const char* what) {
   if (!p) fail("{}: '{}' must not be null", what, name);
 }
-
-// Hands out 256-aligned byte offsets one after the other (workspace and factor layouts).
-struct Offsets {
-  size_t end = 0;
-  size_t take(size_t bytes) {
-    const size_t at = end;
-    end += (bytes + 255) / 256 * 256;
-    return at;
-  }
-};
 
 // With STATEBENCH_ATTN_PROFILE set, records an event after each launch and prints the device time
 // of every step to stderr when the call ends (synchronises the stream; for kernel work only).
@@ -120,149 +94,7 @@ struct ScopedWorkspace {
 };
 
 }  // namespace
-
-BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
-  const DeviceInfo dev = device_info();
-  const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
-  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
-  // double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
-  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
-  const bool one_stage = stages_env && std::string(stages_env) == "1";
-  BwdConfig cfg;
-  if (!path) {  // key-centric: one CTA of 4 warps per (64-key block, head)
-    cfg.stages = !one_stage && softmax_bwd_smem_bytes(d.Dh, f32, 2) <= dev.max_smem ? 2 : 1;
-    cfg.smem = softmax_bwd_smem_bytes(d.Dh, f32, cfg.stages);
-    if (cfg.smem > dev.max_smem)
-      fail("attention backward: needs {} bytes of shared memory, the device allows {}", cfg.smem, dev.max_smem);
-    cfg.grid = static_cast<int>(((d.T + kBlock - 1) / kBlock) * d.B * d.H);
-    return cfg;
-  }
-  cfg.smem = 0;
-  // The largest query block that fits, double-buffered when possible.
-  for (int warps : {4, 2, 1}) {
-    for (int stages : {2, 1})
-      if (path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages) <= dev.max_smem) {
-        cfg.warps = warps, cfg.stages = stages, cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages);
-        break;
-      }
-    if (cfg.smem) break;
-  }
-  if (!cfg.smem)
-    fail("attention backward: needs {} bytes of shared memory, the device allows {}",
-         path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
-  if (one_stage && cfg.stages == 2) {
-    cfg.stages = 1;
-    cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, cfg.warps, 1);
-  }
-  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, cfg.warps, cfg.smem));
-  const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, items = nqb * d.B * d.H;
-  cfg.grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(dev.sms) * occ));
-  const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
-  if (nbmax == 0) return cfg;
-  const int64_t state = Bq * d.Dh;
-  cfg.sc = superchunk_blocks(nb);
-  if (cfg.sc > 0) {
-    // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
-    cfg.nsc = static_cast<int>((nb + cfg.sc - 1) / cfg.sc);
-    cfg.seg = cfg.sc, cfg.ck_slots = 1;
-    cfg.slot_floats = (1 + cfg.sc + cfg.nsc) * state;
-    const int64_t sc_items = d.B * d.H * (cfg.nsc - 1);
-    cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
-    return cfg;
-  }
-  // Query-state checkpoints: one segment (every state stored, one transport per block) when the
-  // scratch fits the budget, else segments of ~sqrt(n) blocks (two transports per block).
-  const int64_t budget = g_checkpoint_budget > 0
-                             ? g_checkpoint_budget
-                             : std::max<int64_t>(int64_t{64} << 20, d.B * d.H * nb * kBlock * d.Dh * 4);
-  int64_t seg = nbmax, ck = 1;
-  if (cfg.grid * (ck + seg) * state * 4 > budget) {
-    seg = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nbmax))));
-    ck = (nbmax + seg - 1) / seg;
-  }
-  cfg.seg = static_cast<int>(seg);
-  cfg.ck_slots = static_cast<int>(ck);
-  cfg.slot_floats = (ck + seg) * state;
-  return cfg;
-}
-
-int superchunk_blocks(int64_t nb) {
-  int64_t sc = std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb)))));
-  if (const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 0 || v == 1)
-      fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
-    sc = v;
-  }
-  return sc > 0 && nb > sc ? static_cast<int>(sc) : 0;
-}
-
-FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
-  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
-  const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
-  const size_t blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
-  const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
-  FactorLayout f;
-  Offsets o;
-  f.kt = o.take(plane);
-  f.kt_lo = o.take(dt == DType::F32 ? plane : 0);
-  f.y = o.take(plane);
-  f.y_lo = o.take(plane);
-  f.z = o.take(blk);
-  f.minv = o.take(with_minv ? blk : 0);
-  f.c = o.take(cplane);
-  f.c_lo = o.take(cplane);
-  f.sc = superchunk_blocks(nb);
-  if (f.sc > 0) {
-    f.nsc = static_cast<int>((nb + f.sc - 1) / f.sc);
-    const size_t scm = static_cast<size_t>(BH * f.nsc * d.Dh * d.Dh) * 2;
-    f.ke = o.take(plane);
-    f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
-    f.cs = o.take(scm);
-    f.cs_lo = o.take(scm);
-  }
-  f.total = o.end;
-  return f;
-}
-
-Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors) {
-  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
-  const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4, blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
-  const size_t cmat = path && path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 4 : 0;
-  Workspace w;
-  Offsets o;
-  w.gcum = o.take(static_cast<size_t>(BH * d.T) * 8);
-  if (backward) w.delta = o.take(static_cast<size_t>(BH * d.T) * 4);
-  if (path && !external_factors) w.factors = o.take(factor_layout(d, dt, backward).total);
-  if (backward) {
-    w.acc_begin = o.end;
-    if (path) {
-      w.dv = o.take(rows);
-      w.dk = o.take(rows);
-      w.dkt = o.take(rows);
-      w.dy = o.take(rows);
-      w.dw = o.take(rows);
-      w.dz = o.take(blk);
-      w.dp = o.take(cmat);
-    } else {
-      w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
-    }
-    w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);
-    const BwdConfig cfg = bwd_config(d, dt, path);
-    const size_t scm = static_cast<size_t>(BH * cfg.nsc * d.Dh * d.Dh);  // [BH, nsc, Dh, Dh]
-    if (cfg.sc > 0) w.dke = o.take(rows), w.dws = o.take(scm * 4);
-    w.acc_end = o.end;
-    if (cfg.sc > 0) w.sc_scratch = o.take(static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4);
-    w.scratch = o.take(static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4);
-  }
-  w.total = o.end;
-  return w;
-}
-
 }  // namespace detail
-
-void set_path_checkpoint_budget(int64_t bytes) { detail::g_checkpoint_budget = bytes > 0 ? bytes : 0; }
 
 using detail::Workspace;
 using detail::workspace_layout;
@@ -394,7 +226,9 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16, dense = path && detail::path_dense(d.Dh);
   const int nb = static_cast<int>((d.T + 63) / 64);
+  const int64_t BH = d.B * d.H;
   detail::Profiler prof(stream, what);
+  // dg and the accumulators of the first (PaTH: of every) group; later groups rezero theirs.
   CUDA_CHECK(cudaMemsetAsync(ws.base + L.acc_begin, 0, L.acc_end - L.acc_begin, stream));
   if (log_f) detail::launch_gate_prefix(ws.at<double>(L.gcum), log_f, d.B, d.T, d.H, stream);
   detail::launch_delta(ws.at<float>(L.delta), dout, out, d.B, d.T, d.H, d.Dh, bf16, stream);
@@ -434,21 +268,34 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;
     }
-    detail::launch_bwd<true>(p, cfg, d.Dh, stream);
-    prof.mark("fused");
-    if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
     detail::FactorsBwdArgs fa;
     fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;
     fa.dp_acc = p.dp_acc, fa.dk_acc = p.dk_acc, fa.dw_acc = p.dw_acc, fa.minv = o.minv, fa.z = o.z;
     fa.y_hi = o.y_hi, fa.y_lo = o.y_lo, fa.k = k, fa.w = w, fa.beta = beta;
-    detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);
-    prof.mark("factors");
-    detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
+    // Groups of bh_group heads (kernels/NOTES.md, "Backward head groups"): each runs the stages
+    // that use the accumulators, from zeroed accumulators, and writes its heads' dq, dk, dv, dw, dbeta.
+    for (int64_t bh0 = 0; bh0 < BH; bh0 += cfg.bh_group) {
+      const int64_t nbh = std::min(cfg.bh_group, BH - bh0);
+      if (bh0 > 0) {
+        CUDA_CHECK(cudaMemsetAsync(ws.base + L.group_begin, 0, L.acc_end - L.group_begin, stream));
+        prof.mark("memset");
+      }
+      p.bh0 = sa.bh0 = fa.bh0 = bh0;
+      p.nbh = sa.nbh = fa.nbh = nbh;
+      detail::launch_bwd<true>(p, cfg, d.Dh, stream);
+      prof.mark("fused");
+      if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
+      detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);
+      prof.mark("factors");
+      detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bh0, nbh, bf16, stream);
+      prof.mark("dv");
+    }
   } else {
     p.dq_acc = ws.at<float>(L.dq);
+    p.bh0 = 0, p.nbh = BH;
     detail::launch_bwd<false>(p, cfg, d.Dh, stream);
     prof.mark("fused");
-    detail::launch_acc_to_output(dq, p.dq_acc, d.B, d.T, d.H, d.Dh, bf16, stream);
+    detail::launch_acc_to_output(dq, p.dq_acc, d.B, d.T, d.H, d.Dh, 0, BH, bf16, stream);
   }
   if (log_f) detail::launch_gate_grad(dlog_f, ws.at<float>(L.dg), d.B, d.T, d.H, stream);
   prof.mark("outputs");

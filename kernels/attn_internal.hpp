@@ -3,6 +3,10 @@
 // each .cu file defines. Factor layouts (per head bh, block m of 64 rows, Tp = 64 nb):
 //   kt, y, dv/dkt/dk/dy/dw accumulators: [BH, Tp, Dh] fp32    z, tinv, dz: [BH, nb, 64, 64] fp32
 //   c, dp: [BH, nb, Dh, Dh] fp32 (dense transport, Dh <= 64)    gcum: [BH, T] double, dg: [BH, Tp]
+// The PaTH backward runs in groups of nbh rows bh = bh0 .. bh0 + nbh - 1 (BwdConfig::bh_group):
+// its accumulators (dv, dkt, dk, dy, dw, dz, dp, dke, dws) hold the group's rows only and are
+// indexed by the local row bh - bh0 (their leading dimension is nbh, not BH); inputs, outputs,
+// factors, lse, delta, gcum and dg are indexed by the global bh.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -89,23 +93,26 @@ struct BwdParams {
   void* dk = nullptr;      // [B, T, H, Dh] written directly (softmax: key-centric kernel)
   void* dv = nullptr;
   float* dq_acc = nullptr;  // softmax: dq accumulator [BH, Tp, Dh] (atomics), zeroed before the launch
-  float* dv_acc = nullptr;  // accumulators (atomics), zeroed before the launch
-  float* dkt_acc = nullptr;
-  float* dk_acc = nullptr;
-  float* dy_acc = nullptr;
-  float* dw_acc = nullptr;
-  float* dz_acc = nullptr;
-  float* dp_acc = nullptr;
+  float* dv_acc = nullptr;   // PaTH accumulators (atomics), zeroed before the launch: [nbh, Tp, Dh]
+  float* dkt_acc = nullptr;  // [nbh, Tp, Dh]
+  float* dk_acc = nullptr;   // [nbh, Tp, Dh]
+  float* dy_acc = nullptr;   // [nbh, Tp, Dh]
+  float* dw_acc = nullptr;   // [nbh, Tp, Dh]
+  float* dz_acc = nullptr;   // [nbh, nb, 64, 64]
+  float* dp_acc = nullptr;   // [nbh, nb, Dh, Dh] (dense)
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query-state checkpoints
+  // PaTH: the group of rows bh0 .. bh0 + nbh - 1 this launch works on; the PaTH accumulators are
+  // [nbh, ...] (local row bh - bh0). Softmax ignores them (its dq_acc is [BH, Tp, Dh]).
+  int64_t bh0 = 0, nbh = 0;
   // Superchunks (sc > 0): key blocks in earlier superchunks use the keys pushed to their
   // superchunk's end (ke) and queries transported once per superchunk (cs = I - W_b).
   const bf16_raw* ke_hi = nullptr;  // [BH, Tp, Dh]
   const bf16_raw* ke_lo = nullptr;  // fp32 mode only
   const bf16_raw* cs_hi = nullptr;  // [BH, nsc, Dh, Dh]
   const bf16_raw* cs_lo = nullptr;
-  float* dke_acc = nullptr;  // [BH, Tp, Dh] dL/dKe (atomics)
-  float* dws_acc = nullptr;  // [BH, nsc, Dh, Dh] dL/dW_b (atomics)
+  float* dke_acc = nullptr;  // [nbh, Tp, Dh] dL/dKe (atomics)
+  float* dws_acc = nullptr;  // [nbh, nsc, Dh, Dh] dL/dW_b (atomics)
   int sc = 0, nsc = 0;       // blocks per superchunk (0: none), superchunks
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
@@ -118,11 +125,13 @@ struct BwdParams {
 };
 
 // Launch shape of the backward main kernel on the current device (softmax: one CTA per key block
-// and head, `grid` of them; PaTH: persistent CTAs over query blocks).
+// and head, `grid` of them; PaTH: persistent CTAs over query blocks, one launch per group of
+// bh_group rows, `grid` and `sc_grid` sized for one group).
 struct BwdConfig {
   int warps = 4, stages = 2, smem = 0, grid = 1, seg = 1, ck_slots = 1;
   int64_t slot_floats = 0;
   int sc = 0, nsc = 0, sc_grid = 0;  // superchunks (PaTH, 0 = none) and the sc_bwd kernel's grid
+  int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
 };
 // Blocks per superchunk for nb blocks (0: no superchunks). Default max(8, ceil(sqrt(nb))) when
 // nb exceeds it; STATEBENCH_PATH_SUPERCHUNK=N sets N (0 turns them off; tests use small N).
@@ -140,10 +149,13 @@ struct FactorLayout {
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
 
 // Workspace pieces (byte offsets, each 256-aligned) for one call; `factors` is the factor region
-// (PaTH, unless the caller keeps the factors in a buffer of its own).
+// (PaTH, unless the caller keeps the factors in a buffer of its own). [acc_begin, acc_end) is
+// zeroed once per call: dg, then from group_begin the accumulators of one group (PaTH: sized for
+// bh_group rows and zeroed again before every later group). sc_scratch and scratch share one
+// region (sc_bwd runs after the fused kernel of its group, on the same stream).
 struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
-  size_t acc_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0, dg = 0;
+  size_t acc_begin = 0, dg = 0, group_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0;
   size_t dke = 0, dws = 0, acc_end = 0;
   size_t sc_scratch = 0;  // superchunks
   size_t scratch = 0, total = 0;
@@ -186,16 +198,17 @@ struct PrepOut {
 void launch_path_prep(const PrepOut& o, const void* k, const float* w, const float* beta, int64_t B, int64_t T,
                       int64_t H, int64_t Dh, bool bf16, cudaStream_t s);
 struct FactorsBwdArgs {
-  void* dk = nullptr;  // outputs
+  void* dk = nullptr;  // outputs [B, T, H, Dh]
   float* dw = nullptr;
-  float* dbeta = nullptr;
-  const float* dkt_acc = nullptr;  // accumulators of the fused backward
-  const float* dy_acc = nullptr;
-  const float* dz_acc = nullptr;
-  const float* dp_acc = nullptr;
-  const float* dk_acc = nullptr;
-  const float* dw_acc = nullptr;
-  const float* minv = nullptr;  // forward factors
+  float* dbeta = nullptr;          // [B, T, H]
+  const float* dkt_acc = nullptr;  // accumulators of the fused backward, the group's rows: [nbh, Tp, Dh]
+  const float* dy_acc = nullptr;   // [nbh, Tp, Dh]
+  const float* dz_acc = nullptr;   // [nbh, nb, 64, 64]
+  const float* dp_acc = nullptr;   // [nbh, nb, Dh, Dh] (dense)
+  const float* dk_acc = nullptr;   // [nbh, Tp, Dh]
+  const float* dw_acc = nullptr;   // [nbh, Tp, Dh]
+  int64_t bh0 = 0, nbh = 0;        // the group: rows bh0 .. bh0 + nbh - 1
+  const float* minv = nullptr;  // forward factors [BH, nb, 64, 64]
   const float* z = nullptr;
   const bf16_raw* y_hi = nullptr;
   const bf16_raw* y_lo = nullptr;
@@ -205,8 +218,9 @@ struct FactorsBwdArgs {
 };
 void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                              cudaStream_t s);
-void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
-                          cudaStream_t s);
+// dst[b, t, h, :] = acc[bh - bh0, t, :] for the rows bh = bh0 .. bh0 + nbh - 1 (acc: [nbh, Tp, Dh]).
+void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, int64_t bh0,
+                          int64_t nbh, bool bf16, cudaStream_t s);
 // Superchunk kernels (path_superchunk.cu), for nsc >= 2 superchunks of sc blocks.
 struct ScArgs {
   const bf16_raw* kt_hi = nullptr;  // factors [BH, Tp, Dh]
@@ -218,13 +232,14 @@ struct ScArgs {
   bf16_raw* ke_lo = nullptr;  // fp32 mode only
   bf16_raw* cs_hi = nullptr;
   bf16_raw* cs_lo = nullptr;
-  const float* dke_acc = nullptr;  // sc_bwd inputs (the fused backward's)
-  const float* dws_acc = nullptr;
-  float* dkt_acc = nullptr;  // sc_bwd outputs (added)
-  float* dp_acc = nullptr;   // dense
-  float* dw_acc = nullptr;   // factored
-  float* dy_acc = nullptr;
+  const float* dke_acc = nullptr;  // sc_bwd inputs (the fused backward's): [nbh, Tp, Dh]
+  const float* dws_acc = nullptr;  // [nbh, nsc, Dh, Dh]
+  float* dkt_acc = nullptr;  // sc_bwd outputs (added): [nbh, Tp, Dh]
+  float* dp_acc = nullptr;   // dense: [nbh, nb, Dh, Dh]
+  float* dw_acc = nullptr;   // factored: [nbh, Tp, Dh]
+  float* dy_acc = nullptr;   // [nbh, Tp, Dh]
   float* scratch = nullptr;  // sc_bwd: [grid, sc, Dh, Dh] fp32
+  int64_t bh0 = 0, nbh = 0;  // sc_bwd: the group, rows bh0 .. bh0 + nbh - 1 (sc_prep: all B H rows)
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, sc = 0, nsc = 0;
   bool dense = false;

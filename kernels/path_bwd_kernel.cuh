@@ -2,13 +2,14 @@
 // path_attention_bwd.cu; softmax attention has its own key-centric one). With superchunks (p.sc),
 // key blocks in earlier superchunks see one query state per superchunk and keys pushed to its end
 // (plain attention per pair; path_superchunk.cu turns their gradients back). Persistent CTAs walk
-// (query block, head) items heaviest first; a query block of 16 * warps rows recomputes its
-// probabilities from lse and its transported queries X_m (m = n-1 .. 0) from per-CTA
-// checkpoints (segments of `seg` blocks, see NOTES.md). Key blocks are then visited left to right
-// carrying G = dL/dX (the adjoint of the transports): per block, dV += P^T dO, dKt += dS^T X and
-// the block-product gradient (dense dP += X^T G, or factored dW, dY) go to fp32 accumulators by
-// atomics; G <- G P^T + dS Kt. The own block then yields dq (written directly) and the own-block
-// terms of dK, dV, dW, dY, dZ. Everything is in unscaled-query space: dS_raw = scale * dS.
+// the (query block, head) items of one group of heads (p.nbh rows from p.bh0) heaviest first; a
+// query block of 16 * warps rows recomputes its probabilities from lse and its transported queries
+// X_m (m = n-1 .. 0) from per-CTA checkpoints (segments of `seg` blocks, see NOTES.md). Key blocks
+// are then visited left to right carrying G = dL/dX (the adjoint of the transports): per block,
+// dV += P^T dO, dKt += dS^T X and the block-product gradient (dense dP += X^T G, or factored dW,
+// dY) go to the group's fp32 accumulators by atomics; G <- G P^T + dS Kt. The own block then yields
+// dq (written directly) and the own-block terms of dK, dV, dW, dY, dZ. Everything is in
+// unscaled-query space: dS_raw = scale * dS.
 #pragma once
 #include <cmath>
 
@@ -144,15 +145,16 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
   const int warps = p.warps, Bq = 16 * warps, kt = warps;
   const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, p.dense, Bq, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
-  const int64_t BH = p.B * p.H, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
-  const int64_t nitems = static_cast<int64_t>(p.nqb) * BH;
+  const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
+  const int64_t nitems = static_cast<int64_t>(p.nqb) * p.nbh;
   constexpr size_t esz = bf ? 2 : 4;
   const float sl2 = p.scale * kLog2e;
   float* slots = p.scratch ? p.scratch + static_cast<int64_t>(blockIdx.x) * p.slot_floats : nullptr;
 
   for (int64_t item = blockIdx.x; item < nitems; item += gridDim.x) {
-    const int qb = p.nqb - 1 - static_cast<int>(item / BH);
-    const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
+    // bh (global) indexes inputs, factors, lse, delta, gcum and dg; lb (local) the accumulators.
+    const int qb = p.nqb - 1 - static_cast<int>(item / p.nbh);
+    const int64_t lb = item % p.nbh, bh = p.bh0 + lb, b = bh / p.H, h = bh % p.H;
     const int64_t i0 = static_cast<int64_t>(qb) * Bq, head0 = (b * p.T * p.H + h) * Dh;
     const int n = static_cast<int>(i0 / kL), q0 = static_cast<int>(i0 % kL);
     const int64_t kn0 = static_cast<int64_t>(n) * kL;
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
             store_frag(sm.X, r0, X, 1.f, lane);
             store_frag(sm.G, r0, G, 1.f, lane);
             __syncthreads();
-            cta_atb_atomic<NTD>(p.dws_acc + (bh * p.nsc + ph) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+            cta_atb_atomic<NTD>(p.dws_acc + (lb * p.nsc + ph) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
                                 warps, lane, p.vec4);
             float Tm[NTD][4];
             zero(Tm);
@@ -300,17 +302,17 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           __syncthreads();
 
           // CTA-wide products over the query rows, into the accumulators.
-          cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-          cta_atb_atomic<NTD>((inter ? p.dke_acc : p.dkt_acc) + (bh * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32,
+          cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+          cta_atb_atomic<NTD>((inter ? p.dke_acc : p.dkt_acc) + (lb * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32,
                               warp, warps, lane, p.vec4);
           if (tr) {
             if (p.dense) {
-              cta_atb_atomic<NTD>(p.dp_acc + (bh * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+              cta_atb_atomic<NTD>(p.dp_acc + (lb * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
                                   warps, lane, p.vec4);
             } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
-              cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
+              cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
                                   lane, p.vec4);
-              cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
+              cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
                                   lane, p.vec4);
             }
             // G <- G P_m^T
@@ -393,11 +395,11 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
                         lane);
     }
     __syncthreads();
-    cta_atb_atomic<NTD>(p.dv_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dk_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<8>(p.dz_acc + (bh * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dy_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dw_acc + (bh * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<8>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
   }
 }
 

@@ -232,6 +232,8 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
   return s;
 }
 
+// One CTA per (64-row block, head of the group a.bh0 .. a.bh0 + a.nbh - 1): the factors (y, z,
+// minv) at the global row bh (rowbase, blk), the accumulators at the local row lb (arow, ablk).
 template <int Dh>
 __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
                                                               bool is_bf16, bool dense) {
@@ -241,21 +243,22 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   const FactorsSmem sm = factors_smem(smem_raw, Dh, f32, dense);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int m = static_cast<int>(blockIdx.x % nb);
-  const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
+  const int64_t lb = blockIdx.x / nb, bh = a.bh0 + lb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
   const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, blk = (bh * nb + m) * kL * kL;
+  const int64_t arow = (lb * Tp + k0) * Dh, ablk = (lb * nb + m) * kL * kL;
   const int64_t rs = H * Dh, g0 = ((b * T + k0) * H + h) * Dh;
   const int valid = static_cast<int>(min64(kL, T - k0));
   const size_t esz = is_bf16 ? 2 : 4;
   const void* kb = static_cast<const unsigned char*>(a.k) + g0 * esz;
   load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
   load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
-  load_tile(sm.dKt, kL, Dh, a.dkt_acc + rowbase, Dh, false, kL, tid, kThreads);
+  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThreads);
   load_tile(sm.Z, kL, kL, a.z + blk, kL, false, kL, tid, kThreads);
-  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + rowbase, Dh, false, kL, tid, kThreads);
+  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThreads);
   if (dense) {
     copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
                     reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThreads);
-    load_tile(sm.dP, Dh, Dh, a.dp_acc + (bh * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
+    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
   }
   cp_async_commit();
   if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
@@ -270,9 +273,9 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
     *reinterpret_cast<uint32_t*>(sm.Ti.lo + r * sm.Ti.ld + c) = ll;
   }
   float dW[NTD][4], dK[NTD][4], tmp[NTD][4];
-  load_frag_global(dW, a.dw_acc + rowbase, Dh, false, r0, kL, lane);
-  load_frag_global(dK, a.dk_acc + rowbase, Dh, false, r0, kL, lane);
-  load_frag_global(tmp, a.dkt_acc + rowbase, Dh, false, r0, kL, lane);
+  load_frag_global(dW, a.dw_acc + arow, Dh, false, r0, kL, lane);
+  load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
+  load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
 #pragma unroll
   for (int i = 0; i < NTD; ++i)
 #pragma unroll
@@ -284,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
     mma_sA<NTD, false, BL::NK>(tmp, sm.Yd, r0, 0, KTD, sm.dP, 0, 0, true, lane);
     sub(dW, tmp);
     float dy[NTD][4];
-    load_frag_global(dy, a.dy_acc + rowbase, Dh, false, r0, kL, lane);
+    load_frag_global(dy, a.dy_acc + arow, Dh, false, r0, kL, lane);
     zero(tmp);
     mma_sA<NTD, false, BL::KN>(tmp, sm.W, r0, 0, KTD, sm.dP, 0, 0, true, lane);
     sub(dy, tmp);
@@ -292,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   }
   {
     float acc[8][4], dz[8][4];
-    load_frag_global(dz, a.dz_acc + blk, kL, false, r0, kL, lane);
+    load_frag_global(dz, a.dz_acc + ablk, kL, false, r0, kL, lane);
     zero(acc);
     mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.dKt, 0, 0, true, lane);
     sub(dz, acc);
@@ -382,13 +385,14 @@ void launch_path_prep(const PrepOut& o, const void* k, const float* w, const flo
 
 void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                              cudaStream_t s) {
+  if (a.nbh < 1 || a.bh0 < 0 || a.bh0 + a.nbh > B * H) throw_error("PaTH factor backward: bad group of heads");
   const int nb = static_cast<int>((T + kL - 1) / kL);
   const bool dense = path_dense(Dh);
   const int smem = factors_smem(nullptr, static_cast<int>(Dh), !bf16, dense).bytes;
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     CUDA_CHECK(cudaFuncSetAttribute(factors_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    factors_tc_kernel<D><<<static_cast<unsigned>(nb * B * H), kThreads, smem, s>>>(a, T, H, nb, bf16, dense);
+    factors_tc_kernel<D><<<static_cast<unsigned>(nb * a.nbh), kThreads, smem, s>>>(a, T, H, nb, bf16, dense);
     SB_CUDA_CHECK_LAUNCH();
   });
 }

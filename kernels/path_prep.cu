@@ -80,15 +80,16 @@ __global__ void delta_kernel(float* delta, const void* dout, const void* out, in
   }
 }
 
-// dst[b, t, h, :] = acc[bh, t, :] for t < T.
-__global__ void acc_to_output_kernel(void* dst, const float* acc, int64_t B, int64_t T, int64_t Tp, int64_t H,
-                                     int64_t Dh, bool is_bf16) {
-  const int64_t n = B * T * H * Dh / 2;
+// dst[b, t, h, :] = acc[bh - bh0, t, :] for t < T and the rows bh = bh0 .. bh0 + nbh - 1 (acc:
+// [nbh, Tp, Dh], walked in its own order; dst [B, T, H, Dh]).
+__global__ void acc_to_output_kernel(void* dst, const float* acc, int64_t T, int64_t Tp, int64_t H, int64_t Dh,
+                                     int64_t bh0, int64_t nbh, bool is_bf16) {
+  const int64_t n = nbh * T * Dh / 2;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = 2 * e, d = i % Dh, r = i / Dh, h = r % H, t = (r / H) % T, b = r / (H * T);
-    const float* src = acc + ((b * H + h) * Tp + t) * Dh + d;
-    store2(dst, i, src[0], src[1], is_bf16);
+    const int64_t i = 2 * e, d = i % Dh, r = i / Dh, t = r % T, lb = r / T, bh = bh0 + lb, b = bh / H, h = bh % H;
+    const float* src = acc + (lb * Tp + t) * Dh + d;
+    store2(dst, ((b * T + t) * H + h) * Dh + d, src[0], src[1], is_bf16);
   }
 }
 
@@ -116,10 +117,12 @@ void launch_delta(float* delta, const void* dout, const void* out, int64_t B, in
   SB_CUDA_CHECK_LAUNCH();
 }
 
-void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
-                          cudaStream_t s) {
+void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, int64_t bh0,
+                          int64_t nbh, bool bf16, cudaStream_t s) {
+  if (nbh < 1 || bh0 < 0 || bh0 + nbh > B * H) throw_error("attention accumulator conversion: bad group of heads");
   const int64_t Tp = (T + kL - 1) / kL * kL;
-  acc_to_output_kernel<<<grid_1d(B * T * H * Dh / 2, kThreads), kThreads, 0, s>>>(dst, acc, B, T, Tp, H, Dh, bf16);
+  acc_to_output_kernel<<<grid_1d(nbh * T * Dh / 2, kThreads), kThreads, 0, s>>>(dst, acc, T, Tp, H, Dh, bh0, nbh,
+                                                                               bf16);
   SB_CUDA_CHECK_LAUNCH();
 }
 

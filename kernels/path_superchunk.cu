@@ -106,9 +106,10 @@ __global__ void __launch_bounds__(kThreads) sc_prep_kernel(const ScArgs a) {
   }
 }
 
-// Persistent CTAs over (head, superchunk b < nsc - 1). Recomputes A_m (m = e_b .. s_b) into the
-// CTA's scratch, then walks m = s_b .. e_b carrying D = dL/dA_{m-1} (D = dW_b at the start):
-// dP_m = A_m^T D, dKt_m += dKe_m A_m, D <- D P_m^T + dKe_m^T Kt_m.
+// Persistent CTAs over (head bh of the group a.bh0 .. a.bh0 + a.nbh - 1, superchunk b < nsc - 1;
+// factors at the global row bh, accumulators at the local row lb = bh - a.bh0). Recomputes A_m
+// (m = e_b .. s_b) into the CTA's scratch, then walks m = s_b .. e_b carrying D = dL/dA_{m-1}
+// (D = dW_b at the start): dP_m = A_m^T D, dKt_m += dKe_m A_m, D <- D P_m^T + dKe_m^T Kt_m.
 template <int Dh, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, RT = (RTN + 3) / 4;
@@ -116,10 +117,10 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
   const ScTiles sm = sc_tiles(smem_raw, Dh, kF32, true);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t Tp = static_cast<int64_t>(a.nb) * kL, DD = static_cast<int64_t>(Dh) * Dh;
-  const int64_t nitems = a.B * a.H * (a.nsc - 1);
+  const int64_t nitems = a.nbh * (a.nsc - 1);
   float* scr = a.scratch + static_cast<int64_t>(blockIdx.x) * a.sc * DD;
   for (int64_t item = blockIdx.x; item < nitems; item += gridDim.x) {
-    const int64_t bh = item / (a.nsc - 1);
+    const int64_t lb = item / (a.nsc - 1), bh = a.bh0 + lb;
     const int b = static_cast<int>(item % (a.nsc - 1)), s = b * a.sc, e = s + a.sc - 1;
     float X[RT][NTD][4];  // A_m, then D
 #pragma unroll
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       for (int r = 0; r < RT; ++r)
         if (warp + 4 * r < RTN) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane);
     }
-    const float* dws = a.dws_acc + (bh * a.nsc + b) * DD;
+    const float* dws = a.dws_acc + (lb * a.nsc + b) * DD;
 #pragma unroll
     for (int r = 0; r < RT; ++r)
       if (warp + 4 * r < RTN) load_frag_global(X[r], dws, Dh, false, 16 * (warp + 4 * r), Dh, lane);
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       const int64_t k0 = static_cast<int64_t>(m) * kL;
       __syncthreads();  // scratch slot m - s is written; the previous iteration's tiles are consumed
       load_tile(sm.A, Dh, Dh, scr + (m - s) * DD, Dh, false, Dh, tid, blockDim.x);
-      load_tile(sm.dKe, kL, Dh, a.dke_acc + (bh * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
+      load_tile(sm.dKe, kL, Dh, a.dke_acc + (lb * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
       load_planes_tile(sm.Kt, kL, Dh, a.kt_hi, a.kt_lo, (bh * Tp + k0) * Dh, tid);
       cp_async_commit();
 #pragma unroll
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
         float acc[NTD][4];
         zero(acc);
         mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, 0, KTD, sm.A, 0, 0, true, lane);
-        atomic_frag(a.dkt_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
+        atomic_frag(a.dkt_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
       }
 #pragma unroll
       for (int r = 0; r < RT; ++r) {  // dP_m = A_m^T D: dense into dp, factored via scratch slot m - s
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
         zero(dP);
         mma_sA<NTD, true, BL::KN>(dP, sm.A, 16 * rt, 0, KTD, sm.D, 0, 0, true, lane);
         if (a.dense)
-          atomic_frag(a.dp_acc + (bh * a.nb + m) * DD, Dh, 16 * rt, dP, 1.f, lane);
+          atomic_frag(a.dp_acc + (lb * a.nb + m) * DD, Dh, 16 * rt, dP, 1.f, lane);
         else
           store_frag_global(scr + (m - s) * DD, Dh, false, 16 * rt, Dh, dP, 1.f, lane);
       }
@@ -183,10 +184,10 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
         float acc[NTD][4];
         zero(acc);
         mma_sA<NTD, false, BL::NK>(acc, sm.Y, 16 * warp, 0, KTD, sm.D, 0, 0, true, lane);
-        atomic_frag(a.dw_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
+        atomic_frag(a.dw_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
         zero(acc);
         mma_sA<NTD, false, BL::KN>(acc, sm.W, 16 * warp, 0, KTD, sm.D, 0, 0, true, lane);
-        atomic_frag(a.dy_acc + (bh * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
+        atomic_frag(a.dy_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, -1.f, lane);
       }
       if (m == e) continue;
 #pragma unroll
@@ -223,6 +224,7 @@ void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream) 
 
 void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream) {
   if (a.nsc < 2) return;
+  if (a.nbh < 1 || a.bh0 < 0 || a.bh0 + a.nbh > a.B * a.H) throw_error("PaTH superchunk backward: bad group of heads");
   const int smem = sc_bwd_smem_bytes(Dh, f32);
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

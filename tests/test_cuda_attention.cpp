@@ -287,6 +287,38 @@ TEST(CudaAttention, PathSuperchunks) {
   }
 }
 
+// The backward in groups of heads (kernels/NOTES.md, "Backward head groups"), forced to 1 and 3
+// heads per group. B H = 4 or 5 past T = 7, so that groups of 3 leave a short last group, and with
+// B = 2, H = 2 straddle batch elements (heads (0,0) (0,1) (1,0), then (1,1)). T = 7 (one block),
+// 129 (checkpoints) and 1000 (default superchunks of 8 blocks), every transport (Dh 16 / 64 dense,
+// 128 factored), gate on and off (dlog_f from the global dg), both precisions, kept and recomputed
+// factors (swapped between the two group sizes). The grouped workspace is smaller, and a bad value
+// is refused.
+TEST(CudaAttention, PathBackwardHeadGroups) {
+  SKIP_WITHOUT_DEVICE();
+  const cuda::AttnDims big{2, 1000, 2, 64};
+  const size_t whole = cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true);
+  for (const char* bad : {"x", "-1", "2x", ""}) {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", bad);
+    EXPECT_THROW(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true), Error) << "'" << bad << "'";
+  }
+  {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "1");
+    EXPECT_LT(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true), whole);
+  }
+  const std::vector<Shape> shapes = {
+      {2, 7, 3, 16, true},    {2, 129, 2, 64, false},  {2, 129, 2, 128, true, 1.9, 1.999},
+      {1, 1000, 5, 16, true}, {2, 1000, 2, 64, false}, {2, 1000, 2, 128, true}};
+  uint64_t seed = 5000;
+  for (const char* group : {"1", "3"}) {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", group);
+    SCOPED_TRACE(std::string("backward groups of ") + group + " heads");
+    const bool keep_bf16 = std::string(group) == "1";
+    for (const Shape& s : shapes)
+      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, (dt == DType::BF16) == keep_bf16);
+  }
+}
+
 // The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget,
 // superchunks off).
 TEST(CudaAttention, PathCheckpointSegments) {

@@ -1,0 +1,236 @@
+// attention_layout.cpp: the layouts and the launch configuration behind the CUDA attention entry
+// points (attention_api.cpp; declared in attn_internal.hpp): PaTH factor and workspace layouts
+// (byte offsets), the backward configuration (query block, persistent grid, checkpoint segments,
+// superchunks, PaTH head groups) and its developer switches.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.hpp"
+#include "kernels/attn_internal.hpp"
+
+namespace sb::cuda {
+namespace detail {
+namespace {
+
+constexpr int64_t kBlock = 64;
+int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
+// The PaTH backward's per-group accumulators stay within this unless that would leave a launch
+// with fewer than 4 waves of the persistent grid (kernels/NOTES.md, "Backward head groups").
+constexpr int64_t kAccBudget = int64_t{256} << 20;
+
+struct DeviceInfo {
+  int sms = 1, max_smem = 48 * 1024;
+};
+
+DeviceInfo device_info() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  DeviceInfo info;
+  CUDA_CHECK(cudaDeviceGetAttribute(&info.sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&info.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return info;
+}
+
+// Hands out 256-aligned byte offsets one after the other (workspace and factor layouts).
+struct Offsets {
+  size_t end = 0;
+  size_t take(size_t bytes) {
+    const size_t at = end;
+    end += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
+
+// Developer / test switch STATEBENCH_PATH_BWD_GROUP=N: N heads (b, h) per backward group; 0 or
+// unset: the policy of path_bwd_group.
+int64_t bwd_group_override() {
+  const char* env = std::getenv("STATEBENCH_PATH_BWD_GROUP");
+  if (!env) return 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end == env || *end != '\0' || v < 0)
+    fail("STATEBENCH_PATH_BWD_GROUP: '{}' is not a number of heads per backward group (0 = automatic, or 1 and more)",
+         env);
+  return v;
+}
+
+// Bytes of the PaTH backward's per-row accumulators for one head (b, h): dv, dk, dkt, dy, dw
+// ([Tp, Dh] fp32 each), dz ([nb, 64, 64]), dense dp ([nb, Dh, Dh]), with superchunks dke ([Tp, Dh])
+// and dws ([nsc, Dh, Dh]).
+int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc) {
+  const int64_t row = nb * kBlock * d.Dh * 4, mat = d.Dh * d.Dh * 4;
+  int64_t a = 5 * row + nb * kBlock * kBlock * 4;
+  if (path_dense(d.Dh)) a += nb * mat;
+  if (nsc > 0) a += row + nsc * mat;
+  return a;
+}
+
+// Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
+// but at least ceil(4 persistent / nqb) (4 waves of the persistent grid per launch), at most B H.
+int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t persistent) {
+  const int64_t BH = d.B * d.H, forced = bwd_group_override();
+  if (forced > 0) return std::min(forced, BH);
+  const int64_t a = path_acc_row_bytes(d, nb, nsc);
+  if (a * BH <= kAccBudget) return BH;
+  const int64_t g_min = (4 * persistent + nqb - 1) / nqb;
+  return std::max<int64_t>(1, std::min(BH, std::max(g_min, kAccBudget / a)));
+}
+
+}  // namespace
+
+BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
+  const DeviceInfo dev = device_info();
+  const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
+  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
+  // double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
+  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
+  const bool one_stage = stages_env && std::string(stages_env) == "1";
+  BwdConfig cfg;
+  if (!path) {  // key-centric: one CTA of 4 warps per (64-key block, head)
+    cfg.stages = !one_stage && softmax_bwd_smem_bytes(d.Dh, f32, 2) <= dev.max_smem ? 2 : 1;
+    cfg.smem = softmax_bwd_smem_bytes(d.Dh, f32, cfg.stages);
+    if (cfg.smem > dev.max_smem)
+      fail("attention backward: needs {} bytes of shared memory, the device allows {}", cfg.smem, dev.max_smem);
+    cfg.grid = static_cast<int>(((d.T + kBlock - 1) / kBlock) * d.B * d.H);
+    cfg.bh_group = d.B * d.H;
+    return cfg;
+  }
+  cfg.smem = 0;
+  // The largest query block that fits, double-buffered when possible.
+  for (int warps : {4, 2, 1}) {
+    for (int stages : {2, 1})
+      if (path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages) <= dev.max_smem) {
+        cfg.warps = warps, cfg.stages = stages, cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages);
+        break;
+      }
+    if (cfg.smem) break;
+  }
+  if (!cfg.smem)
+    fail("attention backward: needs {} bytes of shared memory, the device allows {}",
+         path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
+  if (one_stage && cfg.stages == 2) {
+    cfg.stages = 1;
+    cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, cfg.warps, 1);
+  }
+  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, cfg.warps, cfg.smem));
+  const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, persistent = static_cast<int64_t>(dev.sms) * occ;
+  const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
+  if (nbmax > 0) {
+    cfg.sc = superchunk_blocks(nb);
+    if (cfg.sc > 0) cfg.nsc = static_cast<int>((nb + cfg.sc - 1) / cfg.sc);
+  }
+  // One launch per group of bh_group heads: the grid (and the scratch) serve one group.
+  cfg.bh_group = path_bwd_group(d, nb, nqb, cfg.nsc, persistent);
+  cfg.grid = static_cast<int>(std::min(nqb * cfg.bh_group, persistent));
+  if (nbmax == 0) return cfg;
+  const int64_t state = Bq * d.Dh;
+  if (cfg.sc > 0) {
+    // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
+    cfg.seg = cfg.sc, cfg.ck_slots = 1;
+    cfg.slot_floats = (1 + cfg.sc + cfg.nsc) * state;
+    const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1);
+    cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
+    return cfg;
+  }
+  // Query-state checkpoints: one segment (every state stored, one transport per block) when the
+  // scratch fits the budget, else segments of ~sqrt(n) blocks (two transports per block).
+  const int64_t budget = g_checkpoint_budget > 0
+                             ? g_checkpoint_budget
+                             : std::max<int64_t>(int64_t{64} << 20, d.B * d.H * nb * kBlock * d.Dh * 4);
+  int64_t seg = nbmax, ck = 1;
+  if (cfg.grid * (ck + seg) * state * 4 > budget) {
+    seg = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nbmax))));
+    ck = (nbmax + seg - 1) / seg;
+  }
+  cfg.seg = static_cast<int>(seg);
+  cfg.ck_slots = static_cast<int>(ck);
+  cfg.slot_floats = (ck + seg) * state;
+  return cfg;
+}
+
+int superchunk_blocks(int64_t nb) {
+  int64_t sc = std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb)))));
+  if (const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || v < 0 || v == 1)
+      fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
+    sc = v;
+  }
+  return sc > 0 && nb > sc ? static_cast<int>(sc) : 0;
+}
+
+FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
+  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
+  const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
+  const size_t blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
+  const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
+  FactorLayout f;
+  Offsets o;
+  f.kt = o.take(plane);
+  f.kt_lo = o.take(dt == DType::F32 ? plane : 0);
+  f.y = o.take(plane);
+  f.y_lo = o.take(plane);
+  f.z = o.take(blk);
+  f.minv = o.take(with_minv ? blk : 0);
+  f.c = o.take(cplane);
+  f.c_lo = o.take(cplane);
+  f.sc = superchunk_blocks(nb);
+  if (f.sc > 0) {
+    f.nsc = static_cast<int>((nb + f.sc - 1) / f.sc);
+    const size_t scm = static_cast<size_t>(BH * f.nsc * d.Dh * d.Dh) * 2;
+    f.ke = o.take(plane);
+    f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
+    f.cs = o.take(scm);
+    f.cs_lo = o.take(scm);
+  }
+  f.total = o.end;
+  return f;
+}
+
+Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors) {
+  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
+  const size_t rows = static_cast<size_t>(BH * Tp * d.Dh) * 4;
+  Workspace w;
+  Offsets o;
+  w.gcum = o.take(static_cast<size_t>(BH * d.T) * 8);
+  if (backward) w.delta = o.take(static_cast<size_t>(BH * d.T) * 4);
+  if (path && !external_factors) w.factors = o.take(factor_layout(d, dt, backward).total);
+  if (backward) {
+    const BwdConfig cfg = bwd_config(d, dt, path);
+    w.acc_begin = o.end;
+    w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);  // all heads (zeroed once)
+    w.group_begin = o.end;
+    if (path) {  // one group of g heads: [g, Tp, Dh], [g, nb, 64, 64], [g, nb, Dh, Dh], [g, nsc, Dh, Dh]
+      const size_t g = static_cast<size_t>(cfg.bh_group);
+      const size_t grows = g * static_cast<size_t>(Tp * d.Dh) * 4;
+      const size_t gblk = g * static_cast<size_t>(nb * kBlock * kBlock) * 4;
+      const size_t gcmat = path_dense(d.Dh) ? g * static_cast<size_t>(nb * d.Dh * d.Dh) * 4 : 0;
+      w.dv = o.take(grows);
+      w.dk = o.take(grows);
+      w.dkt = o.take(grows);
+      w.dy = o.take(grows);
+      w.dw = o.take(grows);
+      w.dz = o.take(gblk);
+      w.dp = o.take(gcmat);
+      if (cfg.sc > 0) w.dke = o.take(grows), w.dws = o.take(g * static_cast<size_t>(cfg.nsc * d.Dh * d.Dh) * 4);
+    } else {
+      w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
+    }
+    w.acc_end = o.end;
+    // sc_bwd runs after the fused kernel of its group on the same stream: one region serves both.
+    const size_t sc_bytes = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4 : 0;
+    w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
+    if (cfg.sc > 0) w.sc_scratch = w.scratch;
+  }
+  w.total = o.end;
+  return w;
+}
+
+}  // namespace detail
+
+void set_path_checkpoint_budget(int64_t bytes) { detail::g_checkpoint_budget = bytes > 0 ? bytes : 0; }
+
+}  // namespace sb::cuda
