@@ -2,11 +2,11 @@
 # stage.sh BUILD_DIR DEST.tgz: packs the prebuilt statebench and test_cuda_* binaries (built here
 # with nvcc, no GPU), their non-system shared libraries, run_device.sh and tools/sdpa_bench.py into
 # one xz archive (binaries stripped) for a device call's carry (the device machine has CUDA and
-# PyTorch but not the fmt / yaml-cpp of this machine; the binaries are ~100 MB, the archive ~35 MB,
-# the carry limit 64 MiB with the tracked tree's ~25 MB; gzip no longer fit).
+# PyTorch but not the fmt / yaml-cpp of this machine). The four binaries are ~100 MB, mostly the same
+# CUDA kernels linked into each: xz -9 in one stream (a 64 MiB dictionary) stores them once, ~10 MB
+# (plain xz: 35 MB, which with the tracked tree's ~27 MB no longer fit the 64 MiB carry limit).
 # On the device: mkdir -p stage && tar xf DEST.tgz -C stage && stage/bin/run_device.sh tests ...
-# stage.sh BUILD_DIR DEST.tgz --statebench-only: statebench and its libraries alone (~8 MB), for
-# sweep calls whose tracked tree (results/) leaves too little of the carry limit for the tests.
+# stage.sh BUILD_DIR DEST.tgz --statebench-only: statebench and its libraries alone, for sweep calls.
 set -euo pipefail
 build=$1 dest=$2 only=${3:-}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,5 +25,5 @@ for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do
 done
 strip --strip-unneeded "$tmp"/bin/statebench "$tmp"/bin/test_cuda_* 2>/dev/null || true
 mkdir -p "$(dirname "$dest")"
-tar cJf "$dest" -C "$tmp" .
+tar -I "xz -9 -T1" -cf "$dest" -C "$tmp" .
 du -sh "$dest"
