@@ -409,6 +409,13 @@ TEST(ShippedStudies, EveryStudyPlans) {
     }
     return sb::sweep::TaskShape{task->seq_len(), task->vocab_size()};
   };
+  // Studies run from the repository root (their headers' commands), where task files such as
+  // experiments/groups/*.yaml resolve; restore the working directory afterwards.
+  struct Cwd {
+    std::filesystem::path old = std::filesystem::current_path();
+    ~Cwd() { std::filesystem::current_path(old); }
+  } cwd;
+  std::filesystem::current_path(SB_SOURCE_DIR);
   int studies = 0;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(SB_SOURCE_DIR) + "/experiments")) {
     if (entry.path().extension() != ".yaml") continue;
