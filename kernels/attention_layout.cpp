@@ -56,6 +56,9 @@ int64_t bwd_group_override() {
   return v;
 }
 
+
+}  // namespace
+
 // Bytes of the PaTH backward's per-row accumulators for one head (b, h): dv, dk, dkt, dy, dw
 // ([Tp, Dh] fp32 each), dz ([nb, 64, 64]), dense dp ([nb, Dh, Dh]), with superchunks dke ([Tp, Dh])
 // and dws ([nsc, Dh, Dh]).
@@ -80,8 +83,6 @@ int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, 
   const int64_t launches = (BH + g - 1) / g;
   return (BH + launches - 1) / launches;
 }
-
-}  // namespace
 
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   const DeviceInfo dev = device_info();

@@ -136,6 +136,11 @@ struct BwdConfig {
 // Blocks per superchunk for nb blocks (0: no superchunks). Default max(8, ceil(sqrt(nb))) when
 // nb exceeds it; STATEBENCH_PATH_SUPERCHUNK=N sets N (0 turns them off; tests use small N).
 int superchunk_blocks(int64_t nb);
+// Bytes of the PaTH backward's accumulators for one head, and the heads per backward group for a
+// persistent grid of `persistent` CTAs over nqb query blocks per head (STATEBENCH_PATH_BWD_GROUP
+// overrides; kernels/NOTES.md "Backward head groups").
+int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc);
+int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t persistent);
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):

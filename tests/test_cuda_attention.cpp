@@ -1,7 +1,8 @@
 // test_cuda_attention.cpp: parity of the CUDA attention kernels (kernels/attention_cuda.hpp) with
 // the CPU reference ops run in double: PaTH (nn::path_attention_*, Blockwise form) and softmax
 // attention (nn::softmax_attention_*; NoPE, RoPE-applied q/k, FoX gate). Forward output, lse and
-// every gradient, over awkward shapes, fp32 and bf16, outputs poisoned before each run. Skips
+// every gradient, over awkward shapes, fp32 and bf16, outputs poisoned before each run; and the
+// backward head-group policy (host arithmetic, runs without a device). The parity tests skip
 // when built without CUDA or when no CUDA device is present.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/attention_cuda.hpp"
+#include "kernels/attn_internal.hpp"
 #include "kernels/device_buffer.hpp"
 #include "nn/ops_attention.hpp"
 #include "nn/path_attention.hpp"
@@ -317,6 +319,33 @@ TEST(CudaAttention, PathBackwardHeadGroups) {
     for (const Shape& s : shapes)
       for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, (dt == DType::BF16) == keep_bf16);
   }
+}
+
+// The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
+// 256 MiB; else as many as fit, at least 4 waves of the persistent grid, split evenly; the switch
+// overrides (capped at B H).
+TEST(CudaAttention, BackwardHeadGroupPolicy) {
+  using cuda::detail::path_acc_row_bytes;
+  using cuda::detail::path_bwd_group;
+  // (2,8192,16,128): nb = 128 blocks, 11 superchunks, 64-row query blocks, 132 persistent CTAs.
+  const cuda::AttnDims big{2, 8192, 16, 128};
+  EXPECT_EQ(path_acc_row_bytes(big, 128, 11), 27983872);        // 6 [Tp, Dh] + dz + dws (factored)
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 132), 8);         // 9 fit 256 MiB -> 4 launches of 8
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 1000), 32);       // 4 waves of 1000 CTAs need all 32
+  const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
+  EXPECT_EQ(path_acc_row_bytes(mid, 32, 4), 4259840);
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 132), 43);           // 63 fit -> 3 launches: 43, 43, 42
+  EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 132), 8);  // small: one group
+  {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3");
+    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 132), 3);
+  }
+  {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "100");
+    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 132), 32);
+  }
+  ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3x");
+  EXPECT_THROW(path_bwd_group(big, 128, 128, 11, 132), Error);
 }
 
 // The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget,
