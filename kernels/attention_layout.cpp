@@ -56,18 +56,29 @@ int64_t bwd_group_override() {
   return v;
 }
 
+// The PaTH backward's accumulators for g heads, taken from o: dv, dk, dkt, dy, dw ([g, Tp, Dh] fp32
+// each), dz ([g, nb, 64, 64]), dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]) and
+// dws ([g, nsc, Dh, Dh]).
+void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t nsc, int64_t g) {
+  const size_t rows = static_cast<size_t>(g * nb * kBlock * d.Dh) * 4, mats = static_cast<size_t>(g * d.Dh * d.Dh) * 4;
+  w.dv = o.take(rows);
+  w.dk = o.take(rows);
+  w.dkt = o.take(rows);
+  w.dy = o.take(rows);
+  w.dw = o.take(rows);
+  w.dz = o.take(static_cast<size_t>(g * nb * kBlock * kBlock) * 4);
+  w.dp = o.take(path_dense(d.Dh) ? static_cast<size_t>(nb) * mats : 0);
+  if (nsc > 0) w.dke = o.take(rows), w.dws = o.take(static_cast<size_t>(nsc) * mats);
+}
 
 }  // namespace
 
-// Bytes of the PaTH backward's per-row accumulators for one head (b, h): dv, dk, dkt, dy, dw
-// ([Tp, Dh] fp32 each), dz ([nb, 64, 64]), dense dp ([nb, Dh, Dh]), with superchunks dke ([Tp, Dh])
-// and dws ([nsc, Dh, Dh]).
+// Bytes of those accumulators for one head (b, h).
 int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc) {
-  const int64_t row = nb * kBlock * d.Dh * 4, mat = d.Dh * d.Dh * 4;
-  int64_t a = 5 * row + nb * kBlock * kBlock * 4;
-  if (path_dense(d.Dh)) a += nb * mat;
-  if (nsc > 0) a += row + nsc * mat;
-  return a;
+  Workspace w;
+  Offsets o;
+  take_path_accumulators(w, o, d, nb, nsc, 1);
+  return static_cast<int64_t>(o.end);
 }
 
 // Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
@@ -207,19 +218,8 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     w.acc_begin = o.end;
     w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);  // all heads (zeroed once)
     w.group_begin = o.end;
-    if (path) {  // one group of g heads: [g, Tp, Dh], [g, nb, 64, 64], [g, nb, Dh, Dh], [g, nsc, Dh, Dh]
-      const size_t g = static_cast<size_t>(cfg.bh_group);
-      const size_t grows = g * static_cast<size_t>(Tp * d.Dh) * 4;
-      const size_t gblk = g * static_cast<size_t>(nb * kBlock * kBlock) * 4;
-      const size_t gcmat = path_dense(d.Dh) ? g * static_cast<size_t>(nb * d.Dh * d.Dh) * 4 : 0;
-      w.dv = o.take(grows);
-      w.dk = o.take(grows);
-      w.dkt = o.take(grows);
-      w.dy = o.take(grows);
-      w.dw = o.take(grows);
-      w.dz = o.take(gblk);
-      w.dp = o.take(gcmat);
-      if (cfg.sc > 0) w.dke = o.take(grows), w.dws = o.take(g * static_cast<size_t>(cfg.nsc * d.Dh * d.Dh) * 4);
+    if (path) {
+      take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group);  // one group of heads
     } else {
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }

@@ -25,6 +25,10 @@ using bf16_raw = uint16_t;
 // Dense block transports (X - X C, C = W^T Y, Dh x Dh per block) for Dh <= 64; factored
 // (X - (X W^T) Y) above, where the dense product would cost more memory than it saves.
 inline bool path_dense(int64_t Dh) { return Dh <= 64; }
+// Throws unless heads bh0 .. bh0 + nbh - 1 are a non-empty range of the B H heads (a backward group).
+inline void check_head_group(int64_t bh0, int64_t nbh, int64_t BH, const char* what) {
+  if (nbh < 1 || bh0 < 0 || bh0 + nbh > BH) throw_error(what);
+}
 
 // Calls f(std::integral_constant<int, Dh>) for the supported head dims.
 template <class F>

@@ -22,7 +22,7 @@ int path_bwd_occupancy(int64_t Dh, bool f32, int warps, int smem) {
 
 template <>
 void launch_bwd<true>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
-  if (p.nbh < 1 || p.bh0 < 0 || p.bh0 + p.nbh > p.B * p.H) throw_error("PaTH attention backward: bad group of heads");
+  check_head_group(p.bh0, p.nbh, p.B * p.H, "PaTH attention backward: bad group of heads");
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? path_bwd_kernel<D, false> : path_bwd_kernel<D, true>;

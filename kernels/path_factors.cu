@@ -385,7 +385,7 @@ void launch_path_prep(const PrepOut& o, const void* k, const float* w, const flo
 
 void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int64_t H, int64_t Dh, bool bf16,
                              cudaStream_t s) {
-  if (a.nbh < 1 || a.bh0 < 0 || a.bh0 + a.nbh > B * H) throw_error("PaTH factor backward: bad group of heads");
+  check_head_group(a.bh0, a.nbh, B * H, "PaTH factor backward: bad group of heads");
   const int nb = static_cast<int>((T + kL - 1) / kL);
   const bool dense = path_dense(Dh);
   const int smem = factors_smem(nullptr, static_cast<int>(Dh), !bf16, dense).bytes;

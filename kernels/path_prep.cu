@@ -119,7 +119,7 @@ void launch_delta(float* delta, const void* dout, const void* out, int64_t B, in
 
 void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int64_t H, int64_t Dh, int64_t bh0,
                           int64_t nbh, bool bf16, cudaStream_t s) {
-  if (nbh < 1 || bh0 < 0 || bh0 + nbh > B * H) throw_error("attention accumulator conversion: bad group of heads");
+  check_head_group(bh0, nbh, B * H, "attention accumulator conversion: bad group of heads");
   const int64_t Tp = (T + kL - 1) / kL * kL;
   acc_to_output_kernel<<<grid_1d(nbh * T * Dh / 2, kThreads), kThreads, 0, s>>>(dst, acc, T, Tp, H, Dh, bh0, nbh,
                                                                                bf16);

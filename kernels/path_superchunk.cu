@@ -224,7 +224,7 @@ void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream) 
 
 void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream) {
   if (a.nsc < 2) return;
-  if (a.nbh < 1 || a.bh0 < 0 || a.bh0 + a.nbh > a.B * a.H) throw_error("PaTH superchunk backward: bad group of heads");
+  check_head_group(a.bh0, a.nbh, a.B * a.H, "PaTH superchunk backward: bad group of heads");
   const int smem = sc_bwd_smem_bytes(Dh, f32);
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
