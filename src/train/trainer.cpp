@@ -27,6 +27,11 @@ namespace fs = std::filesystem;
 
 std::string describe_cpu_device(int64_t threads) { return fmt::format("cpu ({} threads)", threads); }
 
+int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t train_length, int64_t engine_tokens) {
+  const int64_t tokens = std::max(batch * train_length, engine_tokens);
+  return std::max<int64_t>(1, std::min(examples, tokens / std::max<int64_t>(1, length)));
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -205,7 +210,8 @@ class Trainer {
     line.clear();
     for (auto& e : evals_) {
       EvalCounts counts;
-      const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(e.examples, std::max<int64_t>(cfg_.train.batch_size, engine_->eval_batch_tokens() / e.length)));
+      const int64_t chunk = eval_chunk(e.examples, e.length, cfg_.train.batch_size, task_->seq_len(),
+                                       engine_->eval_batch_tokens());
       for (int64_t first = 0; first < e.examples; first += chunk) {
         const int64_t n = std::min(chunk, e.examples - first);
         const int64_t off = first * e.length;
