@@ -81,6 +81,7 @@ struct GpuRunner::Impl {
   const ModelConfig& c;
   Blas blas;
   cudaStream_t stream;
+  bool trains;  // false: an evaluation runner (forward only, no gradient buffers)
   int64_t B, T, N, D, H, Dh, HD, F, V, R, M = 0;
   float scale, beta_max;
   AttnDims dims;
@@ -103,8 +104,9 @@ struct GpuRunner::Impl {
   Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   Bf16Buf dob, dqb, dkb, dvb;  // bf16 precision only [N, HD]
 
-  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs)
-      : model(m), c(m.config()), blas(prec, st), stream(st), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads),
+  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
+       bool train)
+      : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads),
         Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
         attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
         backward_graph(graphs) {
@@ -133,10 +135,12 @@ struct GpuRunner::Impl {
         L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
         L.g.resize(N * f_in), L.s.resize(N * F);
       }
-      ws_bytes = std::max(ws_bytes, uses_path(L.kind) ? std::max(path_attention_forward_workspace_bytes(dims, attn_dt, true),
-                                                                 path_attention_backward_workspace_bytes(dims, attn_dt, true))
-                                                      : std::max(softmax_attention_forward_workspace_bytes(dims, attn_dt),
-                                                                 softmax_attention_backward_workspace_bytes(dims, attn_dt)));
+      const size_t fwd_ws = uses_path(L.kind) ? path_attention_forward_workspace_bytes(dims, attn_dt, true)
+                                              : softmax_attention_forward_workspace_bytes(dims, attn_dt);
+      const size_t bwd_ws = !trains              ? 0
+                            : uses_path(L.kind) ? path_attention_backward_workspace_bytes(dims, attn_dt, true)
+                                                : softmax_attention_backward_workspace_bytes(dims, attn_dt);
+      ws_bytes = std::max({ws_bytes, fwd_ws, bwd_ws});
       layers.push_back(std::move(L));
     }
     ws.resize(static_cast<int64_t>(ws_bytes));
@@ -144,9 +148,10 @@ struct GpuRunner::Impl {
     ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, embed_index = batch.data() + 3 * N;
     id_counts.resize(V);
     for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
-    if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
     hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
+    if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
+    if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
     dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D), datt.resize(N * HD);
     dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
     if (any_path) {
@@ -166,7 +171,8 @@ struct GpuRunner::Impl {
     if (rows <= head_rows) return;
     head_rows = std::min(N, std::max(rows, head_rows + head_rows / 2));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    logits.resize(head_rows * V), dlogits.resize(head_rows * V);
+    logits.resize(head_rows * V);
+    if (trains) dlogits.resize(head_rows * V);
   }
 
   // The attention kernel's view of an fp32 activation: itself, or its bf16 copy in bf16 precision.
@@ -414,6 +420,7 @@ struct GpuRunner::Impl {
   }
 
   void backward(const float* prm, float* grads, float scale_loss) {
+    if (!trains) fail("gpu runner: built for evaluation only (train = false): it has no backward");
     if (!have_forward) fail("gpu runner: backward needs a forward first");
     crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
     float* dhead = G(grads, head_name());
@@ -431,8 +438,8 @@ struct GpuRunner::Impl {
 };
 
 GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
-                     cudaStream_t stream, bool cuda_graphs)
-    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs)) {}
+                     cudaStream_t stream, bool cuda_graphs, bool train)
+    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs, train)) {}
 GpuRunner::~GpuRunner() = default;
 int64_t GpuRunner::batch() const { return impl_->B; }
 int64_t GpuRunner::seq_len() const { return impl_->T; }

@@ -49,8 +49,11 @@ class GpuRunner {
   // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
   // graphs on their second call and replayed after (kernels/stream_graph.hpp; never on the legacy
   // default stream nullptr); the head (M labelled rows vary) always launches eagerly.
+  // train = false builds an evaluation runner: the forward's buffers and workspace only (about
+  // half the memory; an evaluation at another length than training needs its own runner), and
+  // backward() throws.
   GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream,
-            bool cuda_graphs = true);
+            bool cuda_graphs = true, bool train = true);
   ~GpuRunner();
   int64_t batch() const;
   int64_t seq_len() const;
@@ -63,6 +66,7 @@ class GpuRunner {
   int64_t forward(const float* params, const int32_t* ids, const int32_t* labels);
   const double* loss_sum_device() const;
   // Backward of scale * (loss sum of the last forward) into device grads (ACCUMULATING, same layout).
+  // Throws sb::Error on an evaluation runner (train = false).
   void backward(const float* params, float* grads, float scale);
   // HOST predictions [B, T]: argmax over V on labelled rows, -1 elsewhere (synchronises).
   void argmax(int32_t* predictions);

@@ -16,6 +16,7 @@ TEST(CudaModel, RequiresCuda) { GTEST_SKIP() << "statebench was built without CU
 #include <tuple>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/gpu_runner.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "model/transformer.hpp"
@@ -186,6 +187,36 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
     }
   }
   CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// An evaluation runner (train = false) has no gradient buffers: its forward equals the training
+// runner's, and backward() is an error, not a write through null buffers.
+TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
+  const int64_t V = 11, B = 3, T = 37;
+  const ModelConfig cfg = two_layer(GetParam(), false);
+  Transformer<float> mf(cfg, V);
+  mf.init_params(9);
+  const int64_t n = mf.params().size();
+  cuda::DeviceArray<float> params = device_params(mf), grads(n);
+  cuda::GpuRunner train(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  cuda::GpuRunner eval(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, false);
+  for (int call = 0; call < 3; ++call) {  // the third call replays the recorded graph
+    std::vector<int32_t> ids, labels;
+    batch(B, T, V, 70 + static_cast<uint32_t>(call), call == 1, ids, labels);
+    const int64_t Mt = train.forward(params.data(), ids.data(), labels.data());
+    const int64_t Me = eval.forward(params.data(), ids.data(), labels.data());
+    ASSERT_EQ(Mt, Me);
+    double lt = 0, le = 0;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(&lt, train.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&le, eval.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
+    EXPECT_NEAR(le, lt, 1e-9 * (1 + std::fabs(lt))) << "call " << call;
+    std::vector<int32_t> pt(B * T), pe(B * T);
+    train.argmax(pt.data());
+    eval.argmax(pe.data());
+    EXPECT_EQ(pt, pe) << "call " << call;
+  }
+  EXPECT_THROW(eval.backward(params.data(), grads.data(), 1.0f), Error);
 }
 
 // bf16 precision (bf16 GEMMs and bf16 attention, fp32 master weights) against the double CPU model.

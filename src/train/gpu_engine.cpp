@@ -105,16 +105,17 @@ void GpuEngine::download_if_device_newer() {
   device_newer_ = false;
 }
 
-void GpuEngine::ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T) {
+void GpuEngine::ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T, bool train) {
   if (runner && runner->batch() == B && runner->seq_len() == T) return;
   runner.reset();
-  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_enabled());
+  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_enabled(),
+                                             train);
 }
 
 StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr,
                                  double max_norm, bool read_result) {
   upload_if_host_dirty();
-  ensure_runner(runner_, B, T);
+  ensure_runner(runner_, B, T, true);
   StepResult r;
   for (int64_t i = 0; i < B * T; ++i) r.labelled += labels[i] != -100 ? 1 : 0;
   if (r.labelled == 0) return r;  // nothing to learn from: no update (as CpuEngine)
@@ -151,15 +152,15 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
 void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                          EvalCounts& counts) {
   upload_if_host_dirty();
-  // The training runner when its length matches and it holds the batch; else an evaluation runner
-  // kept across calls. A smaller batch (the last chunk of an eval set) is padded with unlabelled
+  // The training runner when its length matches and it holds the batch; else a forward-only
+  // evaluation runner kept across calls. A smaller batch (the last chunk of an eval set) is padded with unlabelled
   // rows rather than allocating a second runner for it (that runner cost MQRAR cells a third of
   // their device memory).
   cuda::GpuRunner* runner = nullptr;
   if (runner_ && runner_->seq_len() == T && runner_->batch() >= B) {
     runner = runner_.get();
   } else {
-    if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B)) ensure_runner(eval_runner_, B, T);
+    if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B)) ensure_runner(eval_runner_, B, T, false);
     runner = eval_runner_.get();
   }
   const int64_t Bp = runner->batch();

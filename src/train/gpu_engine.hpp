@@ -46,7 +46,8 @@ class GpuEngine {
                 EvalCounts& counts);
 
  private:
-  void ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T);
+  // train = false: a forward-only evaluation runner (cuda::GpuRunner).
+  void ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T, bool train);
   void upload_if_host_dirty();
   void download_if_device_newer();
 
