@@ -163,13 +163,14 @@ TEST(Train, FixedTrainingSetCyclesItsExamples) {
   EXPECT_NE(lb[0], lb[2]);
 }
 
-// Evaluation chunks hold at most a training batch's tokens (or the engine's budget): evaluating a
-// length-128 model at 512 must not build a runner 4x the training one (it ran 8 sweep cells out of
-// device memory on an H100).
+// Evaluation chunks: at the training length they fill the training batch (or the engine's budget);
+// at other lengths they hold the engine's budget of tokens, so that evaluating a length-128 model at
+// 512 does not build buffers for 1024 x 512 tokens (it ran 8 sweep cells out of device memory).
 TEST(Train, EvalChunksAreBoundedByTokensNotSequences) {
-  EXPECT_EQ(sb::eval_chunk(1000, 128, 1024, 128, 32768), 1000);  // training length: all 1000 fit one batch
-  EXPECT_EQ(sb::eval_chunk(1000, 512, 1024, 128, 32768), 256);   // 4x longer: a quarter of the sequences
-  EXPECT_EQ(sb::eval_chunk(1000, 256, 1024, 128, 32768), 512);
+  EXPECT_EQ(sb::eval_chunk(1000, 128, 1024, 128, 32768), 1000);  // training length: the training batch
+  EXPECT_EQ(sb::eval_chunk(1000, 512, 1024, 128, 32768), 64);    // other lengths: the engine's 32768 tokens
+  EXPECT_EQ(sb::eval_chunk(1000, 256, 1024, 128, 32768), 128);
+  EXPECT_EQ(sb::eval_chunk(1000, 64, 1024, 128, 32768), 512);
   EXPECT_EQ(sb::eval_chunk(16000, 512, 16, 512, 32768), 64);     // the engine's budget is larger
   EXPECT_EQ(sb::eval_chunk(16000, 512, 16, 512, 8192), 16);
   EXPECT_EQ(sb::eval_chunk(5, 100000, 1, 8, 8192), 1);           // at least one sequence

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 std::string describe_cpu_device(int64_t threads) { return fmt::format("cpu ({} threads)", threads); }
 
 int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t train_length, int64_t engine_tokens) {
-  const int64_t tokens = std::max(batch * train_length, engine_tokens);
+  const int64_t tokens = length == train_length ? std::max(batch * train_length, engine_tokens) : engine_tokens;
   return std::max<int64_t>(1, std::min(examples, tokens / std::max<int64_t>(1, length)));
 }
 

@@ -31,10 +31,11 @@ struct TrainOutcome {
 // out_dir without resume, a checkpoint of another config) before anything is written.
 TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const TrainOptions& options);
 
-// Sequences per evaluation chunk of an eval set at `length`: as many tokens as a training batch
-// (batch x train_length) or the engine's evaluation budget, whichever is larger, and at least one.
-// Bounding tokens, not sequences, keeps a longer evaluation length (train at 128, evaluate at 512)
-// from growing the evaluation runner beyond the training one.
+// Sequences per evaluation chunk of an eval set at `length` (at least one, at most `examples`). At
+// the training length, chunks fill the training batch's buffers (batch x train_length tokens, or the
+// engine's evaluation budget if larger). At any other length an engine needs separate buffers, so
+// chunks hold the engine's budget of tokens (`engine_tokens`): evaluating a model trained at 128 on
+// length 512 must not build buffers for 1024 x 512 tokens (that ran 8 sweep cells out of H100 memory).
 int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t train_length, int64_t engine_tokens);
 
 // "cpu (2 threads)" or the GPU's name: the device string recorded in provenance.
