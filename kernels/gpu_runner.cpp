@@ -106,7 +106,8 @@ struct GpuRunner::Impl {
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
        bool train)
-      : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads),
+      : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), B(b), T(t), N(b * t), D(c.d_model),
+        H(c.n_heads),
         Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
         attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
         backward_graph(graphs) {

@@ -49,9 +49,9 @@ class GpuRunner {
   // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
   // graphs on their second call and replayed after (kernels/stream_graph.hpp; never on the legacy
   // default stream nullptr); the head (M labelled rows vary) always launches eagerly.
-  // train = false builds an evaluation runner: the forward's buffers and workspace only (about
-  // half the memory; an evaluation at another length than training needs its own runner), and
-  // backward() throws.
+  // train = false builds an evaluation runner: the forward's buffers and workspace only, no
+  // gradient buffers or backward workspace (for evaluations at another length than training's,
+  // which need their own runner); backward() throws.
   GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream,
             bool cuda_graphs = true, bool train = true);
   ~GpuRunner();

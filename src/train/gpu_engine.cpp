@@ -153,14 +153,15 @@ void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_
                          EvalCounts& counts) {
   upload_if_host_dirty();
   // The training runner when its length matches and it holds the batch; else a forward-only
-  // evaluation runner kept across calls. A smaller batch (the last chunk of an eval set) is padded with unlabelled
-  // rows rather than allocating a second runner for it (that runner cost MQRAR cells a third of
-  // their device memory).
+  // evaluation runner kept across calls. A smaller batch (the last chunk of an eval set) is padded
+  // with unlabelled rows rather than allocating a second runner for it (that runner cost MQRAR
+  // cells a third of their device memory).
   cuda::GpuRunner* runner = nullptr;
   if (runner_ && runner_->seq_len() == T && runner_->batch() >= B) {
     runner = runner_.get();
   } else {
-    if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B)) ensure_runner(eval_runner_, B, T, false);
+    if (!(eval_runner_ && eval_runner_->seq_len() == T && eval_runner_->batch() >= B))
+      ensure_runner(eval_runner_, B, T, false);
     runner = eval_runner_.get();
   }
   const int64_t Bp = runner->batch();
