@@ -140,7 +140,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   cfg.bh_group = path_bwd_group(d, nb, nqb, cfg.nsc, persistent);
   cfg.grid = static_cast<int>(std::min(nqb * cfg.bh_group, persistent));
   if (nbmax == 0) return cfg;
-  const int64_t state = Bq * d.Dh;
+  const int64_t state = Bq * d.Dh / (f32 ? 1 : 2);  // floats of one query state (bf16 in bf16 mode)
   if (cfg.sc > 0) {
     // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
@@ -180,7 +180,7 @@ int superchunk_blocks(int64_t nb) {
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
-  const size_t blk = static_cast<size_t>(BH * nb * kBlock * kBlock) * 4;
+  const size_t blk = static_cast<size_t>(BH * nb * kTriFloats) * 4;  // packed strictly lower 64 x 64
   const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
   FactorLayout f;
   Offsets o;

@@ -4,6 +4,7 @@
 // block transport of query rows and the gate column bias.
 #pragma once
 #include "attn_mma.cuh"
+#include "kernels/attn_internal.hpp"
 
 namespace sb::cuda::detail {
 
@@ -57,6 +58,19 @@ __device__ __forceinline__ void store_frag_global(void* dst, int64_t stride, boo
   }
 }
 
+// Writes 4 fp32 values at element idx of a tile: split into planes when T.lo, else bf16.
+__device__ __forceinline__ void store_quad(const Tile& T, int idx, const float (&v)[4]) {
+  if (T.lo) {
+    uint2 h, l;
+    split_pack(v[0], v[1], h.x, l.x);
+    split_pack(v[2], v[3], h.y, l.y);
+    *reinterpret_cast<uint2*>(T.hi + idx) = h;
+    *reinterpret_cast<uint2*>(T.lo + idx) = l;
+  } else {
+    *reinterpret_cast<uint2*>(T.hi + idx) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
+  }
+}
+
 // Fills rows [0, rows) x cols [0, cols) of a tile from a row-strided source (fp32 or bf16), rows
 // >= valid as 0. cols is a multiple of 4; the source rows are 8-byte (bf16) / 16-byte (fp32) aligned.
 __device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, const void* src, int64_t stride,
@@ -76,17 +90,60 @@ __device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, con
         v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
       }
     }
-    const int idx = r * T.ld + c;
-    if (T.lo) {
-      uint2 h, l;
-      split_pack(v[0], v[1], h.x, l.x);
-      split_pack(v[2], v[3], h.y, l.y);
-      *reinterpret_cast<uint2*>(T.hi + idx) = h;
-      *reinterpret_cast<uint2*>(T.lo + idx) = l;
-    } else {
-      *reinterpret_cast<uint2*>(T.hi + idx) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
+    store_quad(T, r * T.ld + c, v);
+  }
+}
+
+// Packed strictly lower 64 x 64 fp32 matrices (Z, and Minv without its unit diagonal): row r keeps
+// its first 4 ceil(r / 4) entries (zeros from the diagonal on), rows one after the other, so every
+// stored quad is 16-byte aligned. tri_row(r) = 4 sum_{s < r} ceil(s / 4); tri_row(64) = kTriFloats.
+__host__ __device__ constexpr int tri_row(int r) {
+  const int q = (r + 3) >> 2, p = (r + 3) & 3;
+  return 4 * (2 * q * (q - 1) + p * q);
+}
+static_assert(tri_row(kL) == kTriFloats, "packed triangle size");
+
+// Fills a 64 x 64 tile from a packed strictly lower matrix: `diag` on the diagonal, zeros above it,
+// column c scaled by colscale[c] when colscale is given. Synchronous.
+__device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, float diag, const float* colscale,
+                                              int tid, int nthreads) {
+  constexpr int kQuads = kL * kL / 4, kBatch = 4;
+  for (int e0 = tid; e0 < kQuads; e0 += kBatch * nthreads) {
+    float4 f[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {  // the batch's loads are all in flight before its stores
+      const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
+      f[b] = e < kQuads && c < r ? __ldg(reinterpret_cast<const float4*>(src + tri_row(r) + c))
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
+      if (e >= kQuads) break;
+      float v[4] = {f[b].x, f[b].y, f[b].z, f[b].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // constant indices: v stays in registers
+        if (c + q == r) v[q] = diag;
+        if (colscale) v[q] *= colscale[c + q];
+      }
+      store_quad(T, r * T.ld + c, v);
     }
   }
+}
+
+// Stores a warp's 16-row tile (rows m0.., 64 columns) of a strictly lower matrix packed: entries on
+// or above the diagonal that fall in a stored quad are written as zeros.
+__device__ __forceinline__ void store_tri_frag(float* dst, int m0, const float (&acc)[8][4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = m0 + g + 8 * rr, col = nt * 8 + 2 * t;
+      if ((col & ~3) < row)
+        *reinterpret_cast<float2*>(dst + tri_row(row) + col) =
+            make_float2(col < row ? acc[nt][2 * rr] : 0.f, col + 1 < row ? acc[nt][2 * rr + 1] : 0.f);
+    }
 }
 
 // 16-byte asynchronous global -> shared copy; zero-fills instead when !valid.

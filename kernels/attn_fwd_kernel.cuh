@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   if constexpr (kPath) {
     load_tile(sm.W, kL, Dh, p.w + head0 + i0 * rs, rs, false, nvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + i0) * Dh, tid);
-    load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
+    load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
   }
   cp_async_commit();
   fill_colbias(sm.colb, gh, i0, p.T, gref, tid);

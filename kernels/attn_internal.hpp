@@ -1,7 +1,8 @@
 // attn_internal.hpp: what the attention .cu files share (internal, not a public interface): kernel
 // parameter structs, the workspace layout, the backward launch configuration and the launchers
 // each .cu file defines. Factor layouts (per head bh, block m of 64 rows, Tp = 64 nb):
-//   kt, y, dv/dkt/dk/dy/dw accumulators: [BH, Tp, Dh] fp32    z, tinv, dz: [BH, nb, 64, 64] fp32
+//   kt, y, dv/dkt/dk/dy/dw accumulators: [BH, Tp, Dh] fp32    dz: [BH, nb, 64, 64] fp32
+//   z, minv (strictly lower parts): [BH, nb, kTriFloats] fp32, packed (attn_common.cuh tri_row)
 //   c, dp: [BH, nb, Dh, Dh] fp32 (dense transport, Dh <= 64)    gcum: [BH, T] double, dg: [BH, Tp]
 // The PaTH backward runs in groups of nbh rows bh = bh0 .. bh0 + nbh - 1 (BwdConfig::bh_group):
 // its accumulators (dv, dkt, dk, dy, dw, dz, dp, dke, dws) hold the group's rows only and are
@@ -25,6 +26,9 @@ using bf16_raw = uint16_t;
 // Dense block transports (X - X C, C = W^T Y, Dh x Dh per block) for Dh <= 64; factored
 // (X - (X W^T) Y) above, where the dense product would cost more memory than it saves.
 inline bool path_dense(int64_t Dh) { return Dh <= 64; }
+// Floats of one packed strictly lower 64 x 64 matrix (Z; Minv without its unit diagonal): row r
+// keeps its first 4 ceil(r / 4) entries, 2112 floats instead of 4096 (attn_common.cuh tri_row).
+constexpr int64_t kTriFloats = 2112;
 // Throws unless heads bh0 .. bh0 + nbh - 1 are a non-empty range of the B H heads (a backward group).
 inline void check_head_group(int64_t bh0, int64_t nbh, int64_t BH, const char* what) {
   if (nbh < 1 || bh0 < 0 || bh0 + nbh > BH) throw_error(what);
@@ -105,7 +109,7 @@ struct BwdParams {
   float* dz_acc = nullptr;   // [nbh, nb, 64, 64]
   float* dp_acc = nullptr;   // [nbh, nb, Dh, Dh] (dense)
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
-  float* scratch = nullptr;  // [grid, slot_floats] per-CTA query-state checkpoints
+  float* scratch = nullptr;  // [grid, slot_floats] per-CTA query states (fp32; bf16 pairs in bf16 mode)
   // PaTH: the group of rows bh0 .. bh0 + nbh - 1 this launch works on; the PaTH accumulators are
   // [nbh, ...] (local row bh - bh0). Softmax ignores them (its dq_acc is [BH, Tp, Dh]).
   int64_t bh0 = 0, nbh = 0;
@@ -196,8 +200,8 @@ struct PrepOut {
   bf16_raw* y_lo = nullptr;
   bf16_raw* c_hi = nullptr;   // [BH, nb, Dh, Dh] (dense)
   bf16_raw* c_lo = nullptr;
-  float* z = nullptr;         // [BH, nb, 64, 64]
-  float* minv = nullptr;      // [BH, nb, 64, 64] (backward)
+  float* z = nullptr;         // [BH, nb, kTriFloats] packed
+  float* minv = nullptr;      // [BH, nb, kTriFloats] packed (backward)
   bf16_raw* ke_hi = nullptr;  // superchunks (sc > 0; filled by launch_sc_prep)
   bf16_raw* ke_lo = nullptr;
   bf16_raw* cs_hi = nullptr;
@@ -217,7 +221,7 @@ struct FactorsBwdArgs {
   const float* dk_acc = nullptr;   // [nbh, Tp, Dh]
   const float* dw_acc = nullptr;   // [nbh, Tp, Dh]
   int64_t bh0 = 0, nbh = 0;        // the group: rows bh0 .. bh0 + nbh - 1
-  const float* minv = nullptr;  // forward factors [BH, nb, 64, 64]
+  const float* minv = nullptr;  // forward factors [BH, nb, kTriFloats] packed
   const float* z = nullptr;
   const bf16_raw* y_hi = nullptr;
   const bf16_raw* y_lo = nullptr;

@@ -43,23 +43,43 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
   return s;
 }
 
-// Per-thread slice of a query state (16 x Dh per warp) in the CTA's scratch slot `slot`.
-template <int NTD>
+// Per-thread slice of a query state (16 x Dh per warp) in the CTA's scratch slot `slot`: fp32, or
+// with kBf16 rounded to bf16 (half the scratch). A bf16-mode state only feeds bf16 products (scores,
+// the X tile), which round it the same way; only a checkpoint's restarted chain sees the rounding.
+template <bool kBf16, int NTD>
 __device__ __forceinline__ void save_state(const float (&X)[NTD][4], float* base, int64_t slot, int Bq, int Dh,
                                            int warp, int lane) {
-  float* p = base + slot * Bq * Dh;
+  if constexpr (kBf16) {
+    uint2* p = reinterpret_cast<uint2*>(base + slot * Bq * Dh / 2);
 #pragma unroll
-  for (int nt = 0; nt < NTD; ++nt)
-    *reinterpret_cast<float4*>(p + ((warp * NTD + nt) * 32 + lane) * 4) = make_float4(X[nt][0], X[nt][1], X[nt][2], X[nt][3]);
+    for (int nt = 0; nt < NTD; ++nt)
+      p[(warp * NTD + nt) * 32 + lane] = make_uint2(pack_bf16(X[nt][0], X[nt][1]), pack_bf16(X[nt][2], X[nt][3]));
+  } else {
+    float4* p = reinterpret_cast<float4*>(base + slot * Bq * Dh);
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt)
+      p[(warp * NTD + nt) * 32 + lane] = make_float4(X[nt][0], X[nt][1], X[nt][2], X[nt][3]);
+  }
 }
-template <int NTD>
+template <bool kBf16, int NTD>
 __device__ __forceinline__ void load_state(float (&X)[NTD][4], const float* base, int64_t slot, int Bq, int Dh,
                                            int warp, int lane) {
-  const float* p = base + slot * Bq * Dh;
+  if constexpr (kBf16) {
+    const uint2* p = reinterpret_cast<const uint2*>(base + slot * Bq * Dh / 2);
 #pragma unroll
-  for (int nt = 0; nt < NTD; ++nt) {
-    const float4 v = *reinterpret_cast<const float4*>(p + ((warp * NTD + nt) * 32 + lane) * 4);
-    X[nt][0] = v.x, X[nt][1] = v.y, X[nt][2] = v.z, X[nt][3] = v.w;
+    for (int nt = 0; nt < NTD; ++nt) {
+      const uint2 u = p[(warp * NTD + nt) * 32 + lane];
+      const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+      X[nt][0] = a.x, X[nt][1] = a.y, X[nt][2] = b.x, X[nt][3] = b.y;
+    }
+  } else {
+    const float4* p = reinterpret_cast<const float4*>(base + slot * Bq * Dh);
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt) {
+      const float4 v = p[(warp * NTD + nt) * 32 + lane];
+      X[nt][0] = v.x, X[nt][1] = v.y, X[nt][2] = v.z, X[nt][3] = v.w;
+    }
   }
 }
 
@@ -202,7 +222,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
         if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, false, tid);
         for (int j = hi, it = 0; j >= lo; --j, ++it) {
           const int64_t slot = slot_of(j);
-          if (slot >= 0) save_state(X, slots, slot, Bq, Dh, warp, lane);
+          if (slot >= 0) save_state<bf>(X, slots, slot, Bq, Dh, warp, lane);
           if (j == lo) break;
           const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
                                                        false, false, tid);
@@ -218,7 +238,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
         for (int b = a - 1; b >= 1; --b) {  // X_{e_{b-1}} = X_{e_b} W_b
           const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
           transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
-          save_state(X, slots, sc_slot(b - 1), Bq, Dh, warp, lane);
+          save_state<bf>(X, slots, sc_slot(b - 1), Bq, Dh, warp, lane);
         }
       } else if (nseg > 1) {  // pass 1: checkpoints X_top(s) of every segment s
         chain(n - 1, seg - 1, [&](int m) -> int64_t {
@@ -234,7 +254,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
         const int hi = inter ? lo + p.sc - 1 : (a > 0 ? n - 1 : min(n, lo + seg) - 1);
         if (hi < lo) continue;
         if (inter) {
-          load_state(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
+          load_state<bf>(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
           if (ph > 0) {  // G = dL/dX_{e_{b-1}}: dW_b += X_{e_b}^T G, G <- G W_b^T (= G - G Cs_b^T)
             const Tile cs = load_sc<Dh>(sm, p, bh, ph, tid);
             store_frag(sm.X, r0, X, 1.f, lane);
@@ -252,7 +272,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
             __syncthreads();  // the Cs_b tile and X / G tiles are reused
           }
         } else if (a == 0) {  // this segment's states X_hi .. X_lo
-          if (nseg > 1) load_state(X, slots, lo / seg, Bq, Dh, warp, lane);
+          if (nseg > 1) load_state<bf>(X, slots, lo / seg, Bq, Dh, warp, lane);
           chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
         }
         // Key blocks lo .. hi. Own superchunk / segment: X_m from slot ck_slots + (m - lo), pushed
@@ -261,7 +281,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
         if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, inter, tid);
         for (int m = lo, it = 0; m <= hi; ++m, ++it) {
           const int64_t k0 = static_cast<int64_t>(m) * kL;
-          if (!inter) load_state(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
+          if (!inter) load_state<bf>(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
           const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
                                                        inter, tid);
           const int cb = cur * sm.stage_bytes;
@@ -340,7 +360,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + kn0 * rs), rs, kvalid, tid);
     load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
-    load_tile(sm.Z, kL, kL, p.z + (bh * p.nb + n) * kL * kL, kL, false, kL, tid, blockDim.x);
+    load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
     cp_async_commit();
     fill_colbias(sm.colb, gh, kn0, p.T, gref, tid);
     cp_async_wait<0>();

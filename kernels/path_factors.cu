@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * warp;
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
-  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, blk = (bh * nb + m) * kL * kL;
+  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
   const int64_t rs = H * Dh, g0 = ((b * T + k0) * H + h) * Dh;  // row k0 of (b, h)
   const int valid = static_cast<int>(min64(kL, T - k0));
   const size_t esz = is_bf16 ? 2 : 4;
@@ -151,8 +151,11 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   }
   __syncthreads();
   unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);  // ends with a barrier
-  if (o.minv)
-    for (int e = tid; e < kL * kL; e += kThreads) o.minv[blk + e] = sm.Mi[e / kL * kLd + e % kL];
+  if (o.minv)  // packed strictly lower part (the diagonal is 1)
+    for (int e = tid; e < kL * kL; e += kThreads) {
+      const int r = e / kL, c = e % kL;
+      if ((c & ~3) < r) o.minv[tri + tri_row(r) + c] = c < r ? sm.Mi[r * kLd + c] : 0.f;
+    }
   tile_from_f32(sm.Ti, sm.Mi, kLd, sm.bt, tid);  // Tinv = Minv D (tmp is done)
   load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);  // gram is done
   __syncthreads();
@@ -174,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   float z[8][4];
   zero(z);
   mma_sA<8, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, 0, true, lane);  // Z = Tinv Cm
-  store_frag_f32(o.z + blk, kL, r0, z, lane);
+  store_tri_frag(o.z + tri, r0, z, lane);  // Z is strictly lower
   __syncthreads();  // Y complete
   if (dense) {
     const int64_t cb = (bh * nb + m) * Dh * Dh;
@@ -233,7 +236,7 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
 }
 
 // One CTA per (64-row block, head of the group a.bh0 .. a.bh0 + a.nbh - 1): the factors (y, z,
-// minv) at the global row bh (rowbase, blk), the accumulators at the local row lb (arow, ablk).
+// minv) at the global row bh (rowbase, tri), the accumulators at the local row lb (arow, ablk).
 template <int Dh>
 __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
                                                               bool is_bf16, bool dense) {
@@ -244,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t lb = blockIdx.x / nb, bh = a.bh0 + lb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
-  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, blk = (bh * nb + m) * kL * kL;
+  const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
   const int64_t arow = (lb * Tp + k0) * Dh, ablk = (lb * nb + m) * kL * kL;
   const int64_t rs = H * Dh, g0 = ((b * T + k0) * H + h) * Dh;
   const int valid = static_cast<int>(min64(kL, T - k0));
@@ -253,7 +256,7 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
   load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
   load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThreads);
-  load_tile(sm.Z, kL, kL, a.z + blk, kL, false, kL, tid, kThreads);
+  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThreads);
   if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThreads);
   if (dense) {
     copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
@@ -264,22 +267,9 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
   cp_async_wait<0>();
   __syncthreads();
-  // Ti = Minv D straight from the forward factors (global, fp32).
-  for (int e = tid; e < kL * kL / 2; e += kThreads) {
-    const int r = 2 * e / kL, c = 2 * e % kL;
-    uint32_t hh, ll;
-    split_pack(a.minv[blk + r * kL + c] * sm.bt[c], a.minv[blk + r * kL + c + 1] * sm.bt[c + 1], hh, ll);
-    *reinterpret_cast<uint32_t*>(sm.Ti.hi + r * sm.Ti.ld + c) = hh;
-    *reinterpret_cast<uint32_t*>(sm.Ti.lo + r * sm.Ti.ld + c) = ll;
-  }
-  float dW[NTD][4], dK[NTD][4], tmp[NTD][4];
+  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThreads);  // Ti = Minv D from the forward factors
+  float dW[NTD][4], tmp[NTD][4];
   load_frag_global(dW, a.dw_acc + arow, Dh, false, r0, kL, lane);
-  load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
-  load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
-#pragma unroll
-  for (int i = 0; i < NTD; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];  // Kt = K - Z^T W: dK += dKt
   // Phase 1: dense block-product gradient (dW -= Y dP^T, dY -= W dP); dZ -= W dKt^T; dW -= Z dKt;
   // Cm = strictLower(W K^T).
   if (dense) {
@@ -325,14 +315,24 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W; gram = W W^T (fp32); Minv (split) for phase 4.
   mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, 0, true, lane);
   mma_sA<NTD, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, 0, true, lane);
-  mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+  {  // dK = dk_acc + dKt (Kt = K - Z^T W) + dC^T W, live only here (registers are scarce at Dh = 128)
+    float dK[NTD][4];
+    load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
+    load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
+#pragma unroll
+    for (int i = 0; i < NTD; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];
+    mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+    store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
+  }
   {
     float acc[8][4];
     zero(acc);
     mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, 0, true, lane);
     store_frag_f32(sm.gram, kLd, r0, acc, lane);
   }
-  load_tile(sm.Mi, kL, kL, a.minv + blk, kL, false, kL, tid, kThreads);
+  load_tri_tile(sm.Mi, a.minv + tri, 1.f, nullptr, tid, kThreads);
   __syncthreads();
   // Phase 4: R = Minv^T dTinv; E = strictLower(-R Tinv^T); dbeta_r = R_rr + sum_{p<r} E_rp gram_rp;
   // dGram = D E (into dC's place).
@@ -361,11 +361,10 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
     store_frag(sm.dC, r0, E, 1.f, lane);
   }
   __syncthreads();
-  // Phase 5: dW += (dGram + dGram^T) W; write dw, dk.
+  // Phase 5: dW += (dGram + dGram^T) W; write dw.
   mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
   mma_sA<NTD, true, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
   store_frag_global(a.dw + g0, rs, false, r0, valid, dW, 1.f, lane);
-  store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
 }
 
 }  // namespace

@@ -348,6 +348,18 @@ TEST(CudaAttention, BackwardHeadGroupPolicy) {
   EXPECT_THROW(path_bwd_group(big, 128, 128, 11, 132), Error);
 }
 
+// The factor layout (host arithmetic): Z and Minv keep only their strictly lower parts, packed in
+// 2112 floats per 64-row block instead of 4096; minv only for a backward.
+TEST(CudaAttention, FactorLayoutPacksTriangles) {
+  const cuda::AttnDims d{2, 128, 3, 64};  // 6 heads x 2 blocks
+  const auto f = cuda::detail::factor_layout(d, DType::BF16, true);
+  EXPECT_EQ(f.minv - f.z, size_t{12} * 2112 * 4);
+  EXPECT_EQ(f.c - f.minv, size_t{12} * 2112 * 4);
+  const auto fwd_only = cuda::detail::factor_layout(d, DType::BF16, false);
+  EXPECT_EQ(fwd_only.c, fwd_only.minv);
+  EXPECT_EQ(f.total - fwd_only.total, size_t{12} * 2112 * 4);
+}
+
 // The backward with ~sqrt(n) checkpoints and segment recomputation (forced by a tiny budget,
 // superchunks off).
 TEST(CudaAttention, PathCheckpointSegments) {
