@@ -17,8 +17,10 @@ namespace {
 constexpr int64_t kBlock = 64;
 int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
 // The PaTH backward's per-group accumulators stay within this unless that would leave a launch
-// with fewer than 4 waves of the persistent grid (kernels/NOTES.md, "Backward head groups").
-constexpr int64_t kAccBudget = int64_t{256} << 20;
+// with fewer than kMinWaves waves of the persistent grid (kernels/NOTES.md, "Backward head groups":
+// 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for about 9% more time there).
+constexpr int64_t kAccBudget = int64_t{128} << 20;
+constexpr int64_t kMinWaves = 3;
 
 struct DeviceInfo {
   int sms = 1, max_smem = 48 * 1024;
@@ -82,14 +84,14 @@ int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc) {
 }
 
 // Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
-// but at least ceil(4 persistent / nqb) (4 waves of the persistent grid per launch), at most B H;
+// but at least ceil(kMinWaves persistent / nqb) (waves of the persistent grid per launch), at most B H;
 // then evened out over the same number of launches (63, 63, 2 becomes 43, 43, 42).
 int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t persistent) {
   const int64_t BH = d.B * d.H, forced = bwd_group_override();
   if (forced > 0) return std::min(forced, BH);
   const int64_t a = path_acc_row_bytes(d, nb, nsc);
   if (a * BH <= kAccBudget) return BH;
-  const int64_t g_min = (4 * persistent + nqb - 1) / nqb;
+  const int64_t g_min = (kMinWaves * persistent + nqb - 1) / nqb;
   const int64_t g = std::max<int64_t>(1, std::min(BH, std::max(g_min, kAccBudget / a)));
   const int64_t launches = (BH + g - 1) / g;
   return (BH + launches - 1) / launches;

@@ -322,7 +322,7 @@ TEST(CudaAttention, PathBackwardHeadGroups) {
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
-// 256 MiB; else as many as fit, at least 4 waves of the persistent grid, split evenly; the switch
+// 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
 // overrides (capped at B H).
 TEST(CudaAttention, BackwardHeadGroupPolicy) {
   using cuda::detail::path_acc_row_bytes;
@@ -330,11 +330,11 @@ TEST(CudaAttention, BackwardHeadGroupPolicy) {
   // (2,8192,16,128): nb = 128 blocks, 11 superchunks, 64-row query blocks, 132 persistent CTAs.
   const cuda::AttnDims big{2, 8192, 16, 128};
   EXPECT_EQ(path_acc_row_bytes(big, 128, 11), 27983872);        // 6 [Tp, Dh] + dz + dws (factored)
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 132), 8);         // 9 fit 256 MiB -> 4 launches of 8
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 1000), 32);       // 4 waves of 1000 CTAs need all 32
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 132), 4);         // 4 fit 128 MiB = 3 waves -> 8 launches
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 1000), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
   const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
   EXPECT_EQ(path_acc_row_bytes(mid, 32, 4), 4259840);
-  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 132), 43);           // 63 fit -> 3 launches: 43, 43, 42
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 132), 26);           // 31 fit -> 5 launches: 26 x 4, 24
   EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 132), 8);  // small: one group
   {
     ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3");
