@@ -268,8 +268,20 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   cp_async_wait<0>();
   __syncthreads();
   load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThreads);  // Ti = Minv D from the forward factors
-  float dW[NTD][4], tmp[NTD][4];
+  float dW[NTD][4], tmp[NTD][4], dK[NTD][4];
   load_frag_global(dW, a.dw_acc + arow, Dh, false, r0, kL, lane);
+  // dK = dk_acc + dKt (Kt = K - Z^T W), loaded early so its latency overlaps phases 1-2, except at
+  // Dh = 128, where holding it that long spills (the loads then wait in phase 3).
+  constexpr bool kLateDk = Dh == 128;
+  auto load_dk = [&] {
+    load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
+    load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
+#pragma unroll
+    for (int i = 0; i < NTD; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];
+  };
+  if constexpr (!kLateDk) load_dk();
   // Phase 1: dense block-product gradient (dW -= Y dP^T, dY -= W dP); dZ -= W dKt^T; dW -= Z dKt;
   // Cm = strictLower(W K^T).
   if (dense) {
@@ -315,17 +327,9 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W; gram = W W^T (fp32); Minv (split) for phase 4.
   mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, 0, true, lane);
   mma_sA<NTD, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, 0, true, lane);
-  {  // dK = dk_acc + dKt (Kt = K - Z^T W) + dC^T W, live only here (registers are scarce at Dh = 128)
-    float dK[NTD][4];
-    load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
-    load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
-#pragma unroll
-    for (int i = 0; i < NTD; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];
-    mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
-    store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
-  }
+  if constexpr (kLateDk) load_dk();
+  mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
+  store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
   {
     float acc[8][4];
     zero(acc);
