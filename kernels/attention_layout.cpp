@@ -18,7 +18,7 @@ constexpr int64_t kBlock = 64;
 int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
 // The PaTH backward's per-group accumulators stay within this unless that would leave a launch
 // with fewer than kMinWaves waves of the persistent grid (kernels/NOTES.md, "Backward head groups":
-// 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for about 9% more time there).
+// 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for 7-9% more time there).
 constexpr int64_t kAccBudget = int64_t{128} << 20;
 constexpr int64_t kMinWaves = 3;
 

@@ -324,7 +324,8 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
     store_frag(sm.dC, r0, acc, 1.f, lane);
   }
   __syncthreads();
-  // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W; gram = W W^T (fp32); Minv (split) for phase 4.
+  // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W, written (its registers are free after);
+  // gram = W W^T (fp32); Minv (split) for phase 4.
   mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, 0, true, lane);
   mma_sA<NTD, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, 0, true, lane);
   if constexpr (kLateDk) load_dk();
