@@ -33,6 +33,11 @@ void check_dims(const AttnDims& d, const char* what) {
 void require(const void* p, const char* name, const char* what) {
   if (!p) fail("{}: '{}' must not be null", what, name);
 }
+// q, k, v, out and their gradients are read and written 16 bytes at a time (cp.async, vector loads).
+void require_tensor(const void* p, const char* name, const char* what) {
+  require(p, name, what);
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) fail("{}: '{}' must be 16-byte aligned", what, name);
+}
 
 // With STATEBENCH_ATTN_PROFILE set, records an event after each launch and prints the device time
 // of every step to stderr when the call ends (synchronises the stream; for kernel work only).
@@ -157,8 +162,9 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
                   size_t workspace_bytes, cudaStream_t stream, void* factors) {
   const char* what = path ? "path attention forward" : "softmax attention forward";
   detail::check_dims(d, what);
-  for (auto [p, name] : {std::pair<const void*, const char*>{out, "out"}, {lse, "lse"}, {q, "q"}, {k, "k"}, {v, "v"}})
-    detail::require(p, name, what);
+  for (auto [p, name] : {std::pair<const void*, const char*>{out, "out"}, {q, "q"}, {k, "k"}, {v, "v"}})
+    detail::require_tensor(p, name, what);
+  detail::require(lse, "lse", what);
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = workspace_layout(d, dt, path, false, external);
@@ -213,8 +219,9 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   const char* what = path ? "path attention backward" : "softmax attention backward";
   detail::check_dims(d, what);
   for (auto [p, name] : {std::pair<const void*, const char*>{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dout, "dout"},
-                         {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}})
-    detail::require(p, name, what);
+                         {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}})
+    detail::require_tensor(p, name, what);
+  detail::require(lse, "lse", what);
   if (path) {
     for (auto [p, name] : {std::pair<const void*, const char*>{dw, "dw"}, {dbeta, "dbeta"}, {w, "w"}, {beta, "beta"}})
       detail::require(p, name, what);

@@ -1,8 +1,9 @@
 // attention_cuda.hpp: the public host API of the CUDA attention kernels: PaTH attention (fused,
 // FlashAttention-style, forward and backward; optional FoX gate) and causal softmax attention
 // (NoPE, RoPE-applied q/k, FoX gate). Same math and layouts as the CPU ops in src/nn/
-// (path_attention.hpp, ops_attention.hpp): q, k, v, out [B, T, H, Dh]; lse [B, H, T] fp32;
-// w [B, T, H, Dh] fp32; beta, log_f [B, T, H] fp32. Algorithm and numerics: kernels/NOTES.md.
+// (path_attention.hpp, ops_attention.hpp): q, k, v, out [B, T, H, Dh] (and their gradients:
+// 16-byte aligned, as cudaMalloc gives); lse [B, H, T] fp32; w [B, T, H, Dh] fp32; beta, log_f
+// [B, T, H] fp32. Algorithm and numerics: kernels/NOTES.md.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -117,5 +118,16 @@ void set_path_checkpoint_budget(int64_t bytes);
 // precision) against a double-precision host product; returns the largest relative error seen
 // (norm-wise per case). Used by tests/test_cuda_attention.cpp.
 double attention_mma_selftest(bool split);
+
+// Whether softmax attention at head dim Dh and dtype dt runs the Hopper wgmma kernels (bf16, Dh 64
+// or 128, an sm_90 device and a build with sm_90a code; STATEBENCH_SOFTMAX_WGMMA=0 turns them off
+// for A/B timing) rather than the mma.sync kernels.
+bool softmax_attention_uses_wgmma(int64_t Dh, DType dt);
+
+// Self-test of the warpgroup building blocks (swizzled tiles, K-major and MN-major descriptors, A
+// from shared memory or registers, n64 and n32 products, two panels) against a double-precision
+// host product: the largest relative error of its four cases, or -1 where softmax_attention_uses_wgmma(64, bf16)
+// is false.
+double attention_wgmma_selftest();
 
 }  // namespace sb::cuda

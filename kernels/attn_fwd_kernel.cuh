@@ -62,6 +62,44 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
   }
 }
 
+// Scores -> logits for online_softmax, a warp's 16 query rows (r0 + g (+8)) x 64 keys: with
+// prescale S sl2 + query bias - key bias (log2 units), else S unchanged (the scale is folded into the
+// exponent); on the diagonal block keys after the query and padded queries (row >= nvalid) -> -inf.
+__device__ __forceinline__ void fwd_logits(float (&S)[8][4], bool prescale, float sl2, const float (&rb2)[2],
+                                           const float* colb, bool diag, int r0, int nvalid, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
+      const float x = prescale ? S[nt][e] * sl2 + rb2[e >> 1] - colb[col] : S[nt][e];
+      S[nt][e] = (!diag || (col <= row && row < nvalid)) ? x : -INFINITY;
+    }
+}
+
+// Normalises O by the row sums and writes lse (natural log) and the output rows r0 + g (+8) < nvalid
+// of query block i0 (out_rows: the block's first output row).
+template <int NTD>
+__device__ __forceinline__ void fwd_finish(const FwdParams& p, float (&O)[NTD][4], const float (&m2)[2],
+                                           const float (&l)[2], int64_t bh, int64_t i0, int nvalid, void* out_rows,
+                                           int64_t rs, bool bf, int r0, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+  float inv[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const float lt = quad_sum(l[rr]);
+    const int row = r0 + g + 8 * rr;
+    if (row < nvalid && tq == 0) p.lse[bh * p.T + i0 + row] = (m2[rr] + log2f(lt)) * kLn2;
+    inv[rr] = 1.f / lt;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) O[nt][e] *= inv[e >> 1];
+  store_frag_global(out_rows, rs, bf, r0, nvalid, O, 1.f, lane);
+}
+
 template <int Dh, bool kPath, bool kF32>
 __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4 : 1))) attn_fwd_kernel(const FwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
@@ -69,7 +107,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense, p.stages);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
   const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
   const int n = p.nb - 1 - static_cast<int>(item / BH);
@@ -119,14 +157,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     load_frag_global(X, input_at<bf>(p.q, head0 + i0 * rs), rs, bf, r0, nvalid, lane);
     mma_rA<4, NTD, BL::KN>(X, A, -1.f, sm.Y, 0, 0, true, lane);  // Qt = Q - A Y
   }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
-      const float x = prescale ? S[nt][e] * sl2 + rb2[e >> 1] - sm.colb[col] : S[nt][e];
-      S[nt][e] = (col <= row && row < nvalid) ? x : -INFINITY;
-    }
+  fwd_logits(S, prescale, sl2, rb2, sm.colb, true, r0, nvalid, lane);
   const float scale2 = prescale ? 1.f : sl2;
   online_softmax(S, m2, l, O, scale2);
   mma_rA<4, NTD, BL::KN>(O, S, 1.f, sm.V, 0, 0, f32, lane);  // O += P V
@@ -191,12 +222,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
 #pragma unroll
       for (int kk = 0; kk < KTD; ++kk) mma_ktile<8, BL::NK>(S, qh[kk], ql[kk], Kc, 16 * kk, 0, f32, f32, lane);
     }
-    if (prescale) {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) S[nt][e] = S[nt][e] * sl2 + rb2[e >> 1] - colb[nt * 8 + 2 * tq + (e & 1)];
-    }
+    if (prescale) fwd_logits(S, true, sl2, rb2, colb, false, r0, nvalid, lane);
     online_softmax(S, m2, l, O, scale2);
     mma_rA<4, NTD, BL::KN>(O, S, 1.f, Vc, 0, 0, f32, lane);
     if constexpr (kPath) {
@@ -214,20 +240,8 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     __syncthreads();  // buffer `cur` is refilled by the next-but-one issue
   }
 
-  // ---- normalise and write ----
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const float lt = quad_sum(l[rr]);
-    const int row = r0 + g + 8 * rr;
-    if (row < nvalid && tq == 0) p.lse[bh * p.T + i0 + row] = (m2[rr] + log2f(lt)) * kLn2;
-    l[rr] = 1.f / lt;
-  }
-#pragma unroll
-  for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) O[nt][e] *= l[e >> 1];
-  store_frag_global(static_cast<unsigned char*>(p.out) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, O, 1.f,
-                    lane);
+  fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<unsigned char*>(p.out) + (head0 + i0 * rs) * esz, rs, bf, r0,
+             lane);
 }
 
 }  // namespace sb::cuda::detail

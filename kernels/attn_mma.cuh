@@ -206,6 +206,26 @@ __device__ __forceinline__ void mma_ktile(float (&acc)[NT][4], const uint32_t (&
   }
 }
 
+// The A fragment (16 x 16, k-tile kk) of sign * a, a in the fp32 accumulator layout (16 x 8 n-tiles
+// 2kk and 2kk+1 become one k-tile): plain bf16, or with split also the low plane.
+template <int NTA>
+__device__ __forceinline__ void pack_a(uint32_t (&ah)[4], uint32_t (&al)[4], const float (&a)[NTA][4], int kk,
+                                       float sign, bool split) {
+  const float* c0 = a[2 * kk];
+  const float* c1 = a[2 * kk + 1];
+  if (split) {
+    split_pack(sign * c0[0], sign * c0[1], ah[0], al[0]);
+    split_pack(sign * c0[2], sign * c0[3], ah[1], al[1]);
+    split_pack(sign * c1[0], sign * c1[1], ah[2], al[2]);
+    split_pack(sign * c1[2], sign * c1[3], ah[3], al[3]);
+  } else {
+    ah[0] = pack_bf16(sign * c0[0], sign * c0[1]);
+    ah[1] = pack_bf16(sign * c0[2], sign * c0[3]);
+    ah[2] = pack_bf16(sign * c1[0], sign * c1[1]);
+    ah[3] = pack_bf16(sign * c1[2], sign * c1[3]);
+  }
+}
+
 // acc (16 x 8NT) += sign * Areg (16 x 16KT, fp32 accumulator layout) * B (16KT x 8NT at bk0, bn0).
 template <int KT, int NT, BL kB>
 __device__ __forceinline__ void mma_rA(float (&acc)[NT][4], const float (&a)[2 * KT][4], float sign, const Tile& B,
@@ -213,19 +233,7 @@ __device__ __forceinline__ void mma_rA(float (&acc)[NT][4], const float (&a)[2 *
 #pragma unroll
   for (int kk = 0; kk < KT; ++kk) {
     uint32_t ah[4], al[4] = {0u, 0u, 0u, 0u};
-    const float* c0 = a[2 * kk];
-    const float* c1 = a[2 * kk + 1];
-    if (split) {
-      split_pack(sign * c0[0], sign * c0[1], ah[0], al[0]);
-      split_pack(sign * c0[2], sign * c0[3], ah[1], al[1]);
-      split_pack(sign * c1[0], sign * c1[1], ah[2], al[2]);
-      split_pack(sign * c1[2], sign * c1[3], ah[3], al[3]);
-    } else {
-      ah[0] = pack_bf16(sign * c0[0], sign * c0[1]);
-      ah[1] = pack_bf16(sign * c0[2], sign * c0[3]);
-      ah[2] = pack_bf16(sign * c1[0], sign * c1[1]);
-      ah[3] = pack_bf16(sign * c1[2], sign * c1[3]);
-    }
+    pack_a(ah, al, a, kk, sign, split);
     mma_ktile<NT, kB>(acc, ah, al, B, bk0 + 16 * kk, bn0, split, true, lane);
   }
 }

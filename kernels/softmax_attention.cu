@@ -1,14 +1,57 @@
 // softmax_attention.cu: the flash causal softmax attention (NoPE / RoPE-applied q, k / FoX gate):
 // instantiates the shared fused forward kernel without the PaTH transports and the key-centric
-// backward kernel (softmax_bwd_kernel.cuh), one instantiation per head dim each, and provides their
-// launchers, shared-memory sizes and occupancy query. Host API: attention_api.cpp.
-#include "kernels/attn_fwd_kernel.cuh"
-#include "kernels/softmax_bwd_kernel.cuh"
+// backward kernel (softmax_bwd_kernel.cuh), one instantiation per head dim each, and on Hopper the
+// wgmma kernels (softmax_wgmma.cuh, bf16 at Dh 64 / 128); chooses between them and provides the
+// launchers and shared-memory sizes. Host API: attention_api.cpp.
+#include <cstdlib>
+#include <string>
+
+#include "kernels/attention_cuda.hpp"
+#include "kernels/softmax_wgmma.cuh"
+
+namespace sb::cuda {
+
+bool softmax_attention_uses_wgmma(int64_t Dh, DType dt) {
+#if defined(STATEBENCH_SM90A)
+  if (dt != DType::BF16 || (Dh != 64 && Dh != 128)) return false;
+  const char* env = std::getenv("STATEBENCH_SOFTMAX_WGMMA");  // developer switch (kernels/NOTES.md)
+  if (env && std::string(env) == "0") return false;
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+#else
+  (void)Dh;
+  (void)dt;
+  return false;
+#endif
+}
+
+}  // namespace sb::cuda
 
 namespace sb::cuda::detail {
 
+namespace {
+// Launches the wgmma kernel for Dh = 64 or 128 (kernel64 / kernel128) with its shared memory.
+template <typename P>
+void launch_wgmma(void (*kernel64)(P), void (*kernel128)(P), int smem64, int smem128, const P& p, int64_t Dh,
+                  int64_t grid, cudaStream_t stream, int threads = 128) {
+  auto* kernel = Dh == 64 ? kernel64 : kernel128;
+  const int smem = Dh == 64 ? smem64 : smem128;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(grid), threads, smem, stream>>>(p);
+  SB_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
 template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
+  if (softmax_attention_uses_wgmma(Dh, params.bf16 ? DType::BF16 : DType::F32)) {
+    launch_wgmma(softmax_fwd_wgmma_kernel<64>, softmax_fwd_wgmma_kernel<128>, wg_fwd_smem_bytes(64),
+                 wg_fwd_smem_bytes(128), params, Dh, static_cast<int64_t>(params.nb) * params.B * params.H, stream);
+    return;
+  }
   FwdParams p = params;
   p.stages = fwd_smem_bytes(Dh, !p.bf16, false, false, 2) <= device_max_smem() ? 2 : 1;
   const int smem = fwd_smem_bytes(Dh, !p.bf16, false, false, p.stages);
@@ -28,6 +71,11 @@ int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages) {
 
 template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
+  if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
+    launch_wgmma(softmax_bwd_wgmma_kernel<64>, softmax_bwd_wgmma_kernel<128>, wg_bwd_smem_bytes(64),
+                 wg_bwd_smem_bytes(128), p, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream, 256);
+    return;
+  }
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? softmax_bwd_kv_kernel<D, false> : softmax_bwd_kv_kernel<D, true>;

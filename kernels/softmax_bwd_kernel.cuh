@@ -18,7 +18,7 @@ struct KvBwdSmem {
   Tile Q, dO;     // query block of pipeline stage 0; stage s is s * stage_bytes further on
   int stage_bytes = 0;
   Tile dS;        // [64 keys][64 queries], scaled
-  float* stats = nullptr;  // [stages][3][64]: lse (log2 units), delta, query gate bias (log2 units)
+  float* stats = nullptr;  // [stages][3][64]: lse, delta, query gate bias (log2 units)
   float* colb = nullptr;   // [64] key gate bias (log2 units)
   int bytes = 0;
 };
@@ -38,6 +38,66 @@ __host__ __device__ inline KvBwdSmem kv_bwd_smem(unsigned char* base, int Dh, bo
   s.colb = cv.floats(kL);
   s.bytes = cv.off;
   return s;
+}
+
+// Starts loading the per-query statistics of query block i0 into stats[3][64]: lse (natural log;
+// padded queries +inf, so P = 0) and delta by 4-byte cp.async (complete after cp_async_wait and a
+// barrier, off the critical path of the block before); the query gate bias relative to gref (log2
+// units; 0 without a gate) synchronously.
+__device__ __forceinline__ void load_query_stats(float* stats, const BwdParams& p, int64_t bh, int64_t i0,
+                                                 const double* gh, double gref, int tid) {
+  for (int c = tid; c < 2 * kL; c += blockDim.x) {
+    const int col = c & (kL - 1);
+    const int64_t i = i0 + col;
+    const float* src = (c < kL ? p.lse : p.delta) + bh * p.T + i;
+    if (i < p.T)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(stats + c)), "l"(src) : "memory");
+    else
+      stats[c] = c < kL ? INFINITY : 0.f;
+  }
+  if (gh)
+    for (int c = tid; c < kL; c += blockDim.x) {
+      const int64_t i = i0 + c;
+      stats[2 * kL + c] = i < p.T ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+    }
+}
+
+// This warp's 16 keys (rows r0 + g (+8)) x 64 queries: St = K Q^T and dPt = V dO^T in, P^T and
+// dS^T = P^T (dP^T - delta) out (unscaled), with P = 2^(S sl2 + query bias - key bias - lse2)
+// (gate-free: one FFMA + ex2; stats as load_query_stats leaves them), the causal mask on the
+// diagonal block, and dgk += row sums of dS^T.
+template <bool kGated>
+__device__ __forceinline__ void softmax_bwd_probs(float (&Pt)[8][4], float (&dSt)[8][4], const float* stats, bool diag,
+                                                  int r0, float sl2, const float (&kb2)[2], float (&dgk)[2],
+                                                  int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+  const float* lse2 = stats;
+  const float* dl = stats + kL;
+  const float* qbias = stats + 2 * kL;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int c0 = nt * 8 + 2 * tq;
+    float2 ls = *reinterpret_cast<const float2*>(lse2 + c0);
+    ls.x *= kLog2e;
+    ls.y *= kLog2e;
+    const float2 de = *reinterpret_cast<const float2*>(dl + c0);
+    float2 qg = make_float2(0.f, 0.f);
+    if constexpr (kGated) qg = *reinterpret_cast<const float2*>(qbias + c0);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e >> 1, col = c0 + (e & 1);
+      const bool ok = !diag || col >= r0 + g + 8 * rr;
+      const float lse_c = (e & 1) ? ls.y : ls.x, d_c = (e & 1) ? de.y : de.x;
+      float x;
+      if constexpr (kGated)
+        x = Pt[nt][e] * sl2 + ((e & 1) ? qg.y : qg.x) - kb2[rr] - lse_c;
+      else
+        x = fmaf(Pt[nt][e], sl2, -lse_c);
+      Pt[nt][e] = ok ? fast_exp2(x) : 0.f;
+      dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - d_c);
+      dgk[rr] += dSt[nt][e];
+    }
+  }
 }
 
 // Softmax at Dh <= 64 fits 2 CTAs per SM (smem ~66 KB bf16) without spilling the dK, dV tiles.
@@ -69,14 +129,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     const int nvalid = static_cast<int>(min64(kL, p.T - i0)), sb = st * sm.stage_bytes;
     load_input_tile<bf>(shifted(sm.Q, sb), kL, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
     load_input_tile<bf>(shifted(sm.dO, sb), kL, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
-    float* st_lse = sm.stats + st * 3 * kL;
-    for (int c = tid; c < kL; c += blockDim.x) {
-      const int64_t i = i0 + c;
-      const bool ok = i < p.T;
-      st_lse[c] = ok ? p.lse[bh * p.T + i] * kLog2e : INFINITY;  // padded queries: P = 0
-      st_lse[kL + c] = ok ? p.delta[bh * p.T + i] : 0.f;
-      st_lse[2 * kL + c] = (gh && ok) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-    }
+    load_query_stats(sm.stats + st * 3 * kL, p, bh, i0, gh, gref, tid);
     cp_async_commit();
   };
 
@@ -104,8 +157,6 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     const int cb = cur * sm.stage_bytes;
     const Tile Qc = shifted(sm.Q, cb), dOc = shifted(sm.dO, cb);
     const float* lse2 = sm.stats + cur * 3 * kL;
-    const float* dl = lse2 + kL;
-    const float* qbias = lse2 + 2 * kL;
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const bool diag = qb == kb;
 
@@ -115,35 +166,10 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     zero(dSt);
     mma_sA<8, false, BL::NK>(Pt, sm.K, r0, 0, KTD, Qc, 0, 0, f32, lane);   // K Q^T
     mma_sA<8, false, BL::NK>(dSt, sm.V, r0, 0, KTD, dOc, 0, 0, f32, lane);  // V dO^T
-    // P = 2^(S sl2 + gate bias - lse2), dS = P (dP - delta); the gate-free form is one FFMA + ex2.
-    auto probs = [&](auto gated) {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int c0 = nt * 8 + 2 * tq;
-        const float2 ls = *reinterpret_cast<const float2*>(lse2 + c0);
-        const float2 de = *reinterpret_cast<const float2*>(dl + c0);
-        float2 qg = make_float2(0.f, 0.f);
-        if constexpr (decltype(gated)::value) qg = *reinterpret_cast<const float2*>(qbias + c0);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int rr = e >> 1, col = c0 + (e & 1);
-          const bool ok = !diag || col >= r0 + g + 8 * rr;
-          const float lse_c = (e & 1) ? ls.y : ls.x, d_c = (e & 1) ? de.y : de.x;
-          float x;
-          if constexpr (decltype(gated)::value)
-            x = Pt[nt][e] * sl2 + ((e & 1) ? qg.y : qg.x) - kb2[rr] - lse_c;
-          else
-            x = fmaf(Pt[nt][e], sl2, -lse_c);
-          Pt[nt][e] = ok ? fast_exp2(x) : 0.f;
-          dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - d_c);
-          dgk[rr] += dSt[nt][e];
-        }
-      }
-    };
     if (gh)
-      probs(std::true_type{});
+      softmax_bwd_probs<true>(Pt, dSt, lse2, diag, r0, sl2, kb2, dgk, lane);
     else
-      probs(std::false_type{});
+      softmax_bwd_probs<false>(Pt, dSt, lse2, diag, r0, sl2, kb2, dgk, lane);
     if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
     mma_rA<4, NTD, BL::KN>(dV, Pt, 1.f, dOc, 0, 0, f32, lane);      // dV += P^T dO
     mma_rA<4, NTD, BL::KN>(dK, dSt, p.scale, Qc, 0, 0, f32, lane);  // dK += dS_raw^T Q

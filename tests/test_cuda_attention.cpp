@@ -240,6 +240,7 @@ const std::vector<Shape>& softmax_shapes() {
       {1, 1, 1, 16, true},      {2, 7, 3, 32, false},         {1, 113, 2, 64, true},
       {1, 257, 1, 128, false},  {512, 7, 8, 32, true},        {1, 1000, 1, 64, false, 0.05, 1.95, true},
       {2, 300, 2, 128, true, 0.05, 1.95, true},               {64, 64, 4, 16, false},
+      {3, 64, 2, 64, false},    {1, 7, 2, 128, true},
   };
   return shapes;
 }
@@ -395,6 +396,25 @@ TEST(CudaAttention, SoftmaxBf16) {
   for (const Shape& s : softmax_shapes()) check_case(s, DType::BF16, false, seed += 10);
 }
 
+TEST(CudaAttention, WgmmaBuildingBlocks) {
+  SKIP_WITHOUT_DEVICE();
+  const double err = cuda::attention_wgmma_selftest();
+  if (err < 0) GTEST_SKIP() << "no sm_90 device with sm_90a code: the wgmma kernels are not used here";
+  std::printf("wgmma self-test: %.2e\n", err);
+  EXPECT_LE(err, 1e-5);  // exact bf16 inputs, fp32 accumulation
+}
+
+// Where the wgmma kernels are chosen (bf16, Dh 64 / 128 on an H100), the mma.sync kernels they
+// replace must still agree with the CPU: they run on other GPUs.
+TEST(CudaAttention, SoftmaxBf16WithoutWgmma) {
+  SKIP_WITHOUT_DEVICE();
+  const ScopedEnv off("STATEBENCH_SOFTMAX_WGMMA", "0");
+  EXPECT_FALSE(cuda::softmax_attention_uses_wgmma(64, DType::BF16));
+  uint64_t seed = 2500;
+  for (const Shape& s : softmax_shapes())
+    if (s.Dh == 64 || s.Dh == 128) check_case(s, DType::BF16, false, seed += 10);
+}
+
 // The shape on which the reference Triton kernel failed (illegal memory access in backward, head
 // dim 32, T <= 128, large batch): full run, every output written and finite, and the first two
 // batch elements compared with the CPU reference.
@@ -464,6 +484,10 @@ TEST(CudaAttention, RejectsBadArguments) {
                Error);
   EXPECT_THROW(cuda::path_attention_forward_cuda(x.get(), lse.as<float>(), x.get(), x.get(), x.get(), nullptr,
                                                  b.as<float>(), nullptr, ok, 0.25f, DType::F32, nullptr, 0, nullptr),
+               Error);
+  const void* misaligned = static_cast<const unsigned char*>(x.get()) + 8;  // q must be 16-byte aligned
+  EXPECT_THROW(cuda::softmax_attention_forward_cuda(x.get(), lse.as<float>(), misaligned, x.get(), x.get(), nullptr,
+                                                    ok, 0.25f, DType::F32, nullptr, 0, nullptr),
                Error);
 }
 

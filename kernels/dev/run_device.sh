@@ -18,7 +18,7 @@ for what in "$@"; do
     tests)
       timeout 300 ./test_cuda_attention > "$OUT/test.log" 2>&1
       echo "test rc=$?"
-      grep -E "^(PaTH|softmax|mma|reference)|Failure|FAILED|OK \]|Which is|relative error|actual" "$OUT/test.log" | cut -c1-230 | head -150 ;;
+      grep -E "^(PaTH|softmax|mma|wgmma|reference)|Failure|FAILED|OK \]|Which is|relative error|actual" "$OUT/test.log" | cut -c1-230 | head -150 ;;
     unit)
       for t in test_cuda_ops test_cuda_model; do
         timeout 300 ./$t > "$OUT/$t.log" 2>&1

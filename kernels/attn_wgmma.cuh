@@ -1,0 +1,149 @@
+// attn_wgmma.cuh: Hopper warpgroup tensor-core building blocks (internal; real instructions only in
+// sm_90a code, SB_WGMMA): 128-byte-swizzled bf16 tiles in shared memory and their cp.async loads,
+// shared-memory matrix descriptors (K-major and MN-major operands), wgmma m64n64k16 / m64n32k16
+// bf16 products with A from shared memory or registers, and the fences around them. One warpgroup (4 warps)
+// computes a 64 x 64 tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
+#pragma once
+#include "kernels/attn_common.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SB_WGMMA 1
+#else
+#define SB_WGMMA 0
+#endif
+
+namespace sb::cuda::detail {
+
+// Swizzled tile: [rows][cols] bf16 (cols a multiple of 64) as panels of 64 columns, each panel
+// rows x 128 bytes; element (r, c) at byte (c / 64) * rows * 128 + r * 128 + ((c % 64 / 8) ^ (r % 8)) * 16
+// + (c % 8) * 2. The base must be 1024-byte aligned (the hardware swizzles address bits 4-6 with 7-9).
+__host__ __device__ constexpr int sw_bytes(int rows, int cols) { return rows * cols * 2; }
+
+__device__ __forceinline__ uint32_t sw_offset(int r, int c, int rows) {
+  return (c >> 6) * rows * 128 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4) + (c & 7) * 2;
+}
+
+// Starts copying rows [0, rows) x cols [0, cols) of a bf16 matrix (row stride `stride` elements;
+// rows >= valid zero-filled) into a swizzled tile. Complete after cp_async_wait, fence_async_smem
+// and a barrier.
+__device__ __forceinline__ void sw_copy_async(void* dst, int rows, int cols, const bf16* src, int64_t stride,
+                                              int valid, int tid, int nthreads) {
+  const int per_row = cols / 8;
+  for (int e = tid; e < rows * per_row; e += nthreads) {
+    const int r = e / per_row, c = (e - r * per_row) * 8;
+    const bool ok = r < valid;
+    cp_async16(static_cast<unsigned char*>(dst) + sw_offset(r, c, rows), src + (ok ? r * stride + c : 0), ok);
+  }
+}
+
+// Stores the packed bf16 pairs of an A fragment (rows m0 + g (+8) of k-tile kk, as pack_a makes
+// them) into a swizzled tile with 64 columns.
+__device__ __forceinline__ void sw_store_a(void* tile, int rows, int m0, int kk, const uint32_t (&a)[4], int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  unsigned char* b = static_cast<unsigned char*>(tile);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = m0 + g + ((i & 1) ? 8 : 0), c = 16 * kk + ((i & 2) ? 8 : 0) + 2 * t;
+    *reinterpret_cast<uint32_t*>(b + sw_offset(r, c, rows)) = a[i];
+  }
+}
+
+// 64-bit shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride
+// byte offsets (all >> 4).
+__device__ __forceinline__ uint64_t wg_desc(const void* p, uint32_t lbo, uint32_t sbo) {
+  const uint32_t a = smem_addr(p);
+  return static_cast<uint64_t>((a & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
+}
+// K-major operand (M or N rows of a swizzled tile, K along its columns): rows [row0, row0 + 64) and
+// k-tile kk (columns 16kk .. 16kk+15). 8-row groups lie 1024 bytes apart.
+__device__ __forceinline__ uint64_t desc_kmajor(const void* tile, int rows, int row0, int kk) {
+  const unsigned char* b = static_cast<const unsigned char*>(tile);
+  return wg_desc(b + (kk >> 2) * rows * 128 + row0 * 128 + (kk & 3) * 32, 16, 1024);
+}
+// MN-major operand (K along the rows of a swizzled tile, M or N along its columns): k-tile kk (rows
+// 16kk .. 16kk+15), columns from col0 (a multiple of 32, the 32 or 64 columns within one panel).
+// 8-row groups along K lie 1024 bytes apart; the 64-column atom stride is never used by an n64 /
+// n32 / m64 product (set to the same value). A 32-column offset moves the start by 64 bytes within
+// the 128-byte rows: the swizzle (address bits 4-6 ^ 7-9) still lands on the stored chunks.
+__device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int rows, int col0, int kk) {
+  const unsigned char* b = static_cast<const unsigned char*>(tile);
+  return wg_desc(b + (col0 >> 6) * rows * 128 + (col0 & 63) * 2 + kk * 2048, 1024, 1024);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Makes generic-proxy shared-memory writes (st.shared, cp.async) visible to wgmma (async proxy);
+// a barrier must follow before another warp's wgmma reads them.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator accesses across a wgmma wait (or fence).
+template <int NT>
+__device__ __forceinline__ void wg_hold(float (&d)[NT][4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+#define SB_WG_D32(d)                                                                                              \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),         \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),     \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),     \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),     \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define SB_WG_REGS32                                                                                              \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31}"
+
+// d (64 x 64 over the warpgroup) += A (64 x 16) B (16 x 64), both from shared memory; kTA / kTB:
+// operand MN-major (1) or K-major (0).
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t da, uint64_t db) {
+#if SB_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " SB_WG_REGS32 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+      : SB_WG_D32(d)
+      : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+#endif
+}
+// d (64 x 32) += A (64 x 16) B (16 x 32), both from shared memory.
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[4][4], uint64_t da, uint64_t db) {
+#if SB_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+      "%12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3])
+      : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+#endif
+}
+// d (64 x 64) += A B with A from registers (this warp's 16 rows, mma.sync A-fragment layout).
+template <int kTB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+#if SB_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " SB_WG_REGS32
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : SB_WG_D32(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(kTB));
+#endif
+}
+#undef SB_WG_D32
+#undef SB_WG_REGS32
+
+// The first 1024-byte aligned address at or after p (dynamic shared memory is only 16-aligned).
+__device__ __forceinline__ unsigned char* align1024(unsigned char* p) {
+  const uint32_t a = smem_addr(p);
+  return p + ((1024u - (a & 1023u)) & 1023u);
+}
+
+}  // namespace sb::cuda::detail

@@ -1,0 +1,258 @@
+// softmax_wgmma.cuh: the Hopper (sm_90a) causal softmax attention kernels for bf16 inputs at head
+// dims 64 and 128 (internal; instantiated in softmax_attention.cu). Same algorithms, statistics
+// and numerics as attn_fwd_kernel.cuh (softmax) and softmax_bwd_kernel.cuh, but every product is a
+// warpgroup wgmma over 128-byte-swizzled shared-memory tiles (attn_wgmma.cuh): the B operand is
+// read once per warpgroup instead of once per warp, the main cost of the mma.sync kernels.
+#pragma once
+#include <cmath>
+
+#include "kernels/attn_fwd_kernel.cuh"
+#include "kernels/attn_wgmma.cuh"
+#include "kernels/softmax_bwd_kernel.cuh"
+
+namespace sb::cuda::detail {
+
+// The 64-column panel np of a [16 rows x Dh] accumulator (n-tiles 8np .. 8np+7).
+template <int NTD>
+__device__ __forceinline__ float (&panel(float (&acc)[NTD][4], int np))[8][4] {
+  return *reinterpret_cast<float(*)[8][4]>(&acc[8 * np]);
+}
+
+// Shared memory of the forward: Q, then two stages of (K, V), then the key gate biases [2][64].
+__host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) { return 1024 + 5 * sw_bytes(kL, Dh) + 2 * kL * 4; }
+// Backward: K, V (128 keys), two stages of (Q, dO) (64 queries), dS^T [128 keys][64 queries],
+// statistics [2][3][64], key gate biases [128].
+__host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
+  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + sw_bytes(2 * kL, kL) + 8 * kL * 4;
+}
+
+// Forward: one CTA (one warpgroup) per 64-query block of one head; key blocks from the diagonal
+// down to 0 through a double-buffered cp.async pipeline; S = Q K^T (both K-major from shared
+// memory), online softmax in registers, O += P V (P from registers, V MN-major). (A version that
+// computed the next block's scores during the softmax was 7% slower at Dh = 64, 5% faster at 128:
+// kernels/NOTES.md.)
+template <int Dh>
+__global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kernel(const FwdParams p) {
+#if SB_WGMMA
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, tile = sw_bytes(kL, Dh);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* const sQ = align1024(smem_raw);
+  unsigned char* const sKV = sQ + tile;  // stage s: K at sKV + 2 s tile, V one tile further
+  float* const colb = reinterpret_cast<float*>(sKV + 4 * tile);  // [2][64]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, r0 = 16 * warp;
+  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
+  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
+  const int n = p.nb - 1 - static_cast<int>(item / BH);
+  const int64_t i0 = static_cast<int64_t>(n) * kL, rs = p.H * Dh, head0 = (b * p.T * p.H + h) * Dh;
+  const int nvalid = static_cast<int>(min64(kL, p.T - i0));
+  const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
+  const double gref = gh ? gh[i0] : 0.0;
+  const float sl2 = p.scale * kLog2e;
+  const bool prescale = gh || !(sl2 > 0.f);
+  const float scale2 = prescale ? 1.f : sl2;
+  float rb2[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int64_t i = i0 + r0 + g + 8 * rr;
+    rb2[rr] = (gh && i < p.T) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+  }
+  const bf16* k = static_cast<const bf16*>(p.k);
+  const bf16* v = static_cast<const bf16*>(p.v);
+  sw_copy_async(sQ, kL, Dh, static_cast<const bf16*>(p.q) + head0 + i0 * rs, rs, nvalid, tid, 128);
+  auto issue = [&](int j, int st) {  // key block j into stage st
+    const int64_t k0 = static_cast<int64_t>(j) * kL;
+    const int kvalid = static_cast<int>(min64(kL, p.T - k0));
+    unsigned char* kv = sKV + 2 * st * tile;
+    sw_copy_async(kv, kL, Dh, k + head0 + k0 * rs, rs, kvalid, tid, 128);
+    sw_copy_async(kv + tile, kL, Dh, v + head0 + k0 * rs, rs, kvalid, tid, 128);
+    fill_colbias(colb + st * kL, gh, k0, p.T, gref, tid);
+    cp_async_commit();
+  };
+
+  float O[NTD][4], m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  zero(O);
+  issue(n, 0);
+  for (int m = n, it = 0; m >= 0; --m, ++it) {
+    const int cur = it & 1;
+    if (m > 0) issue(m - 1, cur ^ 1);
+    else cp_async_commit();
+    cp_async_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    const unsigned char* Kc = sKV + 2 * cur * tile;
+    float S[8][4];
+    zero(S);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(S, desc_kmajor(sQ, kL, 0, kk), desc_kmajor(Kc, kL, 0, kk));
+    wg_commit();
+    wg_wait<0>();
+    wg_hold(S);
+    if (prescale || m == n) fwd_logits(S, prescale, sl2, rb2, colb + cur * kL, m == n, r0, nvalid, lane);
+    online_softmax(S, m2, l, O, scale2);
+    uint32_t pa[4][4], unused[4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) pack_a(pa[kk], unused, S, kk, 1.f, false);
+    wg_fence();
+#pragma unroll
+    for (int np = 0; np < NP; ++np)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(O, np), pa[kk], desc_mnmajor(Kc + tile, kL, 64 * np, kk));
+    wg_commit();
+    wg_wait<0>();
+    wg_hold(O);
+    __syncthreads();  // stage `cur` is refilled next
+  }
+  fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<bf16*>(p.out) + head0 + i0 * rs, rs, true, r0, lane);
+#endif
+}
+
+// Backward: one CTA of two warpgroups per (128-key block, head); warpgroup w owns keys 64w ..
+// 64w+63 of the block. Query blocks of 64 from the block's first to the end through a
+// double-buffered cp.async pipeline, each tile of Q and dO serving both warpgroups. Per query
+// block, each warpgroup: S^T = K Q^T and dP^T = V dO^T (K-major), P^T and dS^T in registers
+// (softmax_bwd_probs), dV += P^T dO and dK += dS^T Q (A from registers, B MN-major), dS^T rows to
+// shared memory; then dQ (64 queries x Dh) = dS K over all 128 keys, warpgroup w computing columns
+// [w Dh/2, (w+1) Dh/2) (A and B MN-major), added to the fp32 accumulator by 16-byte atomics. 128
+// keys per CTA halve the L2 traffic of both the Q / dO tiles and the dQ atomics against 64.
+template <int Dh>
+__global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdParams p) {
+#if SB_WGMMA
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2;
+  constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* const sK = align1024(smem_raw);
+  unsigned char* const sV = sK + ktile;
+  unsigned char* const sQO = sV + ktile;        // stage s: Q at sQO + 2 s qtile, dO one tile further
+  unsigned char* const sdS = sQO + 4 * qtile;   // dS^T (scaled): [128 keys][64 queries]
+  float* const stats = reinterpret_cast<float*>(sdS + sw_bytes(kN, kL));  // [2][3][64]
+  float* const colb = stats + 6 * kL;                                     // [128]
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
+  const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
+  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest key blocks (most query blocks) first
+  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
+  const int kb = static_cast<int>(item / BH);  // 128-key block; warpgroup w's 64 keys are block 2kb + w
+  const int64_t k0 = static_cast<int64_t>(kb) * kN, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
+  const int64_t head0 = (b * p.T * p.H + h) * Dh;
+  const int kvalid = static_cast<int>(min64(kN, p.T - k0)), wvalid = kvalid - kr0;  // valid keys (block, warpgroup)
+  const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
+  const double gref = gh ? gh[k0] : 0.0;
+  const float sl2 = p.scale * kLog2e;
+  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* dout = static_cast<const bf16*>(p.dout);
+
+  sw_copy_async(sK, kN, Dh, static_cast<const bf16*>(p.k) + head0 + k0 * rs, rs, kvalid, tid, 256);
+  sw_copy_async(sV, kN, Dh, static_cast<const bf16*>(p.v) + head0 + k0 * rs, rs, kvalid, tid, 256);
+  fill_colbias(colb, gh, k0, p.T, gref, tid);
+  fill_colbias(colb + kL, gh, k0 + kL, p.T, gref, tid);
+  auto issue = [&](int qb, int st) {  // query block qb into stage st: Q, dO and the statistics
+    const int64_t i0 = static_cast<int64_t>(qb) * kL;
+    const int nvalid = static_cast<int>(min64(kL, p.T - i0));
+    unsigned char* qo = sQO + 2 * st * qtile;
+    sw_copy_async(qo, kL, Dh, q + head0 + i0 * rs, rs, nvalid, tid, 256);
+    sw_copy_async(qo + qtile, kL, Dh, dout + head0 + i0 * rs, rs, nvalid, tid, 256);
+    load_query_stats(stats + st * 3 * kL, p, bh, i0, gh, gref, tid);
+    cp_async_commit();
+  };
+
+  float dK[NTD][4], dV[NTD][4];
+  zero(dK);
+  zero(dV);
+  float kb2[2] = {0.f, 0.f}, dgk[2] = {0.f, 0.f};  // key gate bias (set after the first barrier), dg sums
+  const int qb0 = 2 * kb;
+  issue(qb0, 0);
+  for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
+    const int cur = it & 1;
+    if (qb + 1 < p.nb) issue(qb + 1, cur ^ 1);
+    else cp_async_commit();
+    cp_async_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    if (it == 0) {
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) kb2[rr] = colb[kr0 + r0 + g + 8 * rr];
+    }
+    const unsigned char* Qc = sQO + 2 * cur * qtile;
+    const unsigned char* dOc = Qc + qtile;
+    const int64_t i0 = static_cast<int64_t>(qb) * kL;
+    // Warpgroup 1 has nothing to do on the block's first query block (all its keys come later).
+    const bool active = qb >= qb0 + wg;
+
+    uint32_t sa[4][4] = {};
+    if (active) {
+      float Pt[8][4], dSt[8][4];
+      zero(Pt);
+      zero(dSt);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(Pt, desc_kmajor(sK, kN, kr0, kk), desc_kmajor(Qc, kL, 0, kk));
+#pragma unroll
+      for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(dSt, desc_kmajor(sV, kN, kr0, kk), desc_kmajor(dOc, kL, 0, kk));
+      wg_commit();
+      wg_wait<0>();
+      wg_hold(Pt);
+      wg_hold(dSt);
+      const float* st = stats + cur * 3 * kL;
+      const bool diag = qb == qb0 + wg;
+      if (gh)
+        softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
+      else
+        softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
+      if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
+
+      uint32_t pa[4][4], unused[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        pack_a(pa[kk], unused, Pt, kk, 1.f, false);
+        pack_a(sa[kk], unused, dSt, kk, p.scale, false);
+      }
+      wg_fence();
+#pragma unroll
+      for (int np = 0; np < NP; ++np)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(dV, np), pa[kk], desc_mnmajor(dOc, kL, 64 * np, kk));
+#pragma unroll
+      for (int np = 0; np < NP; ++np)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(dK, np), sa[kk], desc_mnmajor(Qc, kL, 64 * np, kk));
+      wg_commit();
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS, kN, kr0 + r0, kk, sa[kk], lane);
+    fence_async_smem();
+    if (active) {
+      wg_wait<0>();
+      wg_hold(dK);
+      wg_hold(dV);
+    }
+    __syncthreads();
+
+    // dQ columns [wg DQN, (wg+1) DQN) of this query block += dS K over the 128 keys.
+    float dQ[DQN / 8][4];
+    zero(dQ);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      wgmma_ss<1, 1>(dQ, desc_mnmajor(sdS, kN, 0, kk), desc_mnmajor(sK, kN, DQN * wg, kk));
+    wg_commit();
+    wg_wait<0>();
+    wg_hold(dQ);
+    atomic_frag(p.dq_acc + (bh * Tp + i0) * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane);
+    __syncthreads();  // stage `cur` and dS^T are refilled next
+  }
+
+  const int64_t kw = head0 + (k0 + kr0) * rs;
+  store_frag_global(static_cast<bf16*>(p.dk) + kw, rs, true, r0, wvalid, dK, 1.f, lane);
+  store_frag_global(static_cast<bf16*>(p.dv) + kw, rs, true, r0, wvalid, dV, 1.f, lane);
+  if (gh) {  // the keys' share: - sum over queries of dS
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float sum = quad_sum(dgk[rr]);
+      const int row = r0 + g + 8 * rr;
+      if ((lane & 3) == 0 && row < wvalid) atomicAdd(p.dg + bh * Tp + k0 + kr0 + row, -sum);
+    }
+  }
+#endif
+}
+
+}  // namespace sb::cuda::detail
