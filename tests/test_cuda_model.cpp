@@ -220,9 +220,9 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
 }
 
 // bf16 precision (bf16 GEMMs and bf16 attention, fp32 master weights) against the double CPU model.
-TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
+// bf16 loss and gradients of a model against the double-precision CPU model.
+void check_bf16_model(const ModelConfig& cfg) {
   const int64_t V = 11, B = 2, T = 33;
-  const ModelConfig cfg = two_layer(GetParam(), false);
   TwinModels m(cfg, V, 3);
   const Transformer<float>& mf = m.f;
   const int64_t n = mf.params().size();
@@ -252,6 +252,15 @@ TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) {
     }
   }
   CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) { check_bf16_model(two_layer(GetParam(), false)); }
+
+// Head dim 64 (width 128, 2 heads): on an H100 the softmax kinds run the wgmma attention kernels.
+TEST_P(CudaModel, Bf16WideHeadsTrackDoubleCpu) {
+  ModelConfig cfg = two_layer(GetParam(), false);
+  cfg.d_model = 128, cfg.head_dim = 64;
+  check_bf16_model(cfg);
 }
 
 // Evaluation batches of other shapes get their own runner; a short last chunk is padded with
