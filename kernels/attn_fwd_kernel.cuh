@@ -62,6 +62,17 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
   }
 }
 
+// The forward's query gate biases of this thread's rows r0 + g (+8) of query block i0, relative to
+// gref (log2 units; 0 without a gate or past T).
+__device__ __forceinline__ void query_gate_bias(float (&rb2)[2], const double* gh, int64_t i0, int r0, int64_t T,
+                                                double gref, int lane) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int64_t i = i0 + r0 + (lane >> 2) + 8 * rr;
+    rb2[rr] = (gh && i < T) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+  }
+}
+
 // Scores -> logits for online_softmax, a warp's 16 query rows (r0 + g (+8)) x 64 keys: with
 // prescale S sl2 + query bias - key bias (log2 units), else S unchanged (the scale is folded into the
 // exponent); on the diagonal block keys after the query and padded queries (row >= nvalid) -> -inf.
@@ -107,7 +118,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense, p.stages);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
   const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
   const int n = p.nb - 1 - static_cast<int>(item / BH);
@@ -123,11 +134,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   const bool prescale = gh || !(sl2 > 0.f);
   const int r0 = 16 * warp;
   float rb2[2];
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int64_t i = i0 + r0 + g + 8 * rr;
-    rb2[rr] = (gh && i < p.T) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-  }
+  query_gate_bias(rb2, gh, i0, r0, p.T, gref, lane);
 
   // ---- own block ----
   load_input_tile<bf>(sm.Q, kL, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);

@@ -63,7 +63,7 @@ __device__ __forceinline__ void load_query_stats(float* stats, const BwdParams& 
 }
 
 // This warp's 16 keys (rows r0 + g (+8)) x 64 queries: St = K Q^T and dPt = V dO^T in, P^T and
-// dS^T = P^T (dP^T - delta) out (unscaled), with P = 2^(S sl2 + query bias - key bias - lse2)
+// dS^T = P^T (dP^T - delta) out (unscaled), with P = 2^(S sl2 + query bias - key bias - lse log2e)
 // (gate-free: one FFMA + ex2; stats as load_query_stats leaves them), the causal mask on the
 // diagonal block, and dgk += row sums of dS^T.
 template <bool kGated>
@@ -71,13 +71,13 @@ __device__ __forceinline__ void softmax_bwd_probs(float (&Pt)[8][4], float (&dSt
                                                   int r0, float sl2, const float (&kb2)[2], float (&dgk)[2],
                                                   int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  const float* lse2 = stats;
+  const float* lse = stats;
   const float* dl = stats + kL;
   const float* qbias = stats + 2 * kL;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int c0 = nt * 8 + 2 * tq;
-    float2 ls = *reinterpret_cast<const float2*>(lse2 + c0);
+    float2 ls = *reinterpret_cast<const float2*>(lse + c0);
     ls.x *= kLog2e;
     ls.y *= kLog2e;
     const float2 de = *reinterpret_cast<const float2*>(dl + c0);
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     }
     const int cb = cur * sm.stage_bytes;
     const Tile Qc = shifted(sm.Q, cb), dOc = shifted(sm.dO, cb);
-    const float* lse2 = sm.stats + cur * 3 * kL;
+    const float* st = sm.stats + cur * 3 * kL;
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const bool diag = qb == kb;
 
@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     mma_sA<8, false, BL::NK>(Pt, sm.K, r0, 0, KTD, Qc, 0, 0, f32, lane);   // K Q^T
     mma_sA<8, false, BL::NK>(dSt, sm.V, r0, 0, KTD, dOc, 0, 0, f32, lane);  // V dO^T
     if (gh)
-      softmax_bwd_probs<true>(Pt, dSt, lse2, diag, r0, sl2, kb2, dgk, lane);
+      softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
     else
-      softmax_bwd_probs<false>(Pt, dSt, lse2, diag, r0, sl2, kb2, dgk, lane);
+      softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
     if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
     mma_rA<4, NTD, BL::KN>(dV, Pt, 1.f, dOc, 0, 0, f32, lane);      // dV += P^T dO
     mma_rA<4, NTD, BL::KN>(dK, dSt, p.scale, Qc, 0, 0, f32, lane);  // dK += dS_raw^T Q

@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kerne
   unsigned char* const sQ = align1024(smem_raw);
   unsigned char* const sKV = sQ + tile;  // stage s: K at sKV + 2 s tile, V one tile further
   float* const colb = reinterpret_cast<float*>(sKV + 4 * tile);  // [2][64]
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, r0 = 16 * warp;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * warp;
   const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
   const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
   const int n = p.nb - 1 - static_cast<int>(item / BH);
@@ -51,11 +51,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kerne
   const bool prescale = gh || !(sl2 > 0.f);
   const float scale2 = prescale ? 1.f : sl2;
   float rb2[2];
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int64_t i = i0 + r0 + g + 8 * rr;
-    rb2[rr] = (gh && i < p.T) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-  }
+  query_gate_bias(rb2, gh, i0, r0, p.T, gref, lane);
   const bf16* k = static_cast<const bf16*>(p.k);
   const bf16* v = static_cast<const bf16*>(p.v);
   sw_copy_async(sQ, kL, Dh, static_cast<const bf16*>(p.q) + head0 + i0 * rs, rs, nvalid, tid, 128);
