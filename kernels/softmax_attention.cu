@@ -49,7 +49,8 @@ template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, params.bf16 ? DType::BF16 : DType::F32)) {
     launch_wgmma(softmax_fwd_wgmma_kernel<64>, softmax_fwd_wgmma_kernel<128>, wg_fwd_smem_bytes(64),
-                 wg_fwd_smem_bytes(128), params, Dh, static_cast<int64_t>(params.nb) * params.B * params.H, stream);
+                 wg_fwd_smem_bytes(128), params, Dh, static_cast<int64_t>((params.nb + 1) / 2) * params.B * params.H,
+                 stream, 256);  // 128-query blocks
     return;
   }
   FwdParams p = params;

@@ -18,35 +18,46 @@ __device__ __forceinline__ float (&panel(float (&acc)[NTD][4], int np))[8][4] {
   return *reinterpret_cast<float(*)[8][4]>(&acc[8 * np]);
 }
 
-// Shared memory of the forward: Q, then two stages of (K, V), then the key gate biases [2][64].
-__host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) { return 1024 + 5 * sw_bytes(kL, Dh) + 2 * kL * 4; }
-// Backward: K, V (128 keys), two stages of (Q, dO) (64 queries), dS^T [128 keys][64 queries],
-// statistics [2][3][64], key gate biases [128].
+// Forward pipeline stages (key blocks in flight). 3 or 4 stages measured no faster at Dh 64, nor
+// 3-4 stages at one CTA per SM at Dh 128 (kernels/NOTES.md, version 23).
+constexpr int kWgFwdStages = 2;
+// Shared memory of the forward: Q (128 rows), then the stages of (K, V), then the key gate biases
+// [stages][64].
+__host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) {
+  return 1024 + (2 + 2 * kWgFwdStages) * sw_bytes(kL, Dh) + kWgFwdStages * kL * 4;
+}
+// Backward: K, V (128 keys), two stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
+// queries], statistics [2][3][64], key gate biases [128].
 __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
-  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + sw_bytes(2 * kL, kL) + 8 * kL * 4;
+  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) + 8 * kL * 4;
 }
 
-// Forward: one CTA (one warpgroup) per 64-query block of one head; key blocks from the diagonal
-// down to 0 through a double-buffered cp.async pipeline; S = Q K^T (both K-major from shared
-// memory), online softmax in registers, O += P V (P from registers, V MN-major). (A version that
-// computed the next block's scores during the softmax was 7% slower at Dh = 64, 5% faster at 128:
-// kernels/NOTES.md.)
+// Forward: one CTA of two warpgroups per 128-query block of one head, warpgroup w owning queries
+// 64w .. 64w+63, both reading each K / V tile (half the L2 traffic of a 64-query CTA: 26% faster at
+// Dh = 128, the same at 64). Key blocks of 64 from the diagonal down to 0 through a kWgFwdStages
+// cp.async pipeline with one barrier per block; per warpgroup S = Q K^T (both K-major from shared
+// memory), online softmax in registers, O += P V (P from registers, V MN-major). Warpgroup 0 skips
+// the block's last key block (all after its queries). (A 64-query version that computed the next
+// block's scores during the softmax was 7% slower at Dh = 64, 5% faster at 128: kernels/NOTES.md.)
 template <int Dh>
-__global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdParams p) {
 #if SB_WGMMA
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, tile = sw_bytes(kL, Dh);
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, tile = sw_bytes(kL, Dh), kS = kWgFwdStages;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* const sQ = align1024(smem_raw);
-  unsigned char* const sKV = sQ + tile;  // stage s: K at sKV + 2 s tile, V one tile further
-  float* const colb = reinterpret_cast<float*>(sKV + 4 * tile);  // [2][64]
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * warp;
+  unsigned char* const sQ = align1024(smem_raw);  // Q: one 128-row tile, warpgroup w's rows from 64w
+  unsigned char* const sKV = sQ + 2 * tile;       // stage s: K at sKV + 2 s tile, V one tile further
+  float* const colb = reinterpret_cast<float*>(sKV + 2 * kS * tile);  // [kS][64]
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, r0 = 16 * warp;
   const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
   const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
-  const int n = p.nb - 1 - static_cast<int>(item / BH);
-  const int64_t i0 = static_cast<int64_t>(n) * kL, rs = p.H * Dh, head0 = (b * p.T * p.H + h) * Dh;
-  const int nvalid = static_cast<int>(min64(kL, p.T - i0));
+  const int nq2 = (p.nb + 1) / 2, n2 = nq2 - 1 - static_cast<int>(item / BH);  // 128-query block
+  const int top = min(2 * n2 + 1, p.nb - 1);  // the last key block with a query of this CTA
+  const int diag = 2 * n2 + wg;               // this warpgroup's diagonal key block
+  const int64_t c0 = static_cast<int64_t>(n2) * 2 * kL, i0 = c0 + wg * kL, rs = p.H * Dh;
+  const int64_t head0 = (b * p.T * p.H + h) * Dh;
+  const int nvalid = static_cast<int>(min64(kL, p.T - i0));  // <= 0: warpgroup 1 past T (idle)
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
-  const double gref = gh ? gh[i0] : 0.0;
+  const double gref = gh ? gh[c0] : 0.0;
   const float sl2 = p.scale * kLog2e;
   const bool prescale = gh || !(sl2 > 0.f);
   const float scale2 = prescale ? 1.f : sl2;
@@ -54,37 +65,42 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kerne
   query_gate_bias(rb2, gh, i0, r0, p.T, gref, lane);
   const bf16* k = static_cast<const bf16*>(p.k);
   const bf16* v = static_cast<const bf16*>(p.v);
-  sw_copy_async(sQ, kL, Dh, static_cast<const bf16*>(p.q) + head0 + i0 * rs, rs, nvalid, tid, 128);
-  auto issue = [&](int j, int st) {  // key block j into stage st
-    const int64_t k0 = static_cast<int64_t>(j) * kL;
-    const int kvalid = static_cast<int>(min64(kL, p.T - k0));
-    unsigned char* kv = sKV + 2 * st * tile;
-    sw_copy_async(kv, kL, Dh, k + head0 + k0 * rs, rs, kvalid, tid, 128);
-    sw_copy_async(kv + tile, kL, Dh, v + head0 + k0 * rs, rs, kvalid, tid, 128);
-    fill_colbias(colb + st * kL, gh, k0, p.T, gref, tid);
+  sw_copy_async(sQ, 2 * kL, Dh, static_cast<const bf16*>(p.q) + head0 + c0 * rs, rs,
+                static_cast<int>(min64(2 * kL, p.T - c0)), tid, 256);
+  auto issue = [&](int it) {  // key block top - it into stage it % kS (an empty group past block 0)
+    if (it <= top) {
+      const int64_t k0 = static_cast<int64_t>(top - it) * kL;
+      const int kvalid = static_cast<int>(min64(kL, p.T - k0));
+      unsigned char* kv = sKV + 2 * (it % kS) * tile;
+      sw_copy_async(kv, kL, Dh, k + head0 + k0 * rs, rs, kvalid, tid, 256);
+      sw_copy_async(kv + tile, kL, Dh, v + head0 + k0 * rs, rs, kvalid, tid, 256);
+      fill_colbias(colb + (it % kS) * kL, gh, k0, p.T, gref, tid);
+    }
     cp_async_commit();
   };
 
   float O[NTD][4], m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   zero(O);
-  issue(n, 0);
-  for (int m = n, it = 0; m >= 0; --m, ++it) {
-    const int cur = it & 1;
-    if (m > 0) issue(m - 1, cur ^ 1);
-    else cp_async_commit();
-    cp_async_wait<1>();
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s) issue(s);
+  for (int it = 0; it <= top; ++it) {
+    cp_async_wait<kS - 2>();  // key block top - it has landed
     fence_async_smem();
-    __syncthreads();
+    __syncthreads();  // ... for every thread; and every warpgroup is done with the stage refilled next
+    issue(it + kS - 1);
+    const int m = top - it, cur = it % kS;
+    if (m > diag || nvalid <= 0) continue;
     const unsigned char* Kc = sKV + 2 * cur * tile;
     float S[8][4];
     zero(S);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(S, desc_kmajor(sQ, kL, 0, kk), desc_kmajor(Kc, kL, 0, kk));
+    for (int kk = 0; kk < KTD; ++kk)
+      wgmma_ss<0, 0>(S, desc_kmajor(sQ, 2 * kL, kL * wg, kk), desc_kmajor(Kc, kL, 0, kk));
     wg_commit();
     wg_wait<0>();
     wg_hold(S);
-    if (prescale || m == n) fwd_logits(S, prescale, sl2, rb2, colb + cur * kL, m == n, r0, nvalid, lane);
+    if (prescale || m == diag) fwd_logits(S, prescale, sl2, rb2, colb + cur * kL, m == diag, r0, nvalid, lane);
     online_softmax(S, m2, l, O, scale2);
     uint32_t pa[4][4], unused[4];
 #pragma unroll
@@ -97,9 +113,9 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kerne
     wg_commit();
     wg_wait<0>();
     wg_hold(O);
-    __syncthreads();  // stage `cur` is refilled next
   }
-  fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<bf16*>(p.out) + head0 + i0 * rs, rs, true, r0, lane);
+  if (nvalid > 0)
+    fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<bf16*>(p.out) + head0 + i0 * rs, rs, true, r0, lane);
 #endif
 }
 
@@ -108,9 +124,11 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 4 : 2) softmax_fwd_wgmma_kerne
 // double-buffered cp.async pipeline, each tile of Q and dO serving both warpgroups. Per query
 // block, each warpgroup: S^T = K Q^T and dP^T = V dO^T (K-major), P^T and dS^T in registers
 // (softmax_bwd_probs), dV += P^T dO and dK += dS^T Q (A from registers, B MN-major), dS^T rows to
-// shared memory; then dQ (64 queries x Dh) = dS K over all 128 keys, warpgroup w computing columns
-// [w Dh/2, (w+1) Dh/2) (A and B MN-major), added to the fp32 accumulator by 16-byte atomics. 128
-// keys per CTA halve the L2 traffic of both the Q / dO tiles and the dQ atomics against 64.
+// one of two shared buffers. The query block's dQ (64 queries x Dh) = dS K over all 128 keys runs
+// in the next iteration, behind that block's dV, dK products (one barrier per query block),
+// warpgroup w computing columns [w Dh/2, (w+1) Dh/2) (A and B MN-major), added to the fp32
+// accumulator by 16-byte atomics. 128 keys per CTA halve the L2 traffic of both the Q / dO tiles
+// and the dQ atomics against 64.
 template <int Dh>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdParams p) {
 #if SB_WGMMA
@@ -120,8 +138,8 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   unsigned char* const sK = align1024(smem_raw);
   unsigned char* const sV = sK + ktile;
   unsigned char* const sQO = sV + ktile;        // stage s: Q at sQO + 2 s qtile, dO one tile further
-  unsigned char* const sdS = sQO + 4 * qtile;   // dS^T (scaled): [128 keys][64 queries]
-  float* const stats = reinterpret_cast<float*>(sdS + sw_bytes(kN, kL));  // [2][3][64]
+  unsigned char* const sdS = sQO + 4 * qtile;   // buffer it % 2: dS^T (scaled) of iteration it, [128 keys][64 queries]
+  float* const stats = reinterpret_cast<float*>(sdS + 2 * sw_bytes(kN, kL));  // [2][3][64]
   float* const colb = stats + 6 * kL;                                     // [128]
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
   const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
@@ -156,14 +174,27 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   zero(dV);
   float kb2[2] = {0.f, 0.f}, dgk[2] = {0.f, 0.f};  // key gate bias (set after the first barrier), dg sums
   const int qb0 = 2 * kb;
+  // dQ columns [wg DQN, (wg+1) DQN) of query block qb += dS K over the 128 keys, from dS^T buffer buf.
+  float dQ[DQN / 8][4];
+  auto issue_dq = [&](int buf) {
+    zero(dQ);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      wgmma_ss<1, 1>(dQ, desc_mnmajor(sdS + buf * sw_bytes(kN, kL), kN, 0, kk), desc_mnmajor(sK, kN, DQN * wg, kk));
+    wg_commit();
+  };
+  auto add_dq = [&](int qb) {
+    wg_hold(dQ);
+    atomic_frag(p.dq_acc + (bh * Tp + static_cast<int64_t>(qb) * kL) * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane);
+  };
   issue(qb0, 0);
   for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
     const int cur = it & 1;
-    if (qb + 1 < p.nb) issue(qb + 1, cur ^ 1);
-    else cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<0>();
     fence_async_smem();
-    __syncthreads();
+    __syncthreads();  // stage `cur` and dS^T of the previous query block are complete; the other stage is free
+    if (qb + 1 < p.nb) issue(qb + 1, cur ^ 1);
     if (it == 0) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) kb2[rr] = colb[kr0 + r0 + g + 8 * rr];
@@ -174,6 +205,8 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     // Warpgroup 1 has nothing to do on the block's first query block (all its keys come later).
     const bool active = qb >= qb0 + wg;
 
+    // The previous query block's dQ is issued behind this block's dV, dK (no barrier between them).
+    // (Issued before this block's probabilities instead, at Dh = 64, it made the kernel 9% slower.)
     uint32_t sa[4][4] = {};
     if (active) {
       float Pt[8][4], dSt[8][4];
@@ -213,29 +246,22 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
         for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(dK, np), sa[kk], desc_mnmajor(Qc, kL, 64 * np, kk));
       wg_commit();
     }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS, kN, kr0 + r0, kk, sa[kk], lane);
-    fence_async_smem();
-    if (active) {
+    if (it > 0) {
+      issue_dq(cur ^ 1);
       wg_wait<0>();
-      wg_hold(dK);
-      wg_hold(dV);
+      add_dq(qb - 1);
     }
-    __syncthreads();
-
-    // dQ columns [wg DQN, (wg+1) DQN) of this query block += dS K over the 128 keys.
-    float dQ[DQN / 8][4];
-    zero(dQ);
-    wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-      wgmma_ss<1, 1>(dQ, desc_mnmajor(sdS, kN, 0, kk), desc_mnmajor(sK, kN, DQN * wg, kk));
-    wg_commit();
-    wg_wait<0>();
-    wg_hold(dQ);
-    atomic_frag(p.dq_acc + (bh * Tp + i0) * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane);
-    __syncthreads();  // stage `cur` and dS^T are refilled next
+    for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS + cur * sw_bytes(kN, kL), kN, kr0 + r0, kk, sa[kk], lane);
+    fence_async_smem();
+    wg_wait<0>();  // dV, dK (still pending on the first query block): their A registers are reused next
+    wg_hold(dK);
+    wg_hold(dV);
   }
+  __syncthreads();  // the last query block's dS^T
+  issue_dq((p.nb - 1 - qb0) & 1);
+  wg_wait<0>();
+  add_dq(p.nb - 1);
 
   const int64_t kw = head0 + (k0 + kr0) * rs;
   store_frag_global(static_cast<bf16*>(p.dk) + kw, rs, true, r0, wvalid, dK, 1.f, lane);
