@@ -274,6 +274,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.ke_hi = sa.ke_hi, p.ke_lo = sa.ke_lo, p.cs_hi = sa.cs_hi, p.cs_lo = sa.cs_lo;
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;
+      if (cfg.inter)
+        p.xs = ws.at<detail::bf16_raw>(L.xs), p.dxs = ws.at<float>(L.dxs), p.xs_rows = cfg.xs_rows;
     }
     detail::FactorsBwdArgs fa;
     fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;
@@ -289,6 +291,14 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       }
       p.bh0 = sa.bh0 = fa.bh0 = bh0;
       p.nbh = sa.nbh = fa.nbh = nbh;
+      if (cfg.inter) {  // pairs with earlier superchunks on wgmma: states, the pass, then the rest
+        p.inter = 1;
+        detail::launch_bwd<true>(p, cfg, d.Dh, stream);
+        prof.mark("states");
+        detail::launch_path_inter_bwd(p, d.Dh, stream);
+        prof.mark("inter pairs");
+        p.inter = 2;
+      }
       detail::launch_bwd<true>(p, cfg, d.Dh, stream);
       prof.mark("fused");
       if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");

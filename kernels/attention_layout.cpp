@@ -21,6 +21,9 @@ int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
 // 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for 7-9% more time there).
 constexpr int64_t kAccBudget = int64_t{128} << 20;
 constexpr int64_t kMinWaves = 3;
+// With the wgmma inter-superchunk pass, superchunks of 6 blocks from 24 blocks on (kernels/NOTES.md:
+// 6 measured fastest of 2-12 at T = 2048, 4096 and 8192 once the pairs between superchunks are cheap).
+constexpr int64_t kInterSuperchunk = 6, kInterMinBlocks = 24;
 
 struct DeviceInfo {
   int sms = 1, max_smem = 48 * 1024;
@@ -59,9 +62,10 @@ int64_t bwd_group_override() {
 }
 
 // The PaTH backward's accumulators for g heads, taken from o: dv, dk, dkt, dy, dw ([g, Tp, Dh] fp32
-// each), dz ([g, nb, 64, 64]), dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]) and
-// dws ([g, nsc, Dh, Dh]).
-void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t nsc, int64_t g) {
+// each), dz ([g, nb, 64, 64]), dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]),
+// dws ([g, nsc, Dh, Dh]) and for the wgmma inter pass dxs ([g, xs_rows, Dh]).
+void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t nsc, int64_t g,
+                            int64_t xs_rows) {
   const size_t rows = static_cast<size_t>(g * nb * kBlock * d.Dh) * 4, mats = static_cast<size_t>(g * d.Dh * d.Dh) * 4;
   w.dv = o.take(rows);
   w.dk = o.take(rows);
@@ -71,25 +75,32 @@ void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t
   w.dz = o.take(static_cast<size_t>(g * nb * kBlock * kBlock) * 4);
   w.dp = o.take(path_dense(d.Dh) ? static_cast<size_t>(nb) * mats : 0);
   if (nsc > 0) w.dke = o.take(rows), w.dws = o.take(static_cast<size_t>(nsc) * mats);
+  w.dxs = o.take(static_cast<size_t>(g * xs_rows * d.Dh) * 4);
 }
 
 }  // namespace
 
-// Bytes of those accumulators for one head (b, h).
-int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc) {
+// Bytes of those accumulators for one head (b, h), with the inter pass's bf16 states.
+int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc, int64_t xs_rows) {
   Workspace w;
   Offsets o;
-  take_path_accumulators(w, o, d, nb, nsc, 1);
-  return static_cast<int64_t>(o.end);
+  take_path_accumulators(w, o, d, nb, nsc, 1, xs_rows);
+  return static_cast<int64_t>(o.end) + xs_rows * d.Dh * 2;
+}
+
+bool path_inter_wgmma(const AttnDims& d, DType dt, int warps) {
+  if (warps != 4 || !softmax_attention_uses_wgmma(d.Dh, dt)) return false;
+  const char* env = std::getenv("STATEBENCH_PATH_INTER_WGMMA");
+  return !(env && std::string(env) == "0");
 }
 
 // Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
 // but at least ceil(kMinWaves persistent / nqb) (waves of the persistent grid per launch), at most B H;
 // then evened out over the same number of launches (63, 63, 2 becomes 43, 43, 42).
-int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t persistent) {
+int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t xs_rows, int64_t persistent) {
   const int64_t BH = d.B * d.H, forced = bwd_group_override();
   if (forced > 0) return std::min(forced, BH);
-  const int64_t a = path_acc_row_bytes(d, nb, nsc);
+  const int64_t a = path_acc_row_bytes(d, nb, nsc, xs_rows);
   if (a * BH <= kAccBudget) return BH;
   const int64_t g_min = (kMinWaves * persistent + nqb - 1) / nqb;
   const int64_t g = std::max<int64_t>(1, std::min(BH, std::max(g_min, kAccBudget / a)));
@@ -97,11 +108,89 @@ int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, 
   return (BH + launches - 1) / launches;
 }
 
-BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
-  const DeviceInfo dev = device_info();
-  const bool f32 = dt == DType::F32, dense = path && path_dense(d.Dh);
+namespace {
+
+// Developer / test switch STATEBENCH_PATH_SUPERCHUNK=N: superchunks of N blocks (0 = off); -1 when
+// unset.
+int64_t superchunk_override() {
+  const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK");
+  if (!env) return -1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || v < 0 || v == 1)
+    fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
+  return v;
+}
+
+// The PaTH backward kernel's query block (warps), pipeline depth and shared memory on this device:
+// the largest query block that fits, double-buffered when possible; its persistent grid.
+struct PathBwdShape {
+  int warps = 4, stages = 2, smem = 0;
+  int64_t nqb = 0, persistent = 0;
+};
+PathBwdShape path_bwd_shape(const AttnDims& d, DType dt, const DeviceInfo& dev) {
+  const bool f32 = dt == DType::F32, dense = path_dense(d.Dh);
   // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
   // double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
+  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
+  const bool one_stage = stages_env && std::string(stages_env) == "1";
+  PathBwdShape s;
+  for (int warps : {4, 2, 1}) {
+    for (int stages : {2, 1})
+      if (path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages) <= dev.max_smem) {
+        s.warps = warps, s.stages = stages, s.smem = path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages);
+        break;
+      }
+    if (s.smem) break;
+  }
+  if (!s.smem)
+    fail("attention backward: needs {} bytes of shared memory, the device allows {}",
+         path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
+  if (one_stage && s.stages == 2) {
+    s.stages = 1;
+    s.smem = path_bwd_smem_bytes(d.Dh, f32, dense, s.warps, 1);
+  }
+  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, s.warps, s.smem));
+  s.nqb = (d.T + 16 * s.warps - 1) / (16 * s.warps);
+  s.persistent = static_cast<int64_t>(dev.sms) * occ;
+  return s;
+}
+
+}  // namespace
+
+ScPlan superchunk_plan_for(const AttnDims& d, bool wgmma, int64_t nqb, int64_t persistent) {
+  const int64_t nb = (d.T + kBlock - 1) / kBlock;
+  auto make = [&](int64_t sc, bool inter) {
+    ScPlan s;
+    if (sc <= 0 || nb <= sc) return s;
+    s.sc = static_cast<int>(sc);
+    s.nsc = static_cast<int>((nb + sc - 1) / sc);
+    if (inter) {  // memory first: only where its states fit the accumulator budget
+      const int64_t rows = sc_state_row(s.nsc - 1, nb * kBlock, sc * kBlock);
+      const int64_t g = path_bwd_group(d, nb, nqb, s.nsc, rows, persistent);
+      if (g * path_acc_row_bytes(d, nb, s.nsc, rows) <= kAccBudget) s.inter = true, s.xs_rows = rows;
+    }
+    return s;
+  };
+  const int64_t forced = superchunk_override();
+  if (forced >= 0) return make(forced, wgmma);
+  if (wgmma && nb >= kInterMinBlocks) {
+    const ScPlan s = make(kInterSuperchunk, true);
+    if (s.inter) return s;
+  }
+  return make(std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb))))), wgmma);
+}
+
+ScPlan superchunk_plan(const AttnDims& d, DType dt) {
+  if (d.T <= 2 * kBlock) return superchunk_plan_for(d, false, 1, 1);  // none (nb <= 2): no device query
+  const PathBwdShape shape = path_bwd_shape(d, dt, device_info());
+  return superchunk_plan_for(d, path_inter_wgmma(d, dt, shape.warps), shape.nqb, shape.persistent);
+}
+
+BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
+  const DeviceInfo dev = device_info();
+  const bool f32 = dt == DType::F32;
+  // STATEBENCH_ATTN_BWD_STAGES=1 (path_bwd_shape) also applies to the softmax backward.
   const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
   const bool one_stage = stages_env && std::string(stages_env) == "1";
   BwdConfig cfg;
@@ -114,32 +203,14 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     cfg.bh_group = d.B * d.H;
     return cfg;
   }
-  cfg.smem = 0;
-  // The largest query block that fits, double-buffered when possible.
-  for (int warps : {4, 2, 1}) {
-    for (int stages : {2, 1})
-      if (path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages) <= dev.max_smem) {
-        cfg.warps = warps, cfg.stages = stages, cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, warps, stages);
-        break;
-      }
-    if (cfg.smem) break;
-  }
-  if (!cfg.smem)
-    fail("attention backward: needs {} bytes of shared memory, the device allows {}",
-         path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
-  if (one_stage && cfg.stages == 2) {
-    cfg.stages = 1;
-    cfg.smem = path_bwd_smem_bytes(d.Dh, f32, dense, cfg.warps, 1);
-  }
-  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, cfg.warps, cfg.smem));
-  const int64_t Bq = 16 * cfg.warps, nqb = (d.T + Bq - 1) / Bq, persistent = static_cast<int64_t>(dev.sms) * occ;
+  const PathBwdShape shape = path_bwd_shape(d, dt, dev);
+  cfg.warps = shape.warps, cfg.stages = shape.stages, cfg.smem = shape.smem;
+  const int64_t Bq = 16 * cfg.warps, nqb = shape.nqb, persistent = shape.persistent;
   const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
-  if (nbmax > 0) {
-    cfg.sc = superchunk_blocks(nb);
-    if (cfg.sc > 0) cfg.nsc = static_cast<int>((nb + cfg.sc - 1) / cfg.sc);
-  }
+  const ScPlan plan = superchunk_plan_for(d, path_inter_wgmma(d, dt, cfg.warps), nqb, persistent);
+  cfg.sc = plan.sc, cfg.nsc = plan.nsc, cfg.inter = plan.inter, cfg.xs_rows = plan.xs_rows;
   // One launch per group of bh_group heads: the grid (and the scratch) serve one group.
-  cfg.bh_group = path_bwd_group(d, nb, nqb, cfg.nsc, persistent);
+  cfg.bh_group = path_bwd_group(d, nb, nqb, cfg.nsc, cfg.xs_rows, persistent);
   cfg.grid = static_cast<int>(std::min(nqb * cfg.bh_group, persistent));
   if (nbmax == 0) return cfg;
   const int64_t state = Bq * d.Dh / (f32 ? 1 : 2);  // floats of one query state (bf16 in bf16 mode)
@@ -167,18 +238,6 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   return cfg;
 }
 
-int superchunk_blocks(int64_t nb) {
-  int64_t sc = std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb)))));
-  if (const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || v < 0 || v == 1)
-      fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
-    sc = v;
-  }
-  return sc > 0 && nb > sc ? static_cast<int>(sc) : 0;
-}
-
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
@@ -194,9 +253,10 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   f.minv = o.take(with_minv ? blk : 0);
   f.c = o.take(cplane);
   f.c_lo = o.take(cplane);
-  f.sc = superchunk_blocks(nb);
+  const ScPlan plan = superchunk_plan(d, dt);
+  f.sc = plan.sc;
   if (f.sc > 0) {
-    f.nsc = static_cast<int>((nb + f.sc - 1) / f.sc);
+    f.nsc = plan.nsc;
     const size_t scm = static_cast<size_t>(BH * f.nsc * d.Dh * d.Dh) * 2;
     f.ke = o.take(plane);
     f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
@@ -221,7 +281,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);  // all heads (zeroed once)
     w.group_begin = o.end;
     if (path) {
-      take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group);  // one group of heads
+      take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group, cfg.xs_rows);  // one group of heads
     } else {
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }
@@ -230,6 +290,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     const size_t sc_bytes = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4 : 0;
     w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
     if (cfg.sc > 0) w.sc_scratch = w.scratch;
+    w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
   }
   w.total = o.end;
   return w;

@@ -29,6 +29,11 @@ inline bool path_dense(int64_t Dh) { return Dh <= 64; }
 // Floats of one packed strictly lower 64 x 64 matrix (Z; Minv without its unit diagonal): row r
 // keeps its first 4 ceil(r / 4) entries, 2112 floats instead of 4096 (attn_common.cuh tri_row).
 constexpr int64_t kTriFloats = 2112;
+// Inter-superchunk pairs on wgmma (BwdParams::inter): per head, superchunk b's query states
+// X_{e_b} (and their gradients) cover the queries after it, rows (b + 1) S .. Tp - 1 (S = 64 sc),
+// stored after those of superchunks 0 .. b-1: first row b Tp - S b (b + 1) / 2; the total for
+// nsc superchunks is sc_state_row(nsc - 1, ...).
+constexpr int64_t sc_state_row(int64_t b, int64_t Tp, int64_t S) { return b * Tp - S * b * (b + 1) / 2; }
 // Throws unless heads bh0 .. bh0 + nbh - 1 are a non-empty range of the B H heads (a backward group).
 inline void check_head_group(int64_t bh0, int64_t nbh, int64_t BH, const char* what) {
   if (nbh < 1 || bh0 < 0 || bh0 + nbh > BH) throw_error(what);
@@ -122,6 +127,15 @@ struct BwdParams {
   float* dke_acc = nullptr;  // [nbh, Tp, Dh] dL/dKe (atomics)
   float* dws_acc = nullptr;  // [nbh, nsc, Dh, Dh] dL/dW_b (atomics)
   int sc = 0, nsc = 0;       // blocks per superchunk (0: none), superchunks
+  // Inter-superchunk pairs on wgmma (bf16, sm_90, 4 warps; kernels/NOTES.md "Inter-superchunk
+  // pairs on wgmma"). inter = 0: the fused kernel visits every key block. inter = 1: it only writes
+  // the query states X_{e_b} (b < a) to xs and returns. inter = 2: it takes dL/dX_{e_b} from dxs
+  // instead of visiting the key blocks of earlier superchunks (softmax_bwd_wgmma_kernel<Dh, true>
+  // filled dxs, dv_acc and dke_acc from xs in between). xs, dxs: [nbh, xs_rows, Dh] (sc_state_row).
+  bf16_raw* xs = nullptr;
+  float* dxs = nullptr;  // zeroed with the group's accumulators
+  int64_t xs_rows = 0;
+  int inter = 0;
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
   int stages = 2;                  // key-block pipeline depth
@@ -140,22 +154,42 @@ struct BwdConfig {
   int64_t slot_floats = 0;
   int sc = 0, nsc = 0, sc_grid = 0;  // superchunks (PaTH, 0 = none) and the sc_bwd kernel's grid
   int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
+  bool inter = false;                // PaTH: inter-superchunk pairs on wgmma (BwdParams::inter)
+  int64_t xs_rows = 0;               // their query states per head (sc_state_row)
 };
-// Blocks per superchunk for nb blocks (0: no superchunks). Default max(8, ceil(sqrt(nb))) when
-// nb exceeds it; STATEBENCH_PATH_SUPERCHUNK=N sets N (0 turns them off; tests use small N).
-int superchunk_blocks(int64_t nb);
+// The superchunks of a PaTH call (forward and backward agree: the factors are kept between them):
+// sc blocks each (0: none, when nb <= sc), nsc of them, and whether the backward runs the pairs
+// between superchunks on wgmma (inter, with xs_rows states per head). Where the wgmma pass can run
+// (wgmma: path_inter_wgmma) and nb >= 24, sc = 6 if its states and gradients fit the backward's
+// accumulator budget at the head group path_bwd_group picks (memory first: not at (2,8192,16,128));
+// otherwise max(8, ceil(sqrt(nb))), with the pass wherever it fits. STATEBENCH_PATH_SUPERCHUNK=N
+// sets N (0 turns superchunks off; tests use small N). superchunk_plan_for is the arithmetic for
+// a persistent grid of `persistent` CTAs over nqb query blocks per head; superchunk_plan asks this
+// device.
+struct ScPlan {
+  int sc = 0, nsc = 0;
+  bool inter = false;
+  int64_t xs_rows = 0;
+};
+ScPlan superchunk_plan_for(const AttnDims& d, bool wgmma, int64_t nqb, int64_t persistent);
+ScPlan superchunk_plan(const AttnDims& d, DType dt);
 // Bytes of the PaTH backward's accumulators for one head, and the heads per backward group for a
 // persistent grid of `persistent` CTAs over nqb query blocks per head (STATEBENCH_PATH_BWD_GROUP
 // overrides; kernels/NOTES.md "Backward head groups").
-int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc);
-int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t persistent);
+// xs_rows: the states of the wgmma inter-superchunk pass per head (0 without it); they count as
+// accumulators (their gradients are zeroed with them).
+int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc, int64_t xs_rows);
+int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t xs_rows, int64_t persistent);
+// Whether the PaTH backward runs its inter-superchunk pairs on wgmma (bf16 at Dh 64 / 128 on sm_90
+// with 4-warp query blocks; STATEBENCH_PATH_INTER_WGMMA=0 turns it off for A/B timing).
+bool path_inter_wgmma(const AttnDims& d, DType dt, int warps);
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
 
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
 // pushed keys, UT pieces and block transports; minv only where a backward will use them.
 struct FactorLayout {
   size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
-  size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0;  // superchunks (when superchunk_blocks(nb) > 0)
+  size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0;  // superchunks (when superchunk_plan gives sc > 0)
   int sc = 0, nsc = 0;
   size_t total = 0;
 };
@@ -169,8 +203,9 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
 struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
   size_t acc_begin = 0, dg = 0, group_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0;
-  size_t dke = 0, dws = 0, acc_end = 0;
+  size_t dke = 0, dws = 0, dxs = 0, acc_end = 0;
   size_t sc_scratch = 0;  // superchunks
+  size_t xs = 0;          // the wgmma inter-superchunk pass's query states (one group, bf16)
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
@@ -260,6 +295,9 @@ struct ScArgs {
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
 void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream);
 int sc_bwd_smem_bytes(int64_t Dh, bool f32);
+// The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
+// launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
+void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
 
 void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 

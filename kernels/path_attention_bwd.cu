@@ -1,7 +1,10 @@
 // path_attention_bwd.cu: instantiates the fused attention backward kernel for PaTH (one
-// instantiation per head dim) with its launcher, shared-memory size and occupancy query. The
-// kernel is in path_bwd_kernel.cuh; attention_api.cpp sequences it with the factor kernels.
+// instantiation per head dim) with its launcher, shared-memory size and occupancy query, and the
+// wgmma pass over its inter-superchunk pairs (softmax_bwd_wgmma_kernel<Dh, true>). The kernels are
+// in path_bwd_kernel.cuh and softmax_wgmma.cuh; attention_api.cpp sequences them with the factor
+// kernels.
 #include "kernels/path_bwd_kernel.cuh"
+#include "kernels/softmax_wgmma.cuh"
 
 namespace sb::cuda::detail {
 
@@ -30,6 +33,17 @@ void launch_bwd<true>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cuda
     kernel<<<cfg.grid, 32 * cfg.warps, cfg.smem, stream>>>(p);
     SB_CUDA_CHECK_LAUNCH();
   });
+}
+
+void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {
+  check_head_group(p.bh0, p.nbh, p.B * p.H, "PaTH attention backward: bad group of heads");
+  if (!p.bf16 || (Dh != 64 && Dh != 128) || p.sc < 2 || p.nsc < 2 || !p.xs || !p.dxs || p.warps != 4)
+    throw_error("PaTH attention backward: the wgmma inter-superchunk pass needs bf16, Dh 64 or 128 and superchunks");
+  // CTAs: (superchunk b < nsc - 1, pair of its key blocks, head of the group), superchunk 0 first
+  // (it has the most query blocks after it).
+  const int64_t grid = static_cast<int64_t>(p.nsc - 1) * ((p.sc + 1) / 2) * p.nbh;
+  launch_wgmma(softmax_bwd_wgmma_kernel<64, true>, softmax_bwd_wgmma_kernel<128, true>, wg_bwd_smem_bytes(64),
+               wg_bwd_smem_bytes(128), p, Dh, grid, stream);
 }
 
 }  // namespace sb::cuda::detail

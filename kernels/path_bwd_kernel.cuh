@@ -9,7 +9,9 @@
 // dV += P^T dO, dKt += dS^T X and the block-product gradient (dense dP += X^T G, or factored dW,
 // dY) go to the group's fp32 accumulators by atomics; G <- G P^T + dS Kt. The own block then yields
 // dq (written directly) and the own-block terms of dK, dV, dW, dY, dZ. Everything is in
-// unscaled-query space: dS_raw = scale * dS.
+// unscaled-query space: dS_raw = scale * dS. With p.inter (bf16 on sm_90) the pairs with earlier
+// superchunks move to softmax_bwd_wgmma_kernel<Dh, true>: a first launch (inter = 1) only writes the
+// states X_{e_b}, a second (inter = 2) adds their gradients from dxs instead of visiting those keys.
 #pragma once
 #include <cmath>
 
@@ -178,6 +180,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     const int64_t i0 = static_cast<int64_t>(qb) * Bq, head0 = (b * p.T * p.H + h) * Dh;
     const int n = static_cast<int>(i0 / kL), q0 = static_cast<int>(i0 % kL);
     const int64_t kn0 = static_cast<int64_t>(n) * kL;
+    if (p.inter == 1 && n < p.sc) continue;  // no earlier superchunk: no state to write
     const int nvalid = static_cast<int>(min64(Bq, p.T - i0));
     const int kvalid = static_cast<int>(min64(kL, p.T - kn0));
     const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
@@ -246,6 +249,16 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           return m == min(n, (s + 1) * seg) - 1 ? s : -1;
         });
       }
+      // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
+      const int64_t S = static_cast<int64_t>(p.sc) * kL;
+      auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
+      if (p.inter == 1) {  // the states for the wgmma pass (bf16 mode: they are bf16 in the slots)
+        for (int b = 0; b < a; ++b) {
+          load_state<bf>(X, slots, sc_slot(b), Bq, Dh, warp, lane);
+          store_frag_global(p.xs + xs_row(b) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+        }
+        continue;
+      }
       // Phases, left to right: superchunks b < a (inter) then the own one from s_a; or segments.
       const int nphase = a > 0 ? a + 1 : nseg;
       for (int ph = 0; ph < nphase; ++ph) {
@@ -270,6 +283,15 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
 #pragma unroll
               for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
             __syncthreads();  // the Cs_b tile and X / G tiles are reused
+          }
+          if (p.inter == 2) {  // G += dL/dX_{e_b} over this superchunk's keys (the wgmma pass)
+            float D[NTD][4];
+            load_frag_global(D, p.dxs + xs_row(ph) * Dh, Dh, false, r0, nvalid, lane);
+#pragma unroll
+            for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) G[nt][e] += D[nt][e];
+            continue;
           }
         } else if (a == 0) {  // this segment's states X_hi .. X_lo
           if (nseg > 1) load_state<bf>(X, slots, lo / seg, Bq, Dh, warp, lane);

@@ -32,20 +32,6 @@ bool softmax_attention_uses_wgmma(int64_t Dh, DType dt) {
 
 namespace sb::cuda::detail {
 
-namespace {
-// Launches the wgmma kernel for Dh = 64 or 128 (kernel64 / kernel128; two warpgroups per CTA) with
-// its shared memory.
-template <typename P>
-void launch_wgmma(void (*kernel64)(P), void (*kernel128)(P), int smem64, int smem128, const P& p, int64_t Dh,
-                  int64_t grid, cudaStream_t stream) {
-  auto* kernel = Dh == 64 ? kernel64 : kernel128;
-  const int smem = Dh == 64 ? smem64 : smem128;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<static_cast<unsigned>(grid), 256, smem, stream>>>(p);
-  SB_CUDA_CHECK_LAUNCH();
-}
-}  // namespace
-
 template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, params.bf16 ? DType::BF16 : DType::F32)) {
@@ -74,7 +60,7 @@ int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages) {
 template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
-    launch_wgmma(softmax_bwd_wgmma_kernel<64>, softmax_bwd_wgmma_kernel<128>, wg_bwd_smem_bytes(64),
+    launch_wgmma(softmax_bwd_wgmma_kernel<64, false>, softmax_bwd_wgmma_kernel<128, false>, wg_bwd_smem_bytes(64),
                  wg_bwd_smem_bytes(128), p, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
     return;
   }

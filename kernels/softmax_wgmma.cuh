@@ -129,7 +129,13 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // warpgroup w computing columns [w Dh/2, (w+1) Dh/2) (A and B MN-major), added to the fp32
 // accumulator by 16-byte atomics. 128 keys per CTA halve the L2 traffic of both the Q / dO tiles
 // and the dQ atomics against 64.
-template <int Dh>
+// kInter: the same pass over PaTH's inter-superchunk pairs (path_attention_bwd.cu, BwdParams::inter):
+// a CTA takes two key blocks of superchunk b of a head of the group (one when the superchunk's
+// block count is odd), their keys pushed to the superchunk's end (ke_hi) against the states
+// X_{e_b} (xs) of every query block after the superchunk, without a causal mask; dV and dKe are
+// added to the group's fp32 accumulators (no other kernel writes them meanwhile) and dL/dX_{e_b}
+// to dxs by atomics.
+template <int Dh, bool kInter>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdParams p) {
 #if SB_WGMMA
   constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2;
@@ -143,19 +149,36 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   float* const colb = stats + 6 * kL;                                     // [128]
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
   const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
-  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest key blocks (most query blocks) first
-  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
-  const int kb = static_cast<int>(item / BH);  // 128-key block; warpgroup w's 64 keys are block 2kb + w
-  const int64_t k0 = static_cast<int64_t>(kb) * kN, Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
+  const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh, item = blockIdx.x;  // heaviest first
+  // This CTA's head (bh global, lb local to the group), first key block kb0 (warpgroup w's 64 keys
+  // are block kb0 + w), first query block qb0 and its rows: Q (q, or the states in xs) and dQ.
+  int64_t bh, lb = 0, xrow0 = 0;
+  int kb0, qb0, kvalid;
+  if constexpr (kInter) {
+    const int npair = (p.sc + 1) / 2;
+    lb = item % p.nbh, bh = p.bh0 + lb;
+    const int sb = static_cast<int>(item / p.nbh / npair), j = static_cast<int>(item / p.nbh % npair);
+    kb0 = sb * p.sc + 2 * j, qb0 = (sb + 1) * p.sc;
+    kvalid = kL * min(2, qb0 - kb0);  // keys of earlier superchunks are all valid
+    xrow0 = lb * p.xs_rows + sc_state_row(sb, Tp, static_cast<int64_t>(p.sc) * kL) - static_cast<int64_t>(qb0) * kL;
+  } else {
+    bh = item % (p.B * p.H), kb0 = 2 * static_cast<int>(item / (p.B * p.H)), qb0 = kb0;
+    kvalid = static_cast<int>(min64(kN, p.T - static_cast<int64_t>(kb0) * kL));
+  }
+  const int64_t b = bh / p.H, h = bh % p.H, k0 = static_cast<int64_t>(kb0) * kL;
   const int64_t head0 = (b * p.T * p.H + h) * Dh;
-  const int kvalid = static_cast<int>(min64(kN, p.T - k0)), wvalid = kvalid - kr0;  // valid keys (block, warpgroup)
+  const int wvalid = kvalid - kr0;  // valid keys of this warpgroup
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[k0] : 0.0;
   const float sl2 = p.scale * kLog2e;
-  const bf16* q = static_cast<const bf16*>(p.q);
+  const bf16* q = static_cast<const bf16*>(kInter ? static_cast<const void*>(p.xs) : p.q);
   const bf16* dout = static_cast<const bf16*>(p.dout);
+  auto q_at = [&](int64_t i0) { return kInter ? q + (xrow0 + i0) * Dh : q + head0 + i0 * rs; };  // query row i0
+  const int64_t qstride = kInter ? Dh : rs;
+  const bf16* kp = kInter ? reinterpret_cast<const bf16*>(p.ke_hi) + (bh * Tp + k0) * Dh
+                          : static_cast<const bf16*>(p.k) + head0 + k0 * rs;
 
-  sw_copy_async(sK, kN, Dh, static_cast<const bf16*>(p.k) + head0 + k0 * rs, rs, kvalid, tid, 256);
+  sw_copy_async(sK, kN, Dh, kp, kInter ? Dh : rs, kvalid, tid, 256);
   sw_copy_async(sV, kN, Dh, static_cast<const bf16*>(p.v) + head0 + k0 * rs, rs, kvalid, tid, 256);
   fill_colbias(colb, gh, k0, p.T, gref, tid);
   fill_colbias(colb + kL, gh, k0 + kL, p.T, gref, tid);
@@ -163,7 +186,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const int nvalid = static_cast<int>(min64(kL, p.T - i0));
     unsigned char* qo = sQO + 2 * st * qtile;
-    sw_copy_async(qo, kL, Dh, q + head0 + i0 * rs, rs, nvalid, tid, 256);
+    sw_copy_async(qo, kL, Dh, q_at(i0), qstride, nvalid, tid, 256);
     sw_copy_async(qo + qtile, kL, Dh, dout + head0 + i0 * rs, rs, nvalid, tid, 256);
     load_query_stats(stats + st * 3 * kL, p, bh, i0, gh, gref, tid);
     cp_async_commit();
@@ -173,7 +196,6 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   zero(dK);
   zero(dV);
   float kb2[2] = {0.f, 0.f}, dgk[2] = {0.f, 0.f};  // key gate bias (set after the first barrier), dg sums
-  const int qb0 = 2 * kb;
   // dQ columns [wg DQN, (wg+1) DQN) of query block qb += dS K over the 128 keys, from dS^T buffer buf.
   float dQ[DQN / 8][4];
   auto issue_dq = [&](int buf) {
@@ -186,7 +208,9 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   };
   auto add_dq = [&](int qb) {
     wg_hold(dQ);
-    atomic_frag(p.dq_acc + (bh * Tp + static_cast<int64_t>(qb) * kL) * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane);
+    const int64_t i0 = static_cast<int64_t>(qb) * kL;
+    atomic_frag((kInter ? p.dxs + (xrow0 + i0) * Dh : p.dq_acc + (bh * Tp + i0) * Dh) + DQN * wg, Dh, r0, dQ, 1.f,
+                lane);
   };
   issue(qb0, 0);
   for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
@@ -202,8 +226,9 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     const unsigned char* Qc = sQO + 2 * cur * qtile;
     const unsigned char* dOc = Qc + qtile;
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
-    // Warpgroup 1 has nothing to do on the block's first query block (all its keys come later).
-    const bool active = qb >= qb0 + wg;
+    // Softmax: warpgroup 1 has nothing to do on the block's first query block (all its keys come
+    // later). Inter: a warpgroup without a key block (odd superchunk) has nothing to do.
+    const bool active = kInter ? wvalid > 0 : qb >= qb0 + wg;
 
     // The previous query block's dQ is issued behind this block's dV, dK (no barrier between them).
     // (Issued before this block's probabilities instead, at Dh = 64, it made the kernel 9% slower.)
@@ -222,7 +247,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
       wg_hold(Pt);
       wg_hold(dSt);
       const float* st = stats + cur * 3 * kL;
-      const bool diag = qb == qb0 + wg;
+      const bool diag = !kInter && qb == qb0 + wg;
       if (gh)
         softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
       else
@@ -263,9 +288,17 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   wg_wait<0>();
   add_dq(p.nb - 1);
 
-  const int64_t kw = head0 + (k0 + kr0) * rs;
-  store_frag_global(static_cast<bf16*>(p.dk) + kw, rs, true, r0, wvalid, dK, 1.f, lane);
-  store_frag_global(static_cast<bf16*>(p.dv) + kw, rs, true, r0, wvalid, dV, 1.f, lane);
+  if constexpr (kInter) {
+    if (wvalid > 0) {
+      const int64_t kw = (lb * Tp + k0 + kr0) * Dh;
+      atomic_frag(p.dke_acc + kw, Dh, r0, dK, 1.f, lane);
+      atomic_frag(p.dv_acc + kw, Dh, r0, dV, 1.f, lane);
+    }
+  } else {
+    const int64_t kw = head0 + (k0 + kr0) * rs;
+    store_frag_global(static_cast<bf16*>(p.dk) + kw, rs, true, r0, wvalid, dK, 1.f, lane);
+    store_frag_global(static_cast<bf16*>(p.dv) + kw, rs, true, r0, wvalid, dV, 1.f, lane);
+  }
   if (gh) {  // the keys' share: - sum over queries of dS
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
@@ -275,6 +308,18 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     }
   }
 #endif
+}
+
+// Launches a wgmma kernel for Dh = 64 or 128 (kernel64 / kernel128; two warpgroups per CTA) with
+// its shared memory.
+template <typename P>
+void launch_wgmma(void (*kernel64)(P), void (*kernel128)(P), int smem64, int smem128, const P& p, int64_t Dh,
+                  int64_t grid, cudaStream_t stream) {
+  auto* kernel = Dh == 64 ? kernel64 : kernel128;
+  const int smem = Dh == 64 ? smem64 : smem128;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(grid), 256, smem, stream>>>(p);
+  SB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace sb::cuda::detail
