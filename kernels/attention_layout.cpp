@@ -218,7 +218,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
     cfg.slot_floats = (1 + cfg.sc + cfg.nsc) * state;
-    const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1);
+    const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * sc_bwd_parts(d.Dh);
     cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
     return cfg;
   }
@@ -287,7 +287,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     }
     w.acc_end = o.end;
     // sc_bwd runs after the fused kernel of its group on the same stream: one region serves both.
-    const size_t sc_bytes = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid) * cfg.sc * d.Dh * d.Dh * 4 : 0;
+    const size_t sc_bytes = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid * sc_bwd_scratch_floats(cfg.sc, d.Dh)) * 4 : 0;
     w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
     if (cfg.sc > 0) w.sc_scratch = w.scratch;
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);

@@ -286,13 +286,17 @@ struct ScArgs {
   float* dp_acc = nullptr;   // dense: [nbh, nb, Dh, Dh]
   float* dw_acc = nullptr;   // factored: [nbh, Tp, Dh]
   float* dy_acc = nullptr;   // [nbh, Tp, Dh]
-  float* scratch = nullptr;  // sc_bwd: [grid, sc, Dh, Dh] fp32
+  float* scratch = nullptr;  // sc_bwd: [grid, sc_bwd_scratch_floats(sc, Dh)] fp32
   int64_t bh0 = 0, nbh = 0;  // sc_bwd: the group, rows bh0 .. bh0 + nbh - 1 (sc_prep: all B H rows)
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, sc = 0, nsc = 0;
   bool dense = false;
 };
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
+// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk); a CTA's
+// scratch holds its rows of A_m for the sc blocks of a superchunk and one dP_m (floats).
+constexpr int sc_bwd_parts(int64_t Dh) { return Dh >= 64 ? 2 : 1; }
+constexpr int64_t sc_bwd_scratch_floats(int64_t sc, int64_t Dh) { return sc * (Dh / sc_bwd_parts(Dh)) * Dh + Dh * Dh; }
 void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream);
 int sc_bwd_smem_bytes(int64_t Dh, bool f32);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for

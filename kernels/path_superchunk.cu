@@ -106,29 +106,39 @@ __global__ void __launch_bounds__(kThreads) sc_prep_kernel(const ScArgs a) {
   }
 }
 
-// Persistent CTAs over (head bh of the group a.bh0 .. a.bh0 + a.nbh - 1, superchunk b < nsc - 1;
-// factors at the global row bh, accumulators at the local row lb = bh - a.bh0). Recomputes A_m
-// (m = e_b .. s_b) into the CTA's scratch, then walks m = s_b .. e_b carrying D = dL/dA_{m-1}
-// (D = dW_b at the start): dP_m = A_m^T D, dKt_m += dKe_m A_m, D <- D P_m^T + dKe_m^T Kt_m.
+// Persistent CTAs over (head bh of the group a.bh0 .. a.bh0 + a.nbh - 1, superchunk b < nsc - 1,
+// row part; factors at the global row bh, accumulators at the local row lb = bh - a.bh0).
+// Recomputes A_m (m = e_b .. s_b) into the CTA's scratch, then walks m = s_b .. e_b carrying
+// D = dL/dA_{m-1} (D = dW_b at the start): dP_m = A_m^T D, dKt_m += dKe_m A_m,
+// D <- D P_m^T + dKe_m^T Kt_m. The rows of A and D evolve independently (right products only), so
+// each of the sc_bwd_parts(Dh) CTAs of one (head, superchunk) carries Dh / parts of them and adds
+// its share of dP_m (and of dW_m, dY_m) and dKt_m, sums over those rows, by atomics: twice the
+// CTAs of a group's launch at half the chain latency.
 template <int Dh, bool kF32>
 __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, RT = (RTN + 3) / 4;
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, P = sc_bwd_parts(Dh), RTP = RTN / P;
+  constexpr int RT = (RTP + 3) / 4, PR = Dh / P;  // row tiles per warp, rows per part
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const ScTiles sm = sc_tiles(smem_raw, Dh, kF32, true);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t Tp = static_cast<int64_t>(a.nb) * kL, DD = static_cast<int64_t>(Dh) * Dh;
-  const int64_t nitems = a.nbh * (a.nsc - 1);
-  float* scr = a.scratch + static_cast<int64_t>(blockIdx.x) * a.sc * DD;
+  const int64_t Tp = static_cast<int64_t>(a.nb) * kL, DD = static_cast<int64_t>(Dh) * Dh, slot = PR * Dh;
+  const int64_t nitems = a.nbh * (a.nsc - 1) * P;
+  float* scr = a.scratch + static_cast<int64_t>(blockIdx.x) * sc_bwd_scratch_floats(a.sc, Dh);  // [sc][PR][Dh]
+  float* dps = scr + a.sc * slot;                                                             // dP_m [Dh][Dh]
   for (int64_t item = blockIdx.x; item < nitems; item += gridDim.x) {
-    const int64_t lb = item / (a.nsc - 1), bh = a.bh0 + lb;
-    const int b = static_cast<int>(item % (a.nsc - 1)), s = b * a.sc, e = s + a.sc - 1;
+    const int part = static_cast<int>(item % P);
+    const int64_t lb = item / P / (a.nsc - 1), bh = a.bh0 + lb;
+    const int b = static_cast<int>(item / P % (a.nsc - 1)), s = b * a.sc, e = s + a.sc - 1;
+    const int r0 = part * PR;  // this part's rows of A and D; its row tiles rt0 + warp + 4r
+    const Tile Ap = shifted(sm.A, r0 * sm.A.ld * 2);
     float X[RT][NTD][4];  // A_m, then D
 #pragma unroll
-    for (int r = 0; r < RT; ++r) identity_rows(X[r], warp + 4 * r, lane);
-    for (int m = e;; --m) {  // A_m into slot m - s
+    for (int r = 0; r < RT; ++r)
+      if (warp + 4 * r < RTP) identity_rows(X[r], part * RTP + warp + 4 * r, lane);
+    for (int m = e;; --m) {  // this part's rows of A_m into slot m - s
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (warp + 4 * r < RTN) store_frag_global(scr + (m - s) * DD, Dh, false, 16 * (warp + 4 * r), Dh, X[r], 1.f, lane);
+        if (warp + 4 * r < RTP) store_frag_global(scr + (m - s) * slot, Dh, false, 16 * (warp + 4 * r), PR, X[r], 1.f, lane);
       if (m == s) break;
       __syncthreads();
       load_wy(sm, a, bh, m, Dh, tid);
@@ -137,47 +147,44 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (warp + 4 * r < RTN) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane);
+        if (warp + 4 * r < RTP) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane);
     }
     const float* dws = a.dws_acc + (lb * a.nsc + b) * DD;
 #pragma unroll
     for (int r = 0; r < RT; ++r)
-      if (warp + 4 * r < RTN) load_frag_global(X[r], dws, Dh, false, 16 * (warp + 4 * r), Dh, lane);
+      if (warp + 4 * r < RTP) load_frag_global(X[r], dws, Dh, false, r0 + 16 * (warp + 4 * r), Dh, lane);
     for (int m = s; m <= e; ++m) {
       const int64_t k0 = static_cast<int64_t>(m) * kL;
       __syncthreads();  // scratch slot m - s is written; the previous iteration's tiles are consumed
-      load_tile(sm.A, Dh, Dh, scr + (m - s) * DD, Dh, false, Dh, tid, blockDim.x);
+      load_tile(Ap, PR, Dh, scr + (m - s) * slot, Dh, false, PR, tid, blockDim.x);
       load_tile(sm.dKe, kL, Dh, a.dke_acc + (lb * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
       load_planes_tile(sm.Kt, kL, Dh, a.kt_hi, a.kt_lo, (bh * Tp + k0) * Dh, tid);
       cp_async_commit();
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (warp + 4 * r < RTN) store_frag(sm.D, 16 * (warp + 4 * r), X[r], 1.f, lane);
+        if (warp + 4 * r < RTP) store_frag(sm.D, r0 + 16 * (warp + 4 * r), X[r], 1.f, lane);
       cp_async_wait<0>();
       __syncthreads();
-      {  // dKt_m += dKe_m A_m
+      {  // dKt_m += dKe_m A_m over this part's rows of A
         float acc[NTD][4];
         zero(acc);
-        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, 0, KTD, sm.A, 0, 0, true, lane);
+        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, r0, PR / 16, sm.A, r0, 0, true, lane);
         atomic_frag(a.dkt_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
       }
-#pragma unroll
-      for (int r = 0; r < RT; ++r) {  // dP_m = A_m^T D: dense into dp, factored via scratch slot m - s
-        const int rt = warp + 4 * r;
-        if (rt >= RTN) continue;
+      for (int rt = warp; rt < RTN; rt += 4) {  // dP_m = A_m^T D over this part's rows: dense into dp, factored via dps
         float dP[NTD][4];
         zero(dP);
-        mma_sA<NTD, true, BL::KN>(dP, sm.A, 16 * rt, 0, KTD, sm.D, 0, 0, true, lane);
+        mma_sA<NTD, true, BL::KN>(dP, sm.A, 16 * rt, r0, PR / 16, sm.D, r0, 0, true, lane);
         if (a.dense)
           atomic_frag(a.dp_acc + (lb * a.nb + m) * DD, Dh, 16 * rt, dP, 1.f, lane);
         else
-          store_frag_global(scr + (m - s) * DD, Dh, false, 16 * rt, Dh, dP, 1.f, lane);
+          store_frag_global(dps, Dh, false, 16 * rt, Dh, dP, 1.f, lane);
       }
       if (a.dense && m == e) continue;
-      __syncthreads();  // A and D tiles consumed; dP in scratch
+      __syncthreads();  // A and D tiles consumed; dP in dps
       load_wy(sm, a, bh, m, Dh, tid);
       cp_async_commit();
-      if (!a.dense) load_tile(sm.D, Dh, Dh, scr + (m - s) * DD, Dh, false, Dh, tid, blockDim.x);
+      if (!a.dense) load_tile(sm.D, Dh, Dh, dps, Dh, false, Dh, tid, blockDim.x);
       cp_async_wait<0>();
       __syncthreads();
       if (!a.dense) {  // dW_m -= Y_m dP_m^T, dY_m -= W_m dP_m
@@ -192,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       if (m == e) continue;
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        const int rt = warp + 4 * r;
-        if (rt >= RTN) continue;
+        const int rt = r0 / 16 + warp + 4 * r;
+        if (warp + 4 * r >= RTP) continue;
         transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane);                      // D - (D Y^T) W
         mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, true, lane);  // + dKe^T Kt
       }
