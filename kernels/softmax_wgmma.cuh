@@ -1,5 +1,6 @@
 // softmax_wgmma.cuh: the Hopper (sm_90a) causal softmax attention kernels for bf16 inputs at head
-// dims 64 and 128 (internal; instantiated in softmax_attention.cu). Same algorithms, statistics
+// dims 64 and 128 (internal; instantiated in softmax_attention.cu, and the backward for PaTH's pairs
+// between superchunks in path_attention_bwd.cu). Same algorithms, statistics
 // and numerics as attn_fwd_kernel.cuh (softmax) and softmax_bwd_kernel.cuh, but every product is a
 // warpgroup wgmma over 128-byte-swizzled shared-memory tiles (attn_wgmma.cuh): the B operand is
 // read once per warpgroup instead of once per warp, the main cost of the mma.sync kernels.
