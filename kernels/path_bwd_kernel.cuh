@@ -11,7 +11,8 @@
 // dq (written directly) and the own-block terms of dK, dV, dW, dY, dZ. Everything is in
 // unscaled-query space: dS_raw = scale * dS. With p.inter (bf16 on sm_90) the pairs with earlier
 // superchunks move to softmax_bwd_wgmma_kernel<Dh, true>: a first launch (inter = 1) only writes the
-// states X_{e_b}, a second (inter = 2) adds their gradients from dxs instead of visiting those keys.
+// states X_{e_b}, a second (inter = 2) reads them back and adds their gradients from dxs instead of
+// visiting those keys.
 #pragma once
 #include <cmath>
 
@@ -236,7 +237,9 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
       const int a = p.sc > 0 ? n / p.sc : 0, s_a = a * p.sc;
       auto sc_slot = [&](int b) -> int64_t { return p.ck_slots + p.sc + b; };
       const int seg = p.seg, nseg = (n + seg - 1) / seg;
-      if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
+      if (a > 0 && p.inter == 2) {  // own superchunk only: X_{e_b} are in xs (the states launch)
+        chain(n - 1, s_a, [&](int m) -> int64_t { return p.ck_slots + (m - s_a); });
+      } else if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
         chain(n - 1, s_a - 1, [&](int m) -> int64_t { return m >= s_a ? p.ck_slots + (m - s_a) : sc_slot(a - 1); });
         for (int b = a - 1; b >= 1; --b) {  // X_{e_{b-1}} = X_{e_b} W_b
           const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
@@ -267,7 +270,10 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
         const int hi = inter ? lo + p.sc - 1 : (a > 0 ? n - 1 : min(n, lo + seg) - 1);
         if (hi < lo) continue;
         if (inter) {
-          load_state<bf>(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
+          if (p.inter == 2)  // the same bf16 values the states launch computed (bf16 mode)
+            load_frag_global(X, p.xs + xs_row(ph) * Dh, Dh, true, r0, nvalid, lane);
+          else
+            load_state<bf>(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
           if (ph > 0) {  // G = dL/dX_{e_{b-1}}: dW_b += X_{e_b}^T G, G <- G W_b^T (= G - G Cs_b^T)
             const Tile cs = load_sc<Dh>(sm, p, bh, ph, tid);
             store_frag(sm.X, r0, X, 1.f, lane);
