@@ -215,9 +215,10 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   if (nbmax == 0) return cfg;
   const int64_t state = Bq * d.Dh / (f32 ? 1 : 2);  // floats of one query state (bf16 in bf16 mode)
   if (cfg.sc > 0) {
-    // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk.
+    // States: the own superchunk's blocks (slots 1 .. sc-1) and one per earlier superchunk (not
+    // with the wgmma pass: those states are in xs).
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
-    cfg.slot_floats = (1 + cfg.sc + cfg.nsc) * state;
+    cfg.slot_floats = (1 + cfg.sc + (cfg.inter ? 0 : cfg.nsc)) * state;
     const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * sc_bwd_parts(d.Dh);
     cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
     return cfg;

@@ -303,6 +303,9 @@ int sc_bwd_smem_bytes(int64_t Dh, bool f32);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
 // launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
+// The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
+// fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
+void launch_path_states(const BwdParams& p, int64_t Dh, cudaStream_t stream);
 
 void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 

@@ -2,7 +2,9 @@
 // instantiation per head dim) with its launcher, shared-memory size and occupancy query, and the
 // wgmma pass over its inter-superchunk pairs (softmax_bwd_wgmma_kernel<Dh, true>). The kernels are
 // in path_bwd_kernel.cuh and softmax_wgmma.cuh; attention_api.cpp sequences them with the factor
-// kernels.
+// kernels. The states launch before that pass is the kernel's chain-only instantiation.
+#include <algorithm>
+
 #include "kernels/path_bwd_kernel.cuh"
 #include "kernels/softmax_wgmma.cuh"
 
@@ -33,6 +35,34 @@ void launch_bwd<true>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cuda
     kernel<<<cfg.grid, 32 * cfg.warps, cfg.smem, stream>>>(p);
     SB_CUDA_CHECK_LAUNCH();
   });
+}
+
+void launch_path_states(const BwdParams& p0, int64_t Dh, cudaStream_t stream) {
+  check_head_group(p0.bh0, p0.nbh, p0.B * p0.H, "PaTH attention backward: bad group of heads");
+  if (!p0.bf16 || (Dh != 64 && Dh != 128) || p0.sc < 2 || !p0.xs || p0.warps != 4)
+    throw_error("PaTH attention backward: the states launch needs bf16, Dh 64 or 128, superchunks and xs");
+  BwdParams p = p0;
+  p.inter = 1;
+  auto run = [&](auto* kernel) {
+    // Two pipeline stages unless one stage lets more CTAs share an SM (Dh = 128: factored operands).
+    int occ[3] = {0, 0, 0}, smem[3] = {0, 0, 0};
+    for (int st = 1; st <= 2; ++st) {
+      smem[st] = states_smem(nullptr, static_cast<int>(Dh), p.dense, 64, st).bytes;
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[st]));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem[st]));
+    }
+    p.stages = occ[1] > occ[2] ? 1 : 2;
+    int dev = 0, sms = 1;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int64_t items = static_cast<int64_t>(p.nqb) * p.nbh;
+    const int grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(std::max(1, occ[p.stages])) * sms));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[p.stages]));
+    kernel<<<grid, 128, smem[p.stages], stream>>>(p);
+    SB_CUDA_CHECK_LAUNCH();
+  };
+  if (Dh == 64) run(path_bwd_kernel<64, false, true>);
+  else run(path_bwd_kernel<128, false, true>);
 }
 
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {

@@ -46,6 +46,26 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
   return s;
 }
 
+// The states launch (inter = 1, path_bwd_kernel<Dh, false, true>) needs only Q and, overlaid, the
+// own block's W and Y or the pipeline's transport operands (C dense; W, Y factored): a third of the
+// full layout at Dh = 64, so several CTAs share an SM.
+__host__ __device__ inline BwdSmem states_smem(unsigned char* base, int Dh, bool dense, int Bq, int stages) {
+  Carve cv{base, 0};
+  BwdSmem s;
+  s.Q = cv.tile(Bq, Dh, false);
+  const int start = cv.off;
+  s.W = cv.tile(kL, Dh, true);
+  s.Y = cv.tile(kL, Dh, true);
+  const int own_end = cv.off;
+  cv.off = start;
+  if (dense) s.Cb = cv.tile(Dh, Dh, true);
+  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);  // back to back: superchunk_tile
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  s.bytes = cv.off > own_end ? cv.off : own_end;
+  return s;
+}
+
 // Per-thread slice of a query state (16 x Dh per warp) in the CTA's scratch slot `slot`: fp32, or
 // with kBf16 rounded to bf16 (half the scratch). A bf16-mode state only feeds bf16 products (scores,
 // the X tile), which round it the same way; only a checkpoint's restarted chain sees the rounding.
@@ -159,14 +179,18 @@ __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtile
   }
 }
 
-template <int Dh, bool kF32>
-__global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
+// kStates: the states launch (p.inter = 1, bf16 only): the chains and their states X_{e_b}, in the
+// compact layout states_smem, at several CTAs per SM.
+template <int Dh, bool kF32, bool kStates = false>
+__global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const BwdParams p) {
+  static_assert(!(kStates && kF32), "the states launch is bf16 only");
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const int warps = p.warps, Bq = 16 * warps, kt = warps;
-  const BwdSmem sm = bwd_smem(smem_raw, Dh, f32, p.dense, Bq, p.stages);
+  const BwdSmem sm = kStates ? states_smem(smem_raw, Dh, p.dense, Bq, p.stages)
+                             : bwd_smem(smem_raw, Dh, f32, p.dense, Bq, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
   const int64_t nitems = static_cast<int64_t>(p.nqb) * p.nbh;
@@ -181,7 +205,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     const int64_t i0 = static_cast<int64_t>(qb) * Bq, head0 = (b * p.T * p.H + h) * Dh;
     const int n = static_cast<int>(i0 / kL), q0 = static_cast<int>(i0 % kL);
     const int64_t kn0 = static_cast<int64_t>(n) * kL;
-    if (p.inter == 1 && n < p.sc) continue;  // no earlier superchunk: no state to write
+    if (kStates && n < p.sc) continue;  // no earlier superchunk: no state to write
     const int nvalid = static_cast<int>(min64(Bq, p.T - i0));
     const int kvalid = static_cast<int>(min64(kL, p.T - kn0));
     const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
@@ -198,7 +222,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
 
     __syncthreads();  // the previous item is done with shared memory
     load_input_tile<bf>(sm.Q, Bq, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
-    load_input_tile<bf>(sm.dO, Bq, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
+    if (!kStates) load_input_tile<bf>(sm.dO, Bq, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
     load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     cp_async_commit();
@@ -237,6 +261,19 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
       const int a = p.sc > 0 ? n / p.sc : 0, s_a = a * p.sc;
       auto sc_slot = [&](int b) -> int64_t { return p.ck_slots + p.sc + b; };
       const int seg = p.seg, nseg = (n + seg - 1) / seg;
+      // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
+      const int64_t S = static_cast<int64_t>(p.sc) * kL;
+      auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
+      if constexpr (kStates) {  // X_{e_{a-1}}, then X_{e_{b-1}} = X_{e_b} W_b, straight to xs (bf16)
+        chain(n - 1, s_a - 1, [](int) -> int64_t { return -1; });
+        store_frag_global(p.xs + xs_row(a - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+        for (int b = a - 1; b >= 1; --b) {
+          const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
+          transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+          store_frag_global(p.xs + xs_row(b - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+        }
+        continue;
+      }
       if (a > 0 && p.inter == 2) {  // own superchunk only: X_{e_b} are in xs (the states launch)
         chain(n - 1, s_a, [&](int m) -> int64_t { return p.ck_slots + (m - s_a); });
       } else if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
@@ -251,16 +288,6 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
           const int s = m / seg;
           return m == min(n, (s + 1) * seg) - 1 ? s : -1;
         });
-      }
-      // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
-      const int64_t S = static_cast<int64_t>(p.sc) * kL;
-      auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
-      if (p.inter == 1) {  // the states for the wgmma pass (bf16 mode: they are bf16 in the slots)
-        for (int b = 0; b < a; ++b) {
-          load_state<bf>(X, slots, sc_slot(b), Bq, Dh, warp, lane);
-          store_frag_global(p.xs + xs_row(b) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
-        }
-        continue;
       }
       // Phases, left to right: superchunks b < a (inter) then the own one from s_a; or segments.
       const int nphase = a > 0 ? a + 1 : nseg;
@@ -383,6 +410,7 @@ __global__ void __launch_bounds__(128, 1) path_bwd_kernel(const BwdParams p) {
     }
 
     // ---- own block ----
+    if constexpr (kStates) continue;  // (not reached: n >= sc there)
     __syncthreads();
     load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + kn0 * rs), rs, kvalid, tid);
     load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + kn0 * rs), rs, kvalid, tid);

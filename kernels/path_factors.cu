@@ -12,39 +12,61 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kLd = kL + 1;  // padded stride of 64 x 64 fp32 matrices
 
-// Minv = M^{-1}, M = I + strictLower(diag(bt) gram), blocked: 16 x 16 diagonal blocks by
-// column-parallel forward substitution, then [[A, 0], [C, B]]^{-1} = [[A^-1, 0], [-B^-1 C A^-1, B^-1]]
-// twice. Mi, tmp, gram: [64][kLd] fp32.
+// Minv = M^{-1}, M = I + L, L = strictLower(diag(bt) gram), by 16 x 16 blocks X_IJ (I >= J):
+// round 0 inverts the diagonal blocks D_I = X_II (one thread per column, forward substitution in
+// registers) while the other threads zero the blocks above the diagonal; round d = 1, 2, 3 then
+// forms the blocks d below it, X_IJ = -D_I sum_{P=J}^{I-1} L_IP X_PJ (I = J + d), every loop of
+// fixed length. Mi, tmp, gram: [64][kLd] fp32. Ends with a barrier.
+template <int d>
+__device__ __forceinline__ void inverse_round(float* Mi, float* tmp, const float* gram, const float* bt, int tid) {
+  constexpr int kPer = (4 - d) * 256 / kThreads;  // 16 x 16 blocks (4 - d of them) per thread
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {  // tmp_IJ = L_IP X_PJ over P = J .. I-1
+    const int e = tid + u * kThreads, J = e >> 8, row = 16 * (J + d) + ((e >> 4) & 15), col = 16 * J + (e & 15);
+    const float* g = gram + row * kLd + 16 * J;
+    const float* x = Mi + 16 * J * kLd + col;
+    float acc = 0.f;
+#pragma unroll
+    for (int p = 0; p < 16 * d; ++p) acc += g[p] * x[p * kLd];
+    tmp[row * kLd + col] = bt[row] * acc;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {  // X_IJ = -D_I tmp_IJ
+    const int e = tid + u * kThreads, J = e >> 8, I = J + d, row = 16 * I + ((e >> 4) & 15), col = 16 * J + (e & 15);
+    const float* dI = Mi + row * kLd + 16 * I;
+    const float* t = tmp + 16 * I * kLd + col;
+    float acc = 0.f;
+#pragma unroll
+    for (int p = 0; p < 16; ++p) acc += dI[p] * t[p * kLd];  // D_I is lower: the rest are zeros
+    Mi[row * kLd + col] = -acc;
+  }
+  __syncthreads();
+}
+
 __device__ void unit_lower_inverse(float* Mi, float* tmp, const float* gram, const float* bt, int tid) {
-  for (int e = tid; e < kL * kL; e += kThreads) Mi[e / kL * kLd + e % kL] = 0.f;
-  __syncthreads();
-  if (tid < kL) {
-    const int b0 = tid / 16 * 16, c = tid;
-    Mi[c * kLd + c] = 1.f;
-    for (int i = c + 1; i < b0 + 16; ++i) {
+  if (tid < kL) {  // column tid of D_I, I = tid / 16
+    const int b0 = tid & ~15, j = tid & 15;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
       float acc = 0.f;
-      for (int p = c; p < i; ++p) acc += bt[i] * gram[i * kLd + p] * Mi[p * kLd + c];
-      Mi[i * kLd + c] = -acc;
+#pragma unroll
+      for (int p = 0; p < i; ++p) acc += gram[(b0 + i) * kLd + b0 + p] * x[p];
+      x[i] = i < j ? 0.f : (i == j ? 1.f : -bt[b0 + i] * acc);
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) Mi[(b0 + i) * kLd + tid] = x[i];
+  } else {
+    for (int e = tid - kL; e < kL * kL; e += kThreads - kL) {
+      const int r = e / kL, c = e % kL;
+      if ((c >> 4) > (r >> 4)) Mi[r * kLd + c] = 0.f;
     }
   }
   __syncthreads();
-  for (int h = 16; h < kL; h *= 2) {
-    const int n = (kL / (2 * h)) * h * h;
-    for (int e = tid; e < n; e += kThreads) {  // tmp = C A^-1
-      const int s = e / (h * h) * 2 * h, i = e / h % h, j = e % h;
-      float acc = 0.f;
-      for (int p = j; p < h; ++p) acc += bt[s + h + i] * gram[(s + h + i) * kLd + s + p] * Mi[(s + p) * kLd + s + j];
-      tmp[(s + h + i) * kLd + s + j] = acc;
-    }
-    __syncthreads();
-    for (int e = tid; e < n; e += kThreads) {  // off-diagonal block = -B^-1 tmp
-      const int s = e / (h * h) * 2 * h, i = e / h % h, j = e % h;
-      float acc = 0.f;
-      for (int p = 0; p <= i; ++p) acc += Mi[(s + h + i) * kLd + s + h + p] * tmp[(s + h + p) * kLd + s + j];
-      Mi[(s + h + i) * kLd + s + j] = -acc;
-    }
-    __syncthreads();
-  }
+  inverse_round<1>(Mi, tmp, gram, bt, tid);
+  inverse_round<2>(Mi, tmp, gram, bt, tid);
+  inverse_round<3>(Mi, tmp, gram, bt, tid);
 }
 
 // Fills a 64 x 64 tile (split planes) with src[r][c] * (scale ? scale[c] : 1); src fp32, row stride ld.
