@@ -1,8 +1,9 @@
 // path_factors.cu: the per-block UT factors of PaTH (formulas of src/nn/path_internal.hpp) and
-// their backward (src/nn/path_backward.cpp factors_backward), on tensor cores. One CTA of 4 warps
-// per (64-row block, head); warp w owns rows [16w, 16w+16) of every 64-row product; every product
-// splits both operands into bf16 hi + lo (fp32-level accuracy, ~1e-5). The 64 x 64 unit-lower
-// inverse Minv = (I + strictLower(D W W^T))^{-1} is blocked on CUDA cores; Tinv = Minv D.
+// their backward (src/nn/path_backward.cpp factors_backward), on tensor cores. One CTA per (64-row
+// block, head): 4 warps in the forward (warp w owns rows [16w, 16w+16) of every product), 8 in the
+// backward (each also owns half the columns); every product splits both operands into bf16 hi + lo
+// (fp32-level accuracy, ~1e-5). The 64 x 64 unit-lower inverse Minv = (I + strictLower(D W W^T))^{-1}
+// is blocked on CUDA cores; Tinv = Minv D.
 #include "kernels/attn_common.cuh"
 #include "kernels/attn_internal.hpp"
 
@@ -92,15 +93,15 @@ __device__ __forceinline__ void store_frag_f32(float* dst, int64_t ld, int m0, c
     for (int e = 0; e < 4; ++e) dst[(m0 + g + ((e & 2) ? 8 : 0)) * ld + nt * 8 + 2 * t + (e & 1)] = acc[nt][e];
 }
 
-// Keeps entries with col < row (strictly lower) of a warp's 16-row tile at rows m0...
+// Keeps entries with col < row (strictly lower) of a warp's 16-row tile at rows m0.., columns c0...
 template <int NT>
-__device__ __forceinline__ void mask_strict_lower(float (&acc)[NT][4], int m0, int lane) {
+__device__ __forceinline__ void mask_strict_lower(float (&acc)[NT][4], int m0, int c0, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      if (nt * 8 + 2 * t + (e & 1) >= m0 + g + ((e & 2) ? 8 : 0)) acc[nt][e] = 0.f;
+      if (c0 + nt * 8 + 2 * t + (e & 1) >= m0 + g + ((e & 2) ? 8 : 0)) acc[nt][e] = 0.f;
 }
 
 template <int NT>
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
     float acc[8][4];
     zero(acc);
     mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, 0, true, lane);  // W K^T (Minv is done)
-    mask_strict_lower(acc, r0, lane);
+    mask_strict_lower(acc, r0, 0, lane);
     store_frag(sm.Cm, r0, acc, 1.f, lane);
   }
   __syncthreads();  // Cm complete, K no longer read
@@ -224,11 +225,11 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
 }
 
 struct FactorsSmem {
-  Tile W, K, dY, dKt, X1, dC, Z, dZ, Mi, Cm, Ti, Yd, dP;
-  float *gram = nullptr, *bt = nullptr;
+  Tile W, K, dY, dKt, X1, dC, Z, R, dZ, Mi, Cm, Ti, Yd, dP;
+  float *gram = nullptr, *bt = nullptr, *dbp = nullptr;
   int bytes = 0;
 };
-// Regions are reused across phases: dKt | (X1, dC -> dGram);  dZ | Minv;  Cm | gram (fp32).
+// Regions are reused across phases: dKt | (X1, dC -> dGram);  Z | R;  dZ | Minv;  Cm | gram (fp32).
 __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh, bool f32, bool dense) {
   Carve cv{base, 0};
   FactorsSmem s;
@@ -243,6 +244,7 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
   s.dC = cv.tile(kL, kL, true);
   cv.off = cv.off > end ? cv.off : end;
   s.Z = cv.tile(kL, kL, true);
+  s.R = s.Z;
   s.dZ = cv.tile(kL, kL, true);
   s.Mi = s.dZ;
   s.Cm = cv.tile(kL, kL, true);
@@ -253,20 +255,35 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
     s.dP = cv.tile(Dh, Dh, true);
   }
   s.bt = cv.floats(kL);
+  s.dbp = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;
 }
 
-// One CTA per (64-row block, head of the group a.bh0 .. a.bh0 + a.nbh - 1): the factors (y, z,
-// minv) at the global row bh (rowbase, tri), the accumulators at the local row lb (arow, ablk).
+// The tile's columns from c0 on (fragment stores at a column offset).
+__device__ __forceinline__ Tile from_col(const Tile& t, int c0) {
+  Tile s = t;
+  s.hi += c0;
+  if (s.lo) s.lo += c0;
+  return s;
+}
+
+constexpr int kBwdWarps = 8;  // factor backward: warp w owns rows 16 (w % 4) .. and half the columns
+
+// One CTA of 8 warps per (64-row block, head of the group a.bh0 .. a.bh0 + a.nbh - 1): the factors
+// (y, z, minv) at the global row bh (rowbase, tri), the accumulators at the local row lb (arow,
+// ablk). Warp w computes rows [16 (w % 4), +16) of every product and columns [c64, c64 + 32) of
+// the 64-wide ones, [cD, cD + Dh / 2) of the Dh-wide ones (Dh = 16: warps 0-3 do all Dh columns).
 template <int Dh>
-__global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
-                                                              bool is_bf16, bool dense) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+__global__ void __launch_bounds__(32 * kBwdWarps) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
+                                                                    bool is_bf16, bool dense) {
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NTH = NTD >= 4 ? NTD / 2 : NTD, kThr = 32 * kBwdWarps;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const bool f32 = !is_bf16;
   const FactorsSmem sm = factors_smem(smem_raw, Dh, f32, dense);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int r0 = 16 * (warp & 3), half = warp >> 2, c64 = 32 * half, cD = NTD >= 4 ? half * 8 * NTH : 0;
+  const bool ownD = NTD >= 4 || half == 0;  // this warp computes Dh-wide outputs
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t lb = blockIdx.x / nb, bh = a.bh0 + lb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
   const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
@@ -275,123 +292,129 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   const int valid = static_cast<int>(min64(kL, T - k0));
   const size_t esz = is_bf16 ? 2 : 4;
   const void* kb = static_cast<const unsigned char*>(a.k) + g0 * esz;
-  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
-  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
-  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThreads);
-  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThreads);
-  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThreads);
+  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThr);
+  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThr);
+  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThr);
+  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThr);
+  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThr);
   if (dense) {
     copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
-                    reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThreads);
-    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
+                    reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThr);
+    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThr);
   }
   cp_async_commit();
   if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
   cp_async_wait<0>();
   __syncthreads();
-  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThreads);  // Ti = Minv D from the forward factors
-  float dW[NTD][4], tmp[NTD][4], dK[NTD][4];
-  load_frag_global(dW, a.dw_acc + arow, Dh, false, r0, kL, lane);
-  // dK = dk_acc + dKt (Kt = K - Z^T W), loaded early so its latency overlaps phases 1-2, except at
-  // Dh = 128, where holding it that long spills (the loads then wait in phase 3).
-  constexpr bool kLateDk = Dh == 128;
-  auto load_dk = [&] {
-    load_frag_global(dK, a.dk_acc + arow, Dh, false, r0, kL, lane);
-    load_frag_global(tmp, a.dkt_acc + arow, Dh, false, r0, kL, lane);
+  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThr);  // Ti = Minv D from the forward factors
+  // dW (columns cD..) from its accumulator; dK = dk_acc + dKt (Kt = K - Z^T W).
+  float dW[NTH][4], tmp[NTH][4], dK[NTH][4];
+  if (ownD) {
+    load_frag_global(dW, a.dw_acc + arow + cD, Dh, false, r0, kL, lane);
+    load_frag_global(dK, a.dk_acc + arow + cD, Dh, false, r0, kL, lane);
+    load_frag_global(tmp, a.dkt_acc + arow + cD, Dh, false, r0, kL, lane);
 #pragma unroll
-    for (int i = 0; i < NTD; ++i)
+    for (int i = 0; i < NTH; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dK[i][e] += tmp[i][e];
-  };
-  if constexpr (!kLateDk) load_dk();
+  }
   // Phase 1: dense block-product gradient (dW -= Y dP^T, dY -= W dP); dZ -= W dKt^T; dW -= Z dKt;
   // Cm = strictLower(W K^T).
-  if (dense) {
+  if (dense && ownD) {
     zero(tmp);
-    mma_sA<NTD, false, BL::NK>(tmp, sm.Yd, r0, 0, KTD, sm.dP, 0, 0, true, lane);
+    mma_sA<NTH, false, BL::NK>(tmp, sm.Yd, r0, 0, KTD, sm.dP, 0, cD, true, lane);
     sub(dW, tmp);
-    float dy[NTD][4];
-    load_frag_global(dy, a.dy_acc + arow, Dh, false, r0, kL, lane);
+    float dy[NTH][4];
+    load_frag_global(dy, a.dy_acc + arow + cD, Dh, false, r0, kL, lane);
     zero(tmp);
-    mma_sA<NTD, false, BL::KN>(tmp, sm.W, r0, 0, KTD, sm.dP, 0, 0, true, lane);
+    mma_sA<NTH, false, BL::KN>(tmp, sm.W, r0, 0, KTD, sm.dP, 0, cD, true, lane);
     sub(dy, tmp);
-    store_frag(sm.dY, r0, dy, 1.f, lane);
+    store_frag(from_col(sm.dY, cD), r0, dy, 1.f, lane);
   }
   {
-    float acc[8][4], dz[8][4];
-    load_frag_global(dz, a.dz_acc + ablk, kL, false, r0, kL, lane);
+    float acc[4][4], dz[4][4];
+    load_frag_global(dz, a.dz_acc + ablk + c64, kL, false, r0, kL, lane);
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.dKt, 0, 0, true, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.dKt, 0, c64, true, lane);
     sub(dz, acc);
-    store_frag(sm.dZ, r0, dz, 1.f, lane);
-    zero(tmp);
-    mma_sA<NTD, false, BL::KN>(tmp, sm.Z, r0, 0, 4, sm.dKt, 0, 0, true, lane);
-    sub(dW, tmp);
+    store_frag(from_col(sm.dZ, c64), r0, dz, 1.f, lane);
+    if (ownD) {
+      zero(tmp);
+      mma_sA<NTH, false, BL::KN>(tmp, sm.Z, r0, 0, 4, sm.dKt, 0, cD, true, lane);
+      sub(dW, tmp);
+    }
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, 0, true, lane);
-    mask_strict_lower(acc, r0, lane);
-    store_frag(sm.Cm, r0, acc, 1.f, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, c64, true, lane);
+    mask_strict_lower(acc, r0, c64, lane);
+    store_frag(from_col(sm.Cm, c64), r0, acc, 1.f, lane);
   }
   __syncthreads();
   // Phase 2: dTinv = dZ Cm^T + dY W^T (X1); dC = strictLower(Tinv^T dZ).
   {
-    float acc[8][4];
+    float acc[4][4];
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.dZ, r0, 0, 4, sm.Cm, 0, 0, true, lane);
-    mma_sA<8, false, BL::NK>(acc, sm.dY, r0, 0, KTD, sm.W, 0, 0, true, lane);
-    store_frag(sm.X1, r0, acc, 1.f, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.dZ, r0, 0, 4, sm.Cm, 0, c64, true, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.dY, r0, 0, KTD, sm.W, 0, c64, true, lane);
+    store_frag(from_col(sm.X1, c64), r0, acc, 1.f, lane);
     zero(acc);
-    mma_sA<8, true, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.dZ, 0, 0, true, lane);
-    mask_strict_lower(acc, r0, lane);
-    store_frag(sm.dC, r0, acc, 1.f, lane);
+    mma_sA<4, true, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.dZ, 0, c64, true, lane);
+    mask_strict_lower(acc, r0, c64, lane);
+    store_frag(from_col(sm.dC, c64), r0, acc, 1.f, lane);
   }
   __syncthreads();
-  // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W, written (its registers are free after);
-  // gram = W W^T (fp32); Minv (split) for phase 4.
-  mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, 0, true, lane);
-  mma_sA<NTD, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, 0, true, lane);
-  if constexpr (kLateDk) load_dk();
-  mma_sA<NTD, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
-  store_frag_global(static_cast<unsigned char*>(a.dk) + g0 * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
+  // Phase 3: dW += dC K + Tinv^T dY; dK += dC^T W, written; gram = W W^T (fp32); Minv (split).
+  if (ownD) {
+    mma_sA<NTH, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.K, 0, cD, true, lane);
+    mma_sA<NTH, true, BL::KN>(dW, sm.Ti, r0, 0, 4, sm.dY, 0, cD, true, lane);
+    mma_sA<NTH, true, BL::KN>(dK, sm.dC, r0, 0, 4, sm.W, 0, cD, true, lane);
+    store_frag_global(static_cast<unsigned char*>(a.dk) + (g0 + cD) * esz, rs, is_bf16, r0, valid, dK, 1.f, lane);
+  }
   {
-    float acc[8][4];
+    float acc[4][4];
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, 0, true, lane);
-    store_frag_f32(sm.gram, kLd, r0, acc, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, c64, true, lane);
+    store_frag_f32(sm.gram + c64, kLd, r0, acc, lane);
   }
-  load_tri_tile(sm.Mi, a.minv + tri, 1.f, nullptr, tid, kThreads);
+  load_tri_tile(sm.Mi, a.minv + tri, 1.f, nullptr, tid, kThr);
   __syncthreads();
-  // Phase 4: R = Minv^T dTinv; E = strictLower(-R Tinv^T); dbeta_r = R_rr + sum_{p<r} E_rp gram_rp;
+  // Phase 4: R = Minv^T dTinv (into Z's place); E = strictLower(-R Tinv^T);
+  // dbeta_r = R_rr + sum_{p<r} E_rp gram_rp (two column halves, summed through dbp);
   // dGram = D E (into dC's place).
+  float R[4][4];
+  zero(R);
+  mma_sA<4, true, BL::KN>(R, sm.Mi, r0, 0, 4, sm.X1, 0, c64, true, lane);
+  store_frag(from_col(sm.R, c64), r0, R, 1.f, lane);
+  __syncthreads();
   {
-    float R[8][4], E[8][4];
-    zero(R);
-    mma_sA<8, true, BL::KN>(R, sm.Mi, r0, 0, 4, sm.X1, 0, 0, true, lane);
+    float E[4][4];
     zero(E);
-    mma_rA<4, 8, BL::NK>(E, R, -1.f, sm.Ti, 0, 0, true, lane);
-    mask_strict_lower(E, r0, lane);
+    mma_sA<4, false, BL::NK>(E, sm.R, r0, 0, 4, sm.Ti, 0, c64, true, lane);
+    mask_strict_lower(E, r0, c64, lane);
     float part[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = r0 + g + ((e & 2) ? 8 : 0), col = nt * 8 + 2 * tq + (e & 1);
+        const int row = r0 + g + ((e & 2) ? 8 : 0), col = c64 + nt * 8 + 2 * tq + (e & 1);
+        E[nt][e] = -E[nt][e];
         part[e >> 1] += E[nt][e] * sm.gram[row * kLd + col] + (col == row ? R[nt][e] : 0.f);
         E[nt][e] *= sm.bt[row];
       }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const float s = quad_sum(part[rr]);
-      const int row = r0 + g + 8 * rr;
-      if (tq == 0 && row < valid) a.dbeta[(b * T + k0 + row) * H + h] = s;
+      if (tq == 0) sm.dbp[half * kL + r0 + g + 8 * rr] = s;
     }
-    store_frag(sm.dC, r0, E, 1.f, lane);
+    store_frag(from_col(sm.dC, c64), r0, E, 1.f, lane);
   }
   __syncthreads();
+  if (tid < valid) a.dbeta[(b * T + k0 + tid) * H + h] = sm.dbp[tid] + sm.dbp[kL + tid];
   // Phase 5: dW += (dGram + dGram^T) W; write dw.
-  mma_sA<NTD, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
-  mma_sA<NTD, true, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, 0, true, lane);
-  store_frag_global(a.dw + g0, rs, false, r0, valid, dW, 1.f, lane);
+  if (ownD) {
+    mma_sA<NTH, false, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, cD, true, lane);
+    mma_sA<NTH, true, BL::KN>(dW, sm.dC, r0, 0, 4, sm.W, 0, cD, true, lane);
+    store_frag_global(a.dw + g0 + cD, rs, false, r0, valid, dW, 1.f, lane);
+  }
 }
 
 }  // namespace
@@ -418,7 +441,7 @@ void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int6
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     CUDA_CHECK(cudaFuncSetAttribute(factors_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    factors_tc_kernel<D><<<static_cast<unsigned>(nb * a.nbh), kThreads, smem, s>>>(a, T, H, nb, bf16, dense);
+    factors_tc_kernel<D><<<static_cast<unsigned>(nb * a.nbh), 32 * kBwdWarps, smem, s>>>(a, T, H, nb, bf16, dense);
     SB_CUDA_CHECK_LAUNCH();
   });
 }
