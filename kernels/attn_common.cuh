@@ -131,15 +131,16 @@ __device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, f
   }
 }
 
-// Stores a warp's 16-row tile (rows m0.., 64 columns) of a strictly lower matrix packed: entries on
-// or above the diagonal that fall in a stored quad are written as zeros.
-__device__ __forceinline__ void store_tri_frag(float* dst, int m0, const float (&acc)[8][4], int lane) {
+// Stores a warp's 16-row tile (rows m0.., 8 NT columns from c0) of a strictly lower matrix packed:
+// entries on or above the diagonal that fall in a stored quad are written as zeros.
+template <int NT>
+__device__ __forceinline__ void store_tri_frag(float* dst, int m0, int c0, const float (&acc)[NT][4], int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
+  for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const int row = m0 + g + 8 * rr, col = nt * 8 + 2 * t;
+      const int row = m0 + g + 8 * rr, col = c0 + nt * 8 + 2 * t;
       if ((col & ~3) < row)
         *reinterpret_cast<float2*>(dst + tri_row(row) + col) =
             make_float2(col < row ? acc[nt][2 * rr] : 0.f, col + 1 < row ? acc[nt][2 * rr + 1] : 0.f);

@@ -1,7 +1,7 @@
 // path_factors.cu: the per-block UT factors of PaTH (formulas of src/nn/path_internal.hpp) and
-// their backward (src/nn/path_backward.cpp factors_backward), on tensor cores. One CTA per (64-row
-// block, head): 4 warps in the forward (warp w owns rows [16w, 16w+16) of every product), 8 in the
-// backward (each also owns half the columns); every product splits both operands into bf16 hi + lo
+// their backward (src/nn/path_backward.cpp factors_backward), on tensor cores. One CTA of 8 warps
+// per (64-row block, head): warp w owns rows [16 (w % 4), +16) and half the columns of every
+// product; every product splits both operands into bf16 hi + lo
 // (fp32-level accuracy, ~1e-5). The 64 x 64 unit-lower inverse Minv = (I + strictLower(D W W^T))^{-1}
 // is blocked on CUDA cores; Tinv = Minv D.
 #include "kernels/attn_common.cuh"
@@ -10,7 +10,7 @@
 namespace sb::cuda::detail {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;  // the forward factor kernel: 8 warps
 constexpr int kLd = kL + 1;  // padded stride of 64 x 64 fp32 matrices
 
 // Minv = M^{-1}, M = I + L, L = strictLower(diag(bt) gram), by 16 x 16 blocks X_IJ (I >= J):
@@ -112,6 +112,14 @@ __device__ __forceinline__ void sub(float (&a)[NT][4], const float (&b)[NT][4]) 
     for (int e = 0; e < 4; ++e) a[i][e] -= b[i][e];
 }
 
+// The tile's columns from c0 on (fragment stores at a column offset).
+__device__ __forceinline__ Tile from_col(const Tile& t, int c0) {
+  Tile s = t;
+  s.hi += c0;
+  if (s.lo) s.lo += c0;
+  return s;
+}
+
 struct PrepSmem {
   Tile W, Ti, K, Y, Zt, Cm;
   float *gram = nullptr, *Mi = nullptr, *tmp = nullptr, *bt = nullptr;
@@ -146,16 +154,20 @@ __host__ __device__ inline PrepSmem prep_smem(unsigned char* base, int Dh, bool 
 }
 
 // Per-block factors: gram = W W^T, Minv, Tinv = Minv D, Cm = strictLower(W K^T), Y = Tinv W,
-// C = W^T Y (dense), Z = Tinv Cm, Kt = K - Z^T W. Writes kt / y / c planes, z and minv.
+// C = W^T Y (dense), Z = Tinv Cm, Kt = K - Z^T W. Writes kt / y / c planes, z and minv. Warp w
+// computes rows [16 (w % 4), +16) of every product and columns [c64, c64 + 32) of the 64-wide ones,
+// [cD, cD + Dh / 2) of the Dh-wide ones (Dh = 16: warps 0-3 do all Dh columns).
 template <int Dh>
-__global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void* k, const float* w,
+__global__ void __launch_bounds__(kThreads, Dh <= 64 ? 3 : 2) prep_tc_kernel(PrepOut o, const void* k, const float* w,
                                                            const float* beta, int64_t T, int64_t H, int nb,
                                                            bool is_bf16, bool dense) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NTH = NTD >= 4 ? NTD / 2 : NTD;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const bool f32 = !is_bf16;
   const PrepSmem sm = prep_smem(smem_raw, Dh, f32);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * warp;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * (warp & 3), half = warp >> 2;
+  const int c64 = 32 * half, cD = NTD >= 4 ? half * 8 * NTH : 0;
+  const bool ownD = NTD >= 4 || half == 0;  // this warp computes Dh-wide outputs
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
   const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
@@ -167,10 +179,10 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   if (tid < kL) sm.bt[tid] = tid < valid ? beta[(b * T + k0 + tid) * H + h] : 0.f;
   __syncthreads();
   {
-    float acc[8][4];
+    float acc[4][4];
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, 0, true, lane);  // W W^T
-    store_frag_f32(sm.gram, kLd, r0, acc, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, c64, true, lane);  // W W^T
+    store_frag_f32(sm.gram + c64, kLd, r0, acc, lane);
   }
   __syncthreads();
   unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);  // ends with a barrier
@@ -183,44 +195,46 @@ __global__ void __launch_bounds__(kThreads) prep_tc_kernel(PrepOut o, const void
   load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);  // gram is done
   __syncthreads();
   {
-    float acc[8][4];
+    float acc[4][4];
     zero(acc);
-    mma_sA<8, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, 0, true, lane);  // W K^T (Minv is done)
-    mask_strict_lower(acc, r0, 0, lane);
-    store_frag(sm.Cm, r0, acc, 1.f, lane);
+    mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.K, 0, c64, true, lane);  // W K^T (Minv is done)
+    mask_strict_lower(acc, r0, c64, lane);
+    store_frag(from_col(sm.Cm, c64), r0, acc, 1.f, lane);
   }
   __syncthreads();  // Cm complete, K no longer read
-  {
-    float acc[NTD][4];
+  if (ownD) {
+    float acc[NTH][4];
     zero(acc);
-    mma_sA<NTD, false, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.W, 0, 0, true, lane);  // Y = Tinv W
-    if (dense) store_frag(sm.Y, r0, acc, 1.f, lane);
-    store_frag_planes(o.y_hi + rowbase, o.y_lo + rowbase, Dh, r0, acc, lane);
+    mma_sA<NTH, false, BL::KN>(acc, sm.Ti, r0, 0, 4, sm.W, 0, cD, true, lane);  // Y = Tinv W
+    if (dense) store_frag(from_col(sm.Y, cD), r0, acc, 1.f, lane);
+    store_frag_planes(o.y_hi + rowbase + cD, o.y_lo + rowbase + cD, Dh, r0, acc, lane);
   }
-  float z[8][4];
+  float z[4][4];
   zero(z);
-  mma_sA<8, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, 0, true, lane);  // Z = Tinv Cm
-  store_tri_frag(o.z + tri, r0, z, lane);  // Z is strictly lower
+  mma_sA<4, false, BL::KN>(z, sm.Ti, r0, 0, 4, sm.Cm, 0, c64, true, lane);  // Z = Tinv Cm
+  store_tri_frag(o.z + tri, r0, c64, z, lane);  // Z is strictly lower
   __syncthreads();  // Y complete
-  if (dense) {
+  if (dense) {  // C = W^T Y: (16-row tile, column half) per warp
     const int64_t cb = (bh * nb + m) * Dh * Dh;
-    for (int mt = warp; mt < Dh / 16; mt += kThreads / 32) {
-      float acc[NTD][4];
+    constexpr int kHalves = NTD >= 4 ? 2 : 1;
+    for (int job = warp; job < (Dh / 16) * kHalves; job += kThreads / 32) {
+      const int mt = job / kHalves, c0 = (job % kHalves) * 8 * NTH;
+      float acc[NTH][4];
       zero(acc);
-      mma_sA<NTD, true, BL::KN>(acc, sm.W, 16 * mt, 0, 4, sm.Y, 0, 0, true, lane);  // C = W^T Y
-      store_frag_planes(o.c_hi + cb, o.c_lo + cb, Dh, 16 * mt, acc, lane);
+      mma_sA<NTH, true, BL::KN>(acc, sm.W, 16 * mt, 0, 4, sm.Y, 0, c0, true, lane);
+      store_frag_planes(o.c_hi + cb + c0, o.c_lo + cb + c0, Dh, 16 * mt, acc, lane);
     }
     __syncthreads();  // Y no longer read: Zt takes its place
   }
-  store_frag(sm.Zt, r0, z, 1.f, lane);
+  store_frag(from_col(sm.Zt, c64), r0, z, 1.f, lane);
   __syncthreads();
-  {
-    float acc[NTD][4], kr[NTD][4];
+  if (ownD) {
+    float acc[NTH][4], kr[NTH][4];
     zero(acc);
-    mma_sA<NTD, true, BL::KN>(acc, sm.Zt, r0, 0, 4, sm.W, 0, 0, true, lane);  // Z^T W
-    load_frag_global(kr, kb, rs, is_bf16, r0, valid, lane);
+    mma_sA<NTH, true, BL::KN>(acc, sm.Zt, r0, 0, 4, sm.W, 0, cD, true, lane);  // Z^T W
+    load_frag_global(kr, static_cast<const unsigned char*>(kb) + cD * esz, rs, is_bf16, r0, valid, lane);
     sub(kr, acc);  // Kt = K - Z^T W
-    store_frag_planes(o.kt_hi + rowbase, o.kt_lo ? o.kt_lo + rowbase : nullptr, Dh, r0, kr, lane);
+    store_frag_planes(o.kt_hi + rowbase + cD, o.kt_lo ? o.kt_lo + rowbase + cD : nullptr, Dh, r0, kr, lane);
   }
 }
 
@@ -257,14 +271,6 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
   s.bt = cv.floats(kL);
   s.dbp = cv.floats(2 * kL);
   s.bytes = cv.off;
-  return s;
-}
-
-// The tile's columns from c0 on (fragment stores at a column offset).
-__device__ __forceinline__ Tile from_col(const Tile& t, int c0) {
-  Tile s = t;
-  s.hi += c0;
-  if (s.lo) s.lo += c0;
   return s;
 }
 
