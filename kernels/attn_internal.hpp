@@ -128,8 +128,8 @@ struct BwdParams {
   float* dws_acc = nullptr;  // [nbh, nsc, Dh, Dh] dL/dW_b (atomics)
   int sc = 0, nsc = 0;       // blocks per superchunk (0: none), superchunks
   // Inter-superchunk pairs on wgmma (bf16, sm_90, 4 warps; kernels/NOTES.md "Inter-superchunk
-  // pairs on wgmma"). inter = 0: the fused kernel visits every key block. inter = 1: it only writes
-  // the query states X_{e_b} (b < a) to xs and returns. inter = 2: it reads X_{e_b} back from xs (no
+  // pairs on wgmma"). inter = 0: the fused kernel visits every key block. inter = 1 (launch_path_states,
+  // the kernel's chain-only instantiation): only the query states X_{e_b} (b < a), written to xs. inter = 2: it reads X_{e_b} back from xs (no
   // superchunk transports) and takes dL/dX_{e_b} from dxs
   // instead of visiting the key blocks of earlier superchunks (softmax_bwd_wgmma_kernel<Dh, true>
   // filled dxs, dv_acc and dke_acc from xs in between). xs, dxs: [nbh, xs_rows, Dh] (sc_state_row).

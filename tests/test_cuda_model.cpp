@@ -160,7 +160,10 @@ TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
 }
 
 // The layer stacks are recorded into CUDA graphs on the second call and replayed after: every call
-// (new batch, new labelled-row count) must equal the eager runner's.
+// (new batch, new labelled-row count) must equal the eager runner's. Not bit for bit: the FoX gate
+// gradient is summed by fp32 atomics in no fixed order, and a view whose gradient nearly cancels
+// shows that relative to its own norm (path_fox, layer 0's bbeta, call 0: 1.0-1.24e-5 in 16 of 160
+// runs on an H100, 2026-11-22). A replay of wrong buffers or a stale batch is off by O(1).
 TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   const int64_t V = 11, B = 3, T = 40;
   const ModelConfig cfg = two_layer(GetParam(), false);
@@ -182,7 +185,7 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
       EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * (1 + std::fabs(a.loss_sum))) << "call " << call;
       for (const ParamView& v : mf.params().views()) {
         const std::vector<double> want(a.grads.begin(), a.grads.end());
-        EXPECT_LE(view_error(v, b.grads, want, nullptr), 1e-5) << v.name << " call " << call;
+        EXPECT_LE(view_error(v, b.grads, want, nullptr), 1e-4) << v.name << " call " << call;
       }
     }
   }
