@@ -292,7 +292,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.bh0 = sa.bh0 = fa.bh0 = bh0;
       p.nbh = sa.nbh = fa.nbh = nbh;
       if (cfg.inter) {  // pairs with earlier superchunks on wgmma: states, the pass, then the rest
-        detail::launch_path_states(p, d.Dh, stream);
+        detail::launch_path_states(p, cfg, d.Dh, stream);
         prof.mark("states");
         detail::launch_path_inter_bwd(p, d.Dh, stream);
         prof.mark("inter pairs");

@@ -212,6 +212,11 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   // One launch per group of bh_group heads: the grid (and the scratch) serve one group.
   cfg.bh_group = path_bwd_group(d, nb, nqb, cfg.nsc, cfg.xs_rows, persistent);
   cfg.grid = static_cast<int>(std::min(nqb * cfg.bh_group, persistent));
+  if (cfg.inter) {
+    const PathStatesShape st = path_states_shape(d.Dh);
+    cfg.states_stages = st.stages, cfg.states_smem = st.smem;
+    cfg.states_grid = std::min<int64_t>(nqb * cfg.bh_group, static_cast<int64_t>(st.occupancy) * dev.sms);
+  }
   if (nbmax == 0) return cfg;
   const int64_t state = Bq * d.Dh / (f32 ? 1 : 2);  // floats of one query state (bf16 in bf16 mode)
   if (cfg.sc > 0) {

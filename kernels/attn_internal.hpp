@@ -128,11 +128,11 @@ struct BwdParams {
   float* dws_acc = nullptr;  // [nbh, nsc, Dh, Dh] dL/dW_b (atomics)
   int sc = 0, nsc = 0;       // blocks per superchunk (0: none), superchunks
   // Inter-superchunk pairs on wgmma (bf16, sm_90, 4 warps; kernels/NOTES.md "Inter-superchunk
-  // pairs on wgmma"). inter = 0: the fused kernel visits every key block. inter = 1 (launch_path_states,
-  // the kernel's chain-only instantiation): only the query states X_{e_b} (b < a), written to xs. inter = 2: it reads X_{e_b} back from xs (no
-  // superchunk transports) and takes dL/dX_{e_b} from dxs
-  // instead of visiting the key blocks of earlier superchunks (softmax_bwd_wgmma_kernel<Dh, true>
-  // filled dxs, dv_acc and dke_acc from xs in between). xs, dxs: [nbh, xs_rows, Dh] (sc_state_row).
+  // pairs on wgmma"). inter = 0: the fused kernel visits every key block. inter = 1
+  // (launch_path_states, the kernel's chain-only instantiation): only the query states X_{e_b}
+  // (b < a), written to xs. inter = 2: it reads X_{e_b} back from xs (no superchunk transports)
+  // and takes dL/dX_{e_b} from dxs instead of visiting the key blocks of earlier superchunks
+  // (softmax_bwd_wgmma_kernel<Dh, true> filled dxs, dv_acc and dke_acc from xs in between). xs, dxs: [nbh, xs_rows, Dh] (sc_state_row).
   bf16_raw* xs = nullptr;
   float* dxs = nullptr;  // zeroed with the group's accumulators
   int64_t xs_rows = 0;
@@ -157,6 +157,10 @@ struct BwdConfig {
   int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
   bool inter = false;                // PaTH: inter-superchunk pairs on wgmma (BwdParams::inter)
   int64_t xs_rows = 0;               // their query states per head (sc_state_row)
+  // The states launch before that pass (launch_path_states): pipeline stages, shared memory, and
+  // its grid for one group (persistent: occupancy x SMs, at most the group's query blocks).
+  int states_stages = 0, states_smem = 0;
+  int64_t states_grid = 0;
 };
 // The superchunks of a PaTH call (forward and backward agree: the factors are kept between them):
 // sc blocks each (0: none, when nb <= sc), nsc of them, and whether the backward runs the pairs
@@ -305,7 +309,13 @@ int sc_bwd_smem_bytes(int64_t Dh, bool f32);
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
 // The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
 // fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
-void launch_path_states(const BwdParams& p, int64_t Dh, cudaStream_t stream);
+void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
+// That launch's pipeline stages, shared memory and resident CTAs per SM on this device (bf16, Dh 64
+// or 128; asked once per backward by bwd_config).
+struct PathStatesShape {
+  int stages = 2, smem = 0, occupancy = 1;
+};
+PathStatesShape path_states_shape(int64_t Dh);
 
 void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 

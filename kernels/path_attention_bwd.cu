@@ -37,38 +37,56 @@ void launch_bwd<true>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cuda
   });
 }
 
-void launch_path_states(const BwdParams& p0, int64_t Dh, cudaStream_t stream) {
-  check_head_group(p0.bh0, p0.nbh, p0.B * p0.H, "PaTH attention backward: bad group of heads");
-  if (!p0.bf16 || (Dh != 64 && Dh != 128) || p0.sc < 2 || !p0.xs || p0.warps != 4)
-    throw_error("PaTH attention backward: the states launch needs bf16, Dh 64 or 128, superchunks and xs");
-  BwdParams p = p0;
-  p.inter = 1;
-  auto run = [&](auto* kernel) {
-    // Two pipeline stages unless one stage lets more CTAs share an SM (Dh = 128: factored operands).
-    int occ[3] = {0, 0, 0}, smem[3] = {0, 0, 0};
-    for (int st = 1; st <= 2; ++st) {
-      smem[st] = states_smem(nullptr, static_cast<int>(Dh), p.dense, 64, st).bytes;
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[st]));
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem[st]));
-    }
-    p.stages = occ[1] > occ[2] ? 1 : 2;
-    int dev = 0, sms = 1;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t items = static_cast<int64_t>(p.nqb) * p.nbh;
-    const int grid = static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(std::max(1, occ[p.stages])) * sms));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[p.stages]));
-    kernel<<<grid, 128, smem[p.stages], stream>>>(p);
-    SB_CUDA_CHECK_LAUNCH();
-  };
-  if (Dh == 64) run(path_bwd_kernel<64, false, true>);
-  else run(path_bwd_kernel<128, false, true>);
-}
+namespace {
 
-void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {
+// The states launch and the wgmma pass need bf16, Dh 64 or 128, 4-warp query blocks, superchunks
+// and the group's xs / dxs buffers.
+void check_inter_pass(const BwdParams& p, int64_t Dh) {
   check_head_group(p.bh0, p.nbh, p.B * p.H, "PaTH attention backward: bad group of heads");
   if (!p.bf16 || (Dh != 64 && Dh != 128) || p.sc < 2 || p.nsc < 2 || !p.xs || !p.dxs || p.warps != 4)
     throw_error("PaTH attention backward: the wgmma inter-superchunk pass needs bf16, Dh 64 or 128 and superchunks");
+}
+
+template <class F>
+void with_states_kernel(int64_t Dh, F&& f) {
+  if (Dh == 64) f(path_bwd_kernel<64, false, true>);
+  else f(path_bwd_kernel<128, false, true>);
+}
+
+}  // namespace
+
+PathStatesShape path_states_shape(int64_t Dh) {
+  PathStatesShape s;
+  with_states_kernel(Dh, [&](auto* kernel) {
+    // Two pipeline stages unless one stage lets more CTAs share an SM (Dh = 128: factored operands).
+    int occ[3] = {0, 0, 0}, smem[3] = {0, 0, 0};
+    for (int st = 1; st <= 2; ++st) {
+      smem[st] = states_smem(nullptr, static_cast<int>(Dh), path_dense(Dh), 64, st).bytes;
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem[st]));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem[st]));
+    }
+    s.stages = occ[1] > occ[2] ? 1 : 2;
+    s.smem = smem[s.stages];
+    s.occupancy = std::max(1, occ[s.stages]);
+  });
+  return s;
+}
+
+void launch_path_states(const BwdParams& p0, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
+  check_inter_pass(p0, Dh);
+  BwdParams p = p0;
+  p.inter = 1, p.stages = cfg.states_stages;
+  const int64_t items = static_cast<int64_t>(p.nqb) * p.nbh;
+  const int grid = static_cast<int>(std::min<int64_t>(items, cfg.states_grid));
+  with_states_kernel(Dh, [&](auto* kernel) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg.states_smem));
+    kernel<<<grid, 128, cfg.states_smem, stream>>>(p);
+    SB_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {
+  check_inter_pass(p, Dh);
   // CTAs: (superchunk b < nsc - 1, pair of its key blocks, head of the group), superchunk 0 first
   // (it has the most query blocks after it).
   const int64_t grid = static_cast<int64_t>(p.nsc - 1) * ((p.sc + 1) / 2) * p.nbh;

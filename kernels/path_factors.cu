@@ -10,7 +10,20 @@
 namespace sb::cuda::detail {
 namespace {
 
-constexpr int kThreads = 256;  // the forward factor kernel: 8 warps
+constexpr int kThreads = 256;  // both factor kernels: 8 warps
+
+// How both factor kernels split a 64-row product over their 8 warps: rows [r0, r0 + 16), columns
+// [c64, c64 + 32) of the 64-wide products and [cD, cD + 8 NTH) of the Dh-wide ones; at Dh = 16
+// (one pair of n-tiles) warps 0-3 do all Dh columns and own is false for warps 4-7.
+template <int Dh>
+struct WarpPart {
+  static constexpr int NTD = Dh / 8, NTH = NTD >= 4 ? NTD / 2 : NTD;
+  int r0, c64, cD;
+  bool own;  // this warp computes Dh-wide outputs
+  __device__ explicit WarpPart(int warp)
+      : r0(16 * (warp & 3)), c64(32 * (warp >> 2)), cD(NTD >= 4 ? (warp >> 2) * 8 * NTH : 0),
+        own(NTD >= 4 || warp < 4) {}
+};
 constexpr int kLd = kL + 1;  // padded stride of 64 x 64 fp32 matrices
 
 // Minv = M^{-1}, M = I + L, L = strictLower(diag(bt) gram), by 16 x 16 blocks X_IJ (I >= J):
@@ -154,20 +167,20 @@ __host__ __device__ inline PrepSmem prep_smem(unsigned char* base, int Dh, bool 
 }
 
 // Per-block factors: gram = W W^T, Minv, Tinv = Minv D, Cm = strictLower(W K^T), Y = Tinv W,
-// C = W^T Y (dense), Z = Tinv Cm, Kt = K - Z^T W. Writes kt / y / c planes, z and minv. Warp w
-// computes rows [16 (w % 4), +16) of every product and columns [c64, c64 + 32) of the 64-wide ones,
-// [cD, cD + Dh / 2) of the Dh-wide ones (Dh = 16: warps 0-3 do all Dh columns).
+// C = W^T Y (dense), Z = Tinv Cm, Kt = K - Z^T W. Writes kt / y / c planes, z and minv. Warps split
+// the products as WarpPart says.
 template <int Dh>
 __global__ void __launch_bounds__(kThreads, Dh <= 64 ? 3 : 2) prep_tc_kernel(PrepOut o, const void* k, const float* w,
                                                            const float* beta, int64_t T, int64_t H, int nb,
                                                            bool is_bf16, bool dense) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NTH = NTD >= 4 ? NTD / 2 : NTD;
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NTH = WarpPart<Dh>::NTH;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const bool f32 = !is_bf16;
   const PrepSmem sm = prep_smem(smem_raw, Dh, f32);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = 16 * (warp & 3), half = warp >> 2;
-  const int c64 = 32 * half, cD = NTD >= 4 ? half * 8 * NTH : 0;
-  const bool ownD = NTD >= 4 || half == 0;  // this warp computes Dh-wide outputs
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const WarpPart<Dh> wp(warp);
+  const int r0 = wp.r0, c64 = wp.c64, cD = wp.cD;
+  const bool ownD = wp.own;
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t bh = blockIdx.x / nb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
   const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
@@ -274,22 +287,20 @@ __host__ __device__ inline FactorsSmem factors_smem(unsigned char* base, int Dh,
   return s;
 }
 
-constexpr int kBwdWarps = 8;  // factor backward: warp w owns rows 16 (w % 4) .. and half the columns
-
 // One CTA of 8 warps per (64-row block, head of the group a.bh0 .. a.bh0 + a.nbh - 1): the factors
 // (y, z, minv) at the global row bh (rowbase, tri), the accumulators at the local row lb (arow,
-// ablk). Warp w computes rows [16 (w % 4), +16) of every product and columns [c64, c64 + 32) of
-// the 64-wide ones, [cD, cD + Dh / 2) of the Dh-wide ones (Dh = 16: warps 0-3 do all Dh columns).
+// ablk). Warps split the products as WarpPart says.
 template <int Dh>
-__global__ void __launch_bounds__(32 * kBwdWarps) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
-                                                                    bool is_bf16, bool dense) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NTH = NTD >= 4 ? NTD / 2 : NTD, kThr = 32 * kBwdWarps;
+__global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, int64_t T, int64_t H, int nb,
+                                                              bool is_bf16, bool dense) {
+  constexpr int KTD = Dh / 16, NTH = WarpPart<Dh>::NTH;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const bool f32 = !is_bf16;
   const FactorsSmem sm = factors_smem(smem_raw, Dh, f32, dense);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int r0 = 16 * (warp & 3), half = warp >> 2, c64 = 32 * half, cD = NTD >= 4 ? half * 8 * NTH : 0;
-  const bool ownD = NTD >= 4 || half == 0;  // this warp computes Dh-wide outputs
+  const WarpPart<Dh> wp(warp);
+  const int r0 = wp.r0, c64 = wp.c64, cD = wp.cD, half = warp >> 2;
+  const bool ownD = wp.own;
   const int m = static_cast<int>(blockIdx.x % nb);
   const int64_t lb = blockIdx.x / nb, bh = a.bh0 + lb, b = bh / H, h = bh % H, k0 = static_cast<int64_t>(m) * kL;
   const int64_t Tp = static_cast<int64_t>(nb) * kL, rowbase = (bh * Tp + k0) * Dh, tri = (bh * nb + m) * kTriFloats;
@@ -298,21 +309,21 @@ __global__ void __launch_bounds__(32 * kBwdWarps) factors_tc_kernel(FactorsBwdAr
   const int valid = static_cast<int>(min64(kL, T - k0));
   const size_t esz = is_bf16 ? 2 : 4;
   const void* kb = static_cast<const unsigned char*>(a.k) + g0 * esz;
-  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThr);
-  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThr);
-  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThr);
-  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThr);
-  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThr);
+  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
+  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
+  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThreads);
+  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThreads);
+  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThreads);
   if (dense) {
     copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
-                    reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThr);
-    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThr);
+                    reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThreads);
+    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
   }
   cp_async_commit();
   if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
   cp_async_wait<0>();
   __syncthreads();
-  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThr);  // Ti = Minv D from the forward factors
+  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThreads);  // Ti = Minv D from the forward factors
   // dW (columns cD..) from its accumulator; dK = dk_acc + dKt (Kt = K - Z^T W).
   float dW[NTH][4], tmp[NTH][4], dK[NTH][4];
   if (ownD) {
@@ -381,7 +392,7 @@ __global__ void __launch_bounds__(32 * kBwdWarps) factors_tc_kernel(FactorsBwdAr
     mma_sA<4, false, BL::NK>(acc, sm.W, r0, 0, KTD, sm.W, 0, c64, true, lane);
     store_frag_f32(sm.gram + c64, kLd, r0, acc, lane);
   }
-  load_tri_tile(sm.Mi, a.minv + tri, 1.f, nullptr, tid, kThr);
+  load_tri_tile(sm.Mi, a.minv + tri, 1.f, nullptr, tid, kThreads);
   __syncthreads();
   // Phase 4: R = Minv^T dTinv (into Z's place); E = strictLower(-R Tinv^T);
   // dbeta_r = R_rr + sum_{p<r} E_rp gram_rp (two column halves, summed through dbp);
@@ -447,7 +458,7 @@ void launch_path_factors_bwd(const FactorsBwdArgs& a, int64_t B, int64_t T, int6
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     CUDA_CHECK(cudaFuncSetAttribute(factors_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    factors_tc_kernel<D><<<static_cast<unsigned>(nb * a.nbh), 32 * kBwdWarps, smem, s>>>(a, T, H, nb, bf16, dense);
+    factors_tc_kernel<D><<<static_cast<unsigned>(nb * a.nbh), kThreads, smem, s>>>(a, T, H, nb, bf16, dense);
     SB_CUDA_CHECK_LAUNCH();
   });
 }
