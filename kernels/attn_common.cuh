@@ -73,24 +73,36 @@ __device__ __forceinline__ void store_quad(const Tile& T, int idx, const float (
 
 // Fills rows [0, rows) x cols [0, cols) of a tile from a row-strided source (fp32 or bf16), rows
 // >= valid as 0. cols is a multiple of 4; the source rows are 8-byte (bf16) / 16-byte (fp32) aligned.
+// Synchronous, but each thread has kLoadBatch loads in flight before it converts and stores any (a
+// 64 x 64 tile on 128 threads costs one global latency, not eight: the per-block kernels are
+// latency-bound, NOTES.md "Latency of the per-block kernels").
+constexpr int kLoadBatch = 8;
 __device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, const void* src, int64_t stride,
                                           bool src_bf16, int valid, int tid, int nthreads) {
-  const int per_row = cols / 4;
-  for (int e = tid; e < rows * per_row; e += nthreads) {
-    const int r = e / per_row, c = (e - r * per_row) * 4;
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (r < valid) {
-      if (src_bf16) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + r * stride + c);
-        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-        v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
-      } else {
-        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + r * stride + c);
-        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+  const int per_row = cols / 4, quads = rows * per_row;
+  for (int e0 = tid; e0 < quads; e0 += kLoadBatch * nthreads) {
+    float4 f[kLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
+      f[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (e < quads && r < valid) {
+        if (src_bf16) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + r * stride + c);
+          f[b].x = __uint_as_float(raw.x << 16), f[b].y = __uint_as_float(raw.x & 0xffff0000u);
+          f[b].z = __uint_as_float(raw.y << 16), f[b].w = __uint_as_float(raw.y & 0xffff0000u);
+        } else {
+          f[b] = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + r * stride + c);
+        }
       }
     }
-    store_quad(T, r * T.ld + c, v);
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
+      if (e >= quads) break;
+      const float v[4] = {f[b].x, f[b].y, f[b].z, f[b].w};
+      store_quad(T, r * T.ld + c, v);
+    }
   }
 }
 
@@ -107,7 +119,7 @@ static_assert(tri_row(kL) == kTriFloats, "packed triangle size");
 // column c scaled by colscale[c] when colscale is given. Synchronous.
 __device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, float diag, const float* colscale,
                                               int tid, int nthreads) {
-  constexpr int kQuads = kL * kL / 4, kBatch = 4;
+  constexpr int kQuads = kL * kL / 4, kBatch = kLoadBatch;
   for (int e0 = tid; e0 < kQuads; e0 += kBatch * nthreads) {
     float4 f[kBatch];
 #pragma unroll
@@ -158,6 +170,34 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+
+// A whole tile on kT threads: each thread keeps one 8-column chunk and steps down kT / per_row rows
+// per copy, fully unrolled, so a copy is one LDGSTS and an address add (the general loop below
+// spent ~20 instructions per copy on index arithmetic and the zero-fill predicate: a quarter of the
+// PaTH forward's instructions, NOTES.md version 31).
+template <int kT>
+__device__ __forceinline__ void copy_full_tile_async(const Tile& T, int rows, int cols, const bf16* hi,
+                                                     const bf16* lo, int64_t stride, int tid) {
+  const int per_row = cols / 8, step = kT / per_row, passes = rows * per_row / kT;
+  const int r = tid / per_row, c = (tid - r * per_row) * 8;
+  const int64_t so = r * stride + c, sstep = step * stride;
+  const int d = r * T.ld + c, dstep = step * T.ld;
+#pragma unroll 16
+  for (int i = 0; i < passes; ++i) cp_async16(T.hi + d + i * dstep, hi + so + i * sstep);
+  if (T.lo) {
+#pragma unroll 16
+    for (int i = 0; i < passes; ++i) {
+      if (lo)
+        cp_async16(T.lo + d + i * dstep, lo + so + i * sstep);
+      else
+        *reinterpret_cast<uint4*>(T.lo + d + i * dstep) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
 // Starts copying rows [0, rows) x cols [0, cols) of bf16 planes (row stride `stride` elements,
 // rows >= valid zero-filled) into a tile; the low plane is copied from lo, or zeroed when lo is
 // null. Complete after cp_async_wait + __syncthreads.
@@ -178,20 +218,40 @@ __device__ __forceinline__ void copy_tile_async(const Tile& T, int rows, int col
   }
 }
 
+// copy_tile_async with copy_full_tile_async for whole tiles on 128 threads. Only the forward kernel
+// uses it: in the fused backward the unrolled copies cost more (its instruction footprint, NOTES.md
+// version 31) than their index arithmetic saved.
+__device__ __forceinline__ void copy_tile_async_fast(const Tile& T, int rows, int cols, const bf16* hi,
+                                                     const bf16* lo, int64_t stride, int valid, int tid,
+                                                     int nthreads) {
+  const int per_row = cols / 8;
+  if (valid >= rows && nthreads == 128 && (rows * per_row) % 128 == 0 && 128 % per_row == 0)
+    copy_full_tile_async<128>(T, rows, cols, hi, lo, stride, tid);
+  else
+    copy_tile_async(T, rows, cols, hi, lo, stride, valid, tid, nthreads);
+}
+
 // Rows [0, rows) of a [*, Dh] operand of the input dtype into a tile: bf16 asynchronously, fp32
 // synchronously (split into planes).
-template <bool kBf16>
+template <bool kBf16, bool kFast = false>
 __device__ __forceinline__ void load_input_tile(const Tile& T, int rows, int Dh, const void* src, int64_t stride,
                                                 int valid, int tid) {
-  if constexpr (kBf16)
+  if constexpr (kBf16 && kFast)
+    copy_tile_async_fast(T, rows, Dh, static_cast<const bf16*>(src), nullptr, stride, valid, tid, blockDim.x);
+  else if constexpr (kBf16)
     copy_tile_async(T, rows, Dh, static_cast<const bf16*>(src), nullptr, stride, valid, tid, blockDim.x);
   else
     load_tile(T, rows, Dh, src, stride, false, valid, tid, blockDim.x);
 }
+template <bool kFast = false>
 __device__ __forceinline__ void load_planes_tile(const Tile& T, int rows, int cols, const uint16_t* hi,
                                                  const uint16_t* lo, int64_t off, int tid) {
-  copy_tile_async(T, rows, cols, reinterpret_cast<const bf16*>(hi) + off,
-                  lo ? reinterpret_cast<const bf16*>(lo) + off : nullptr, cols, rows, tid, blockDim.x);
+  const bf16* h = reinterpret_cast<const bf16*>(hi) + off;
+  const bf16* l = lo ? reinterpret_cast<const bf16*>(lo) + off : nullptr;
+  if constexpr (kFast)
+    copy_tile_async_fast(T, rows, cols, h, l, cols, rows, tid, blockDim.x);
+  else
+    copy_tile_async(T, rows, cols, h, l, cols, rows, tid, blockDim.x);
 }
 
 // Zeroes accumulator entries above the diagonal of the query rows: keeps (row, col) with

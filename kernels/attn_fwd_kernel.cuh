@@ -180,20 +180,20 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     const int sb = st * sm.stage_bytes;
     if constexpr (kPath) {
       const bool inter = j < s_a;
-      load_planes_tile(shifted(sm.Kb, sb), kL, Dh, inter ? p.ke_hi : p.kt_hi, inter ? p.ke_lo : p.kt_lo,
+      load_planes_tile<true>(shifted(sm.Kb, sb), kL, Dh, inter ? p.ke_hi : p.kt_hi, inter ? p.ke_lo : p.kt_lo,
                        (bh * Tp + k0) * Dh, tid);
       if (j > 0 && !inter) {
         if (p.dense) {
-          load_planes_tile(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
+          load_planes_tile<true>(shifted(sm.Cb, sb), Dh, Dh, p.c_hi, p.c_lo, (bh * p.nb + j) * Dh * Dh, tid);
         } else {
           load_tile(shifted(sm.Wb, sb), kL, Dh, p.w + head0 + k0 * rs, rs, false, kL, tid, blockDim.x);
-          load_planes_tile(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
+          load_planes_tile<true>(shifted(sm.Yb, sb), kL, Dh, p.y_hi, p.y_lo, (bh * Tp + k0) * Dh, tid);
         }
       }
     } else {
-      load_input_tile<bf>(shifted(sm.Kb, sb), kL, Dh, input_at<bf>(p.k, head0 + k0 * rs), rs, kL, tid);
+      load_input_tile<bf, true>(shifted(sm.Kb, sb), kL, Dh, input_at<bf>(p.k, head0 + k0 * rs), rs, kL, tid);
     }
-    load_input_tile<bf>(shifted(sm.Vb, sb), kL, Dh, input_at<bf>(p.v, head0 + k0 * rs), rs, kL, tid);
+    load_input_tile<bf, true>(shifted(sm.Vb, sb), kL, Dh, input_at<bf>(p.v, head0 + k0 * rs), rs, kL, tid);
     fill_colbias(sm.colb + st * kL, gh, k0, p.T, gref, tid);
     cp_async_commit();
   };

@@ -178,6 +178,25 @@ __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtile
     atomic_frag(dst, ld, 16 * mt, acc, mul, lane, vec4);
   }
 }
+// The same as one out-of-line copy, for the own block's five products at Dh <= 64: they run once per
+// query block, and inlined they made the kernel's instruction footprint (~10 k executed
+// instructions) miss the instruction cache (Nsight: "no instruction" was 40% of the stalls at
+// (128,256,8,64)). Not in the key-block loop, nor at Dh = 128: the call's register spills cost
+// more there (NOTES.md version 31).
+template <int NT>
+__device__ __noinline__ void cta_atb_atomic_call(float* dst, int64_t ld, int mtiles, const Tile A, const Tile B,
+                                                 int kt, float mul, bool split, int warp, int warps, int lane,
+                                                 bool vec4) {
+  cta_atb_atomic<NT>(dst, ld, mtiles, A, B, kt, mul, split, warp, warps, lane, vec4);
+}
+template <int NT, bool kCall>
+__device__ __forceinline__ void own_atb_atomic(float* dst, int64_t ld, const Tile& A, const Tile& B, int kt,
+                                               float mul, bool split, int warp, int warps, int lane, bool vec4) {
+  if constexpr (kCall)
+    cta_atb_atomic_call<NT>(dst, ld, 4, A, B, kt, mul, split, warp, warps, lane, vec4);
+  else
+    cta_atb_atomic<NT>(dst, ld, 4, A, B, kt, mul, split, warp, warps, lane, vec4);
+}
 
 // kStates: the states launch (p.inter = 1, bf16 only): the chains and their states X_{e_b}, in the
 // compact layout states_smem, at several CTAs per SM.
@@ -471,11 +490,13 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
                         lane);
     }
     __syncthreads();
-    cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<8>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
-    cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    constexpr bool kCall = Dh <= 64;
+    own_atb_atomic<NTD, kCall>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    own_atb_atomic<NTD, kCall>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    own_atb_atomic<8, kCall>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane,
+                             p.vec4);
+    own_atb_atomic<NTD, kCall>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    own_atb_atomic<NTD, kCall>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
   }
 }
 
