@@ -71,38 +71,60 @@ __device__ __forceinline__ void store_quad(const Tile& T, int idx, const float (
   }
 }
 
-// Fills rows [0, rows) x cols [0, cols) of a tile from a row-strided source (fp32 or bf16), rows
-// >= valid as 0. cols is a multiple of 4; the source rows are 8-byte (bf16) / 16-byte (fp32) aligned.
-// Synchronous, but each thread has kLoadBatch loads in flight before it converts and stores any (a
-// 64 x 64 tile on 128 threads costs one global latency, not eight: the per-block kernels are
-// latency-bound, NOTES.md "Latency of the per-block kernels").
-constexpr int kLoadBatch = 8;
-__device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, const void* src, int64_t stride,
-                                          bool src_bf16, int valid, int tid, int nthreads) {
+// The two halves of a synchronous tile load, so that a kernel can keep several tiles' loads in
+// flight at once (the per-block kernels are latency-bound, NOTES.md "Latency of the per-block
+// kernels"): tile_issue reads the quads e = e0 + b nthreads (b < kQ) of rows [0, rows) x cols
+// [0, cols) of a row-strided source (fp32, or bf16 kept raw) into registers, rows >= valid as 0;
+// tile_finish converts and stores them. cols is a multiple of 4; the source rows are 8-byte (bf16)
+// / 16-byte (fp32) aligned.
+template <int kQ>
+__device__ __forceinline__ void tile_issue(float4 (&f)[kQ], int e0, int rows, int cols, const void* src,
+                                           int64_t stride, bool src_bf16, int valid, int nthreads) {
   const int per_row = cols / 4, quads = rows * per_row;
-  for (int e0 = tid; e0 < quads; e0 += kLoadBatch * nthreads) {
-    float4 f[kLoadBatch];
 #pragma unroll
-    for (int b = 0; b < kLoadBatch; ++b) {
-      const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
-      f[b] = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (e < quads && r < valid) {
-        if (src_bf16) {
-          const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + r * stride + c);
-          f[b].x = __uint_as_float(raw.x << 16), f[b].y = __uint_as_float(raw.x & 0xffff0000u);
-          f[b].z = __uint_as_float(raw.y << 16), f[b].w = __uint_as_float(raw.y & 0xffff0000u);
-        } else {
-          f[b] = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + r * stride + c);
-        }
+  for (int b = 0; b < kQ; ++b) {
+    const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
+    f[b] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (e < quads && r < valid) {
+      if (src_bf16) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const bf16*>(src) + r * stride + c);
+        f[b].x = __uint_as_float(raw.x), f[b].y = __uint_as_float(raw.y);
+      } else {
+        f[b] = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + r * stride + c);
       }
     }
+  }
+}
+template <int kQ>
+__device__ __forceinline__ void tile_finish(const Tile& T, const float4 (&f)[kQ], int e0, int rows, int cols,
+                                            bool src_bf16, int nthreads) {
+  const int per_row = cols / 4, quads = rows * per_row;
 #pragma unroll
-    for (int b = 0; b < kLoadBatch; ++b) {
-      const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
-      if (e >= quads) break;
+  for (int b = 0; b < kQ; ++b) {
+    const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
+    if (e >= quads) break;
+    const uint32_t x = __float_as_uint(f[b].x), y = __float_as_uint(f[b].y);  // raw bf16 pairs
+    if (src_bf16) {
+      const float v[4] = {__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u), __uint_as_float(y << 16),
+                          __uint_as_float(y & 0xffff0000u)};
+      store_quad(T, r * T.ld + c, v);
+    } else {
       const float v[4] = {f[b].x, f[b].y, f[b].z, f[b].w};
       store_quad(T, r * T.ld + c, v);
     }
+  }
+}
+
+// A whole synchronous tile load (the two halves above), kLoadBatch loads in flight per thread: a
+// 64 x 64 tile on 128 threads costs one global latency, not eight.
+constexpr int kLoadBatch = 8;
+__device__ __forceinline__ void load_tile(const Tile& T, int rows, int cols, const void* src, int64_t stride,
+                                          bool src_bf16, int valid, int tid, int nthreads) {
+  const int quads = rows * (cols / 4);
+  for (int e0 = tid; e0 < quads; e0 += kLoadBatch * nthreads) {
+    float4 f[kLoadBatch];
+    tile_issue(f, e0, rows, cols, src, stride, src_bf16, valid, nthreads);
+    tile_finish(T, f, e0, rows, cols, src_bf16, nthreads);
   }
 }
 
@@ -115,31 +137,41 @@ __host__ __device__ constexpr int tri_row(int r) {
 }
 static_assert(tri_row(kL) == kTriFloats, "packed triangle size");
 
-// Fills a 64 x 64 tile from a packed strictly lower matrix: `diag` on the diagonal, zeros above it,
-// column c scaled by colscale[c] when colscale is given. Synchronous.
+// The same for a 64 x 64 tile from a packed strictly lower matrix: `diag` on the diagonal, zeros
+// above it, column c scaled by colscale[c] when colscale is given (tri_finish reads it).
+template <int kQ>
+__device__ __forceinline__ void tri_issue(float4 (&f)[kQ], int e0, const float* src, int nthreads) {
+  constexpr int kQuads = kL * kL / 4;
+#pragma unroll
+  for (int b = 0; b < kQ; ++b) {
+    const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
+    f[b] = e < kQuads && c < r ? __ldg(reinterpret_cast<const float4*>(src + tri_row(r) + c))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+template <int kQ>
+__device__ __forceinline__ void tri_finish(const Tile& T, const float4 (&f)[kQ], int e0, float diag,
+                                           const float* colscale, int nthreads) {
+  constexpr int kQuads = kL * kL / 4;
+#pragma unroll
+  for (int b = 0; b < kQ; ++b) {
+    const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
+    if (e >= kQuads) break;
+    float v[4] = {f[b].x, f[b].y, f[b].z, f[b].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // constant indices: v stays in registers
+      if (c + q == r) v[q] = diag;
+      if (colscale) v[q] *= colscale[c + q];
+    }
+    store_quad(T, r * T.ld + c, v);
+  }
+}
 __device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, float diag, const float* colscale,
                                               int tid, int nthreads) {
-  constexpr int kQuads = kL * kL / 4, kBatch = kLoadBatch;
-  for (int e0 = tid; e0 < kQuads; e0 += kBatch * nthreads) {
-    float4 f[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {  // the batch's loads are all in flight before its stores
-      const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
-      f[b] = e < kQuads && c < r ? __ldg(reinterpret_cast<const float4*>(src + tri_row(r) + c))
-                                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int e = e0 + b * nthreads, r = e >> 4, c = (e & 15) * 4;
-      if (e >= kQuads) break;
-      float v[4] = {f[b].x, f[b].y, f[b].z, f[b].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // constant indices: v stays in registers
-        if (c + q == r) v[q] = diag;
-        if (colscale) v[q] *= colscale[c + q];
-      }
-      store_quad(T, r * T.ld + c, v);
-    }
+  for (int e0 = tid; e0 < kL * kL / 4; e0 += kLoadBatch * nthreads) {
+    float4 f[kLoadBatch];
+    tri_issue(f, e0, src, nthreads);
+    tri_finish(T, f, e0, diag, colscale, nthreads);
   }
 }
 

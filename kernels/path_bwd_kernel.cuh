@@ -198,12 +198,28 @@ __device__ __forceinline__ void own_atb_atomic(float* dst, int64_t ld, const Til
     cta_atb_atomic<NT>(dst, ld, 4, A, B, kt, mul, split, warp, warps, lane, vec4);
 }
 
+// The W tile of a query's own block (fp32 w, split into planes), loaded at the start of an item and
+// again for the own block: one out-of-line copy at Dh <= 64, like cta_atb_atomic_call (each inlined
+// batched load is ~430 instructions of the footprint).
+template <int Dh>
+__device__ __noinline__ void load_w_tile_call(const Tile T, const float* src, int64_t rs, int valid, int tid) {
+  load_tile(T, kL, Dh, src, rs, false, valid, tid, blockDim.x);
+}
+template <int Dh, bool kCall>
+__device__ __forceinline__ void load_w_tile(const Tile& T, const float* src, int64_t rs, int valid, int tid) {
+  if constexpr (kCall)
+    load_w_tile_call<Dh>(T, src, rs, valid, tid);
+  else
+    load_tile(T, kL, Dh, src, rs, false, valid, tid, blockDim.x);
+}
+
 // kStates: the states launch (p.inter = 1, bf16 only): the chains and their states X_{e_b}, in the
 // compact layout states_smem, at several CTAs per SM.
 template <int Dh, bool kF32, bool kStates = false>
 __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const BwdParams p) {
   static_assert(!(kStates && kF32), "the states launch is bf16 only");
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
+  constexpr bool kCall = Dh <= 64;  // once-per-item code out of line (cta_atb_atomic_call)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
@@ -242,7 +258,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
     __syncthreads();  // the previous item is done with shared memory
     load_input_tile<bf>(sm.Q, Bq, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);
     if (!kStates) load_input_tile<bf>(sm.dO, Bq, Dh, input_at<bf>(p.dout, head0 + i0 * rs), rs, nvalid, tid);
-    load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
+    load_w_tile<Dh, kCall>(sm.W, p.w + head0 + kn0 * rs, rs, kvalid, tid);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     cp_async_commit();
     cp_async_wait<0>();
@@ -433,7 +449,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
     __syncthreads();
     load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + kn0 * rs), rs, kvalid, tid);
     load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + kn0 * rs), rs, kvalid, tid);
-    load_tile(sm.W, kL, Dh, p.w + head0 + kn0 * rs, rs, false, kvalid, tid, blockDim.x);
+    load_w_tile<Dh, kCall>(sm.W, p.w + head0 + kn0 * rs, rs, kvalid, tid);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
     load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
     cp_async_commit();
@@ -490,7 +506,6 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
                         lane);
     }
     __syncthreads();
-    constexpr bool kCall = Dh <= 64;
     own_atb_atomic<NTD, kCall>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
     own_atb_atomic<NTD, kCall>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
     own_atb_atomic<8, kCall>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane,

@@ -309,21 +309,44 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
   const int valid = static_cast<int>(min64(kL, T - k0));
   const size_t esz = is_bf16 ? 2 : 4;
   const void* kb = static_cast<const unsigned char*>(a.k) + g0 * esz;
-  load_tile(sm.W, kL, Dh, a.w + g0, rs, false, valid, tid, kThreads);
-  load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);
-  load_tile(sm.dKt, kL, Dh, a.dkt_acc + arow, Dh, false, kL, tid, kThreads);
-  load_tri_tile(sm.Z, a.z + tri, 0.f, nullptr, tid, kThreads);
-  if (!dense) load_tile(sm.dY, kL, Dh, a.dy_acc + arow, Dh, false, kL, tid, kThreads);
-  if (dense) {
+  // Every input tile's global loads are issued before any is converted and stored: one latency
+  // instead of one per tile (two rounds at Dh = 128, for registers). kQ quads per thread cover a
+  // 64 x Dh tile, kQT a 64 x 64 triangle, kQP the dense Dh x Dh dP.
+  constexpr int kQ = (kL * Dh / 4 + kThreads - 1) / kThreads, kQT = kL * kL / 4 / kThreads;
+  constexpr int kQP = (Dh * Dh / 4 + kThreads - 1) / kThreads;
+  const float* dp_src = a.dp_acc + (lb * nb + m) * Dh * Dh;
+  float4 fW[kQ], fK[kQ], fdKt[kQ];
+  tile_issue(fW, tid, kL, Dh, a.w + g0, rs, false, valid, kThreads);
+  tile_issue(fK, tid, kL, Dh, kb, rs, is_bf16, valid, kThreads);
+  tile_issue(fdKt, tid, kL, Dh, a.dkt_acc + arow, Dh, false, kL, kThreads);
+  auto finish_first = [&] {
+    tile_finish(sm.W, fW, tid, kL, Dh, false, kThreads);
+    tile_finish(sm.K, fK, tid, kL, Dh, is_bf16, kThreads);
+    tile_finish(sm.dKt, fdKt, tid, kL, Dh, false, kThreads);
+  };
+  if constexpr (Dh >= 128) finish_first();
+  constexpr bool kDenseOk = Dh <= 64;  // path_dense
+  float4 fZ[kQT], fTi[kQT], fD[kDenseOk && kQP > kQ ? kQP : kQ];
+  tri_issue(fZ, tid, a.z + tri, kThreads);
+  tri_issue(fTi, tid, a.minv + tri, kThreads);  // Ti = Minv D from the forward factors (D below)
+  if (kDenseOk && dense) {
     copy_tile_async(sm.Yd, kL, Dh, reinterpret_cast<const bf16*>(a.y_hi) + rowbase,
                     reinterpret_cast<const bf16*>(a.y_lo) + rowbase, Dh, kL, tid, kThreads);
-    load_tile(sm.dP, Dh, Dh, a.dp_acc + (lb * nb + m) * Dh * Dh, Dh, false, Dh, tid, kThreads);
+    tile_issue(fD, tid, Dh, Dh, dp_src, Dh, false, Dh, kThreads);
+  } else {
+    tile_issue(fD, tid, kL, Dh, a.dy_acc + arow, Dh, false, kL, kThreads);
   }
   cp_async_commit();
   if (tid < kL) sm.bt[tid] = tid < valid ? a.beta[(b * T + k0 + tid) * H + h] : 0.f;
+  if constexpr (Dh < 128) finish_first();
+  tri_finish(sm.Z, fZ, tid, 0.f, nullptr, kThreads);
+  if (kDenseOk && dense)
+    tile_finish(sm.dP, fD, tid, Dh, Dh, false, kThreads);
+  else
+    tile_finish(sm.dY, fD, tid, kL, Dh, false, kThreads);
   cp_async_wait<0>();
   __syncthreads();
-  load_tri_tile(sm.Ti, a.minv + tri, 1.f, sm.bt, tid, kThreads);  // Ti = Minv D from the forward factors
+  tri_finish(sm.Ti, fTi, tid, 1.f, sm.bt, kThreads);
   // dW (columns cD..) from its accumulator; dK = dk_acc + dKt (Kt = K - Z^T W).
   float dW[NTH][4], tmp[NTH][4], dK[NTH][4];
   if (ownD) {
