@@ -175,6 +175,25 @@ __device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, f
   }
 }
 
+// The own block's W (fp32, split into planes) and Z (packed triangle) tiles of the fused forward and
+// backward kernels, with both tiles' loads in flight together on 128 threads (sequential loads
+// otherwise, and at Dh = 128 for registers).
+template <int Dh>
+__device__ __forceinline__ void load_w_z_tiles(const Tile& W, const float* w, int64_t rs, int valid, const Tile& Z,
+                                               const float* z, int tid) {
+  constexpr int kT = 128, kQW = kL * Dh / 4 / kT, kQZ = kL * kL / 4 / kT;
+  if (Dh <= 64 && blockDim.x == kT) {
+    float4 fw[kQW], fz[kQZ];
+    tile_issue(fw, tid, kL, Dh, w, rs, false, valid, kT);
+    tri_issue(fz, tid, z, kT);
+    tile_finish(W, fw, tid, kL, Dh, false, kT);
+    tri_finish(Z, fz, tid, 0.f, nullptr, kT);
+  } else {
+    load_tile(W, kL, Dh, w, rs, false, valid, tid, blockDim.x);
+    load_tri_tile(Z, z, 0.f, nullptr, tid, blockDim.x);
+  }
+}
+
 // Stores a warp's 16-row tile (rows m0.., 8 NT columns from c0) of a strictly lower matrix packed:
 // entries on or above the diagonal that fall in a stored quad are written as zeros.
 template <int NT>

@@ -141,9 +141,8 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + i0 * rs), rs, nvalid, tid);
   load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + i0 * rs), rs, nvalid, tid);
   if constexpr (kPath) {
-    load_tile(sm.W, kL, Dh, p.w + head0 + i0 * rs, rs, false, nvalid, tid, blockDim.x);
     load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + i0) * Dh, tid);
-    load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
+    load_w_z_tiles<Dh>(sm.W, p.w + head0 + i0 * rs, rs, nvalid, sm.Z, p.z + (bh * p.nb + n) * kTriFloats, tid);
   }
   cp_async_commit();
   fill_colbias(sm.colb, gh, i0, p.T, gref, tid);

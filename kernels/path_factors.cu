@@ -199,10 +199,14 @@ __global__ void __launch_bounds__(kThreads, Dh <= 64 ? 3 : 2) prep_tc_kernel(Pre
   }
   __syncthreads();
   unit_lower_inverse(sm.Mi, sm.tmp, sm.gram, sm.bt, tid);  // ends with a barrier
-  if (o.minv)  // packed strictly lower part (the diagonal is 1)
-    for (int e = tid; e < kL * kL; e += kThreads) {
-      const int r = e / kL, c = e % kL;
-      if ((c & ~3) < r) o.minv[tri + tri_row(r) + c] = c < r ? sm.Mi[r * kLd + c] : 0.f;
+  if (o.minv)  // packed strictly lower part (the diagonal is 1), a quad per store
+    for (int e = tid; e < kL * kL / 4; e += kThreads) {
+      const int r = e >> 4, c = (e & 15) * 4;
+      if (c < r) {
+        const float* src = sm.Mi + r * kLd + c;
+        *reinterpret_cast<float4*>(o.minv + tri + tri_row(r) + c) =
+            make_float4(src[0], c + 1 < r ? src[1] : 0.f, c + 2 < r ? src[2] : 0.f, c + 3 < r ? src[3] : 0.f);
+      }
     }
   tile_from_f32(sm.Ti, sm.Mi, kLd, sm.bt, tid);  // Tinv = Minv D (tmp is done)
   load_tile(sm.K, kL, Dh, kb, rs, is_bf16, valid, tid, kThreads);  // gram is done

@@ -156,10 +156,21 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
     for (int m = s; m <= e; ++m) {
       const int64_t k0 = static_cast<int64_t>(m) * kL;
       __syncthreads();  // scratch slot m - s is written; the previous iteration's tiles are consumed
-      load_tile(Ap, PR, Dh, scr + (m - s) * slot, Dh, false, PR, tid, blockDim.x);
-      load_tile(sm.dKe, kL, Dh, a.dke_acc + (lb * Tp + k0) * Dh, Dh, false, kL, tid, blockDim.x);
       load_planes_tile(sm.Kt, kL, Dh, a.kt_hi, a.kt_lo, (bh * Tp + k0) * Dh, tid);
       cp_async_commit();
+      const float* a_src = scr + (m - s) * slot;
+      const float* dke_src = a.dke_acc + (lb * Tp + k0) * Dh;
+      if constexpr (Dh <= 64) {  // A_m's rows and dKe_m with both tiles' loads in flight together
+        constexpr int kQA = (PR * Dh / 4 + kThreads - 1) / kThreads, kQK = kL * Dh / 4 / kThreads;
+        float4 fa[kQA], fk[kQK];
+        tile_issue(fa, tid, PR, Dh, a_src, Dh, false, PR, kThreads);
+        tile_issue(fk, tid, kL, Dh, dke_src, Dh, false, kL, kThreads);
+        tile_finish(Ap, fa, tid, PR, Dh, false, kThreads);
+        tile_finish(sm.dKe, fk, tid, kL, Dh, false, kThreads);
+      } else {  // (registers)
+        load_tile(Ap, PR, Dh, a_src, Dh, false, PR, tid, kThreads);
+        load_tile(sm.dKe, kL, Dh, dke_src, Dh, false, kL, tid, kThreads);
+      }
 #pragma unroll
       for (int r = 0; r < RT; ++r)
         if (warp + 4 * r < RTP) store_frag(sm.D, r0 + 16 * (warp + 4 * r), X[r], 1.f, lane);
