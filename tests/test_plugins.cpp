@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "scoped_env.hpp"
 #include "statebench/plugin.hpp"
 #include "tasks/plugin_loader.hpp"
 
@@ -18,6 +19,7 @@ namespace sb {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ScopedEnv;
 
 const std::string kExample = SB_EXAMPLE_PLUGIN;
 
@@ -53,13 +55,6 @@ fs::path temp_dir(const std::string& name) {
   fs::create_directories(dir);
   return dir;
 }
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  const char* name_;
-};
 
 TEST(ExamplePlugin, RegistersItsTaskNextToTheBuiltins) {
   const TaskRegistry registry = registry_with_example();

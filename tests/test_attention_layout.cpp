@@ -1,0 +1,117 @@
+// test_attention_layout.cpp: the CUDA attention backend's host-side plans (kernels/attn_internal.hpp,
+// kernels/attention_layout.cpp), which need no device: the PaTH backward's head groups, the
+// superchunk plan and the factor layout, with their developer switches. Built only with CUDA.
+#include <gtest/gtest.h>
+
+#ifdef STATEBENCH_HAVE_CUDA
+
+#include <cstddef>
+
+#include "core/error.hpp"
+#include "kernels/attention_cuda.hpp"
+#include "kernels/attn_internal.hpp"
+#include "scoped_env.hpp"
+
+namespace sb::test {
+namespace {
+
+using cuda::DType;
+
+// The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
+// 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
+// overrides (capped at B H).
+TEST(AttentionLayout, BackwardHeadGroupPolicy) {
+  using cuda::detail::path_acc_row_bytes;
+  using cuda::detail::path_bwd_group;
+  // (2,8192,16,128): nb = 128 blocks, 11 superchunks, 64-row query blocks, 132 persistent CTAs.
+  const cuda::AttnDims big{2, 8192, 16, 128};
+  EXPECT_EQ(path_acc_row_bytes(big, 128, 11, 0), 27983872);        // 6 [Tp, Dh] + dz + dws (factored)
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 4);         // 4 fit 128 MiB = 3 waves -> 8 launches
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 1000), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
+  const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
+  EXPECT_EQ(path_acc_row_bytes(mid, 32, 4, 0), 4259840);
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 26);           // 31 fit -> 5 launches: 26 x 4, 24
+  EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 0, 132), 8);  // small: one group
+  // The wgmma inter pass's states: superchunk b covers rows (b + 1) S .. Tp - 1, stored one after
+  // the other; at (2,8192,16,128), 10 superchunks of 768 rows before the last: 39680 rows per head,
+  // fp32 gradients (zeroed with the accumulators) and bf16 states.
+  EXPECT_EQ(cuda::detail::sc_state_row(0, 8192, 768), 0);
+  EXPECT_EQ(cuda::detail::sc_state_row(1, 8192, 768), 8192 - 768);
+  EXPECT_EQ(cuda::detail::sc_state_row(2, 8192, 768), 2 * 8192 - 768 - 2 * 768);
+  EXPECT_EQ(cuda::detail::sc_state_row(10, 8192, 768), 39680);
+  EXPECT_EQ(path_acc_row_bytes(big, 128, 11, 39680), 27983872 + 39680 * 128 * 6);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 132), 4);  // 2 fit 128 MiB; 3 waves need 4
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 66), 2);   // 3 waves of 66 CTAs need 2
+  {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3");
+    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 3);
+  }
+  {
+    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "100");
+    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 32);
+  }
+  ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3x");
+  EXPECT_THROW(path_bwd_group(big, 128, 128, 11, 0, 132), Error);
+}
+
+// The superchunk plan (host arithmetic, no device; kernels/NOTES.md "Inter-superchunk pairs on
+// wgmma"): with the wgmma pass, superchunks of 6 blocks from 24 blocks on where the pass's states
+// fit the accumulator budget; not at (2,8192,16,128) (memory first: the default 12 blocks without
+// the pass); below 24 blocks the default size, with the pass; without wgmma never the pass.
+TEST(AttentionLayout, SuperchunkPlan) {
+  using cuda::detail::superchunk_plan_for;
+  const cuda::AttnDims mid{8, 2048, 16, 64}, long4k{4, 4096, 16, 64}, big{2, 8192, 16, 128};
+  auto p = superchunk_plan_for(mid, true, 32, 132);  // 32 blocks: 6 superchunks of 6 (the last of 2)
+  EXPECT_EQ(p.sc, 6);
+  EXPECT_EQ(p.nsc, 6);
+  EXPECT_TRUE(p.inter);
+  EXPECT_EQ(p.xs_rows, cuda::detail::sc_state_row(5, 2048, 384));
+  p = superchunk_plan_for(long4k, true, 64, 132);
+  EXPECT_EQ(p.sc, 6);
+  EXPECT_TRUE(p.inter);
+  p = superchunk_plan_for(big, true, 128, 132);
+  EXPECT_EQ(p.sc, 12);
+  EXPECT_EQ(p.nsc, 11);
+  EXPECT_FALSE(p.inter);
+  EXPECT_EQ(p.xs_rows, 0);
+  p = superchunk_plan_for(mid, false, 32, 132);  // no wgmma: max(8, sqrt(32))
+  EXPECT_EQ(p.sc, 8);
+  EXPECT_FALSE(p.inter);
+  p = superchunk_plan_for({2, 1000, 2, 64}, true, 16, 132);  // 16 blocks: 2 superchunks of 8
+  EXPECT_EQ(p.sc, 8);
+  EXPECT_EQ(p.nsc, 2);
+  EXPECT_TRUE(p.inter);
+  EXPECT_EQ(superchunk_plan_for({64, 512, 4, 64}, true, 8, 132).sc, 0);  // 8 blocks: none
+  {
+    ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "3");
+    p = superchunk_plan_for(mid, true, 32, 132);
+    EXPECT_EQ(p.sc, 3);
+    EXPECT_EQ(p.nsc, 11);
+    EXPECT_TRUE(p.inter);
+  }
+  ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "1");
+  EXPECT_THROW(superchunk_plan_for(mid, true, 32, 132), Error);
+}
+
+// The factor layout (host arithmetic): Z and Minv keep only their strictly lower parts, packed in
+// 2112 floats per 64-row block instead of 4096; minv only for a backward.
+TEST(AttentionLayout, FactorLayoutPacksTriangles) {
+  const cuda::AttnDims d{2, 128, 3, 64};  // 6 heads x 2 blocks
+  const auto f = cuda::detail::factor_layout(d, DType::BF16, true);
+  EXPECT_EQ(f.minv - f.z, size_t{12} * 2112 * 4);
+  EXPECT_EQ(f.c - f.minv, size_t{12} * 2112 * 4);
+  const auto fwd_only = cuda::detail::factor_layout(d, DType::BF16, false);
+  EXPECT_EQ(fwd_only.c, fwd_only.minv);
+  EXPECT_EQ(f.total - fwd_only.total, size_t{12} * 2112 * 4);
+}
+
+}  // namespace
+}  // namespace sb::test
+
+#else  // !STATEBENCH_HAVE_CUDA
+
+TEST(AttentionLayout, SkippedWithoutCuda) {
+  GTEST_SKIP() << "statebench was built without CUDA (STATEBENCH_HAVE_CUDA undefined): attention layout tests skipped";
+}
+
+#endif
