@@ -21,6 +21,11 @@ int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
 // 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for 7-9% more time there).
 constexpr int64_t kAccBudget = int64_t{128} << 20;
 constexpr int64_t kMinWaves = 3;
+// With the wgmma inter-superchunk pass (xs_rows > 0) the floor is 1.5 waves (in half waves): its
+// wgmma launches keep the GPU busier per head than the per-block kernel, and at (2,8192,16,128) two
+// heads per group with the pass took 36.8 ms against 40.4 for four without it (kernels/NOTES.md
+// version 34); one head per group (under one wave) took 55.8.
+constexpr int64_t kMinHalfWavesInter = 3;
 // With the wgmma inter-superchunk pass, superchunks of 6 blocks from 24 blocks on (kernels/NOTES.md:
 // 6 measured fastest of 2-12 at T = 2048, 4096 and 8192 once the pairs between superchunks are cheap).
 constexpr int64_t kInterSuperchunk = 6, kInterMinBlocks = 24;
@@ -95,14 +100,16 @@ bool path_inter_wgmma(const AttnDims& d, DType dt, int warps) {
 }
 
 // Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
-// but at least ceil(kMinWaves persistent / nqb) (waves of the persistent grid per launch), at most B H;
-// then evened out over the same number of launches (63, 63, 2 becomes 43, 43, 42).
+// but at least ceil(kMinWaves persistent / nqb) (waves of the persistent grid per launch; 1.5 waves
+// with the inter pass), at most B H; then evened out over the same number of launches (63, 63, 2
+// becomes 43, 43, 42).
 int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, int64_t xs_rows, int64_t persistent) {
   const int64_t BH = d.B * d.H, forced = bwd_group_override();
   if (forced > 0) return std::min(forced, BH);
   const int64_t a = path_acc_row_bytes(d, nb, nsc, xs_rows);
   if (a * BH <= kAccBudget) return BH;
-  const int64_t g_min = (kMinWaves * persistent + nqb - 1) / nqb;
+  const int64_t half_waves = xs_rows > 0 ? kMinHalfWavesInter : 2 * kMinWaves;
+  const int64_t g_min = (half_waves * persistent + 2 * nqb - 1) / (2 * nqb);
   const int64_t g = std::max<int64_t>(1, std::min(BH, std::max(g_min, kAccBudget / a)));
   const int64_t launches = (BH + g - 1) / g;
   return (BH + launches - 1) / launches;

@@ -40,8 +40,12 @@ TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   EXPECT_EQ(cuda::detail::sc_state_row(2, 8192, 768), 2 * 8192 - 768 - 2 * 768);
   EXPECT_EQ(cuda::detail::sc_state_row(10, 8192, 768), 39680);
   EXPECT_EQ(path_acc_row_bytes(big, 128, 11, 39680), 27983872 + 39680 * 128 * 6);
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 132), 4);  // 2 fit 128 MiB; 3 waves need 4
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 66), 2);   // 3 waves of 66 CTAs need 2
+  // With the pass the floor is 1.5 waves: 2 fit 128 MiB, and 1.5 waves of 132 CTAs need 2 (without
+  // the pass, 3 waves need 4); of 66 CTAs 1; of 264 CTAs 4 (over the budget: the plan then drops
+  // the pass).
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 132), 2);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 66), 2);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 264), 4);
   {
     ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3");
     EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 3);
@@ -56,8 +60,9 @@ TEST(AttentionLayout, BackwardHeadGroupPolicy) {
 
 // The superchunk plan (host arithmetic, no device; kernels/NOTES.md "Inter-superchunk pairs on
 // wgmma"): with the wgmma pass, superchunks of 6 blocks from 24 blocks on where the pass's states
-// fit the accumulator budget; not at (2,8192,16,128) (memory first: the default 12 blocks without
-// the pass); below 24 blocks the default size, with the pass; without wgmma never the pass.
+// fit the accumulator budget; else the default size, with the pass where it fits (at
+// (2,8192,16,128): 12 blocks, 2 heads per group); below 24 blocks the default size; without wgmma
+// never the pass.
 TEST(AttentionLayout, SuperchunkPlan) {
   using cuda::detail::superchunk_plan_for;
   const cuda::AttnDims mid{8, 2048, 16, 64}, long4k{4, 4096, 16, 64}, big{2, 8192, 16, 128};
@@ -69,9 +74,13 @@ TEST(AttentionLayout, SuperchunkPlan) {
   p = superchunk_plan_for(long4k, true, 64, 132);
   EXPECT_EQ(p.sc, 6);
   EXPECT_TRUE(p.inter);
-  p = superchunk_plan_for(big, true, 128, 132);
+  p = superchunk_plan_for(big, true, 128, 132);  // 6 blocks: 2 heads' states exceed 128 MiB; 12: 2 fit
   EXPECT_EQ(p.sc, 12);
   EXPECT_EQ(p.nsc, 11);
+  EXPECT_TRUE(p.inter);
+  EXPECT_EQ(p.xs_rows, 39680);
+  p = superchunk_plan_for(big, true, 128, 264);  // a larger GPU: 4 heads per group, no room for the pass
+  EXPECT_EQ(p.sc, 12);
   EXPECT_FALSE(p.inter);
   EXPECT_EQ(p.xs_rows, 0);
   p = superchunk_plan_for(mid, false, 32, 132);  // no wgmma: max(8, sqrt(32))
