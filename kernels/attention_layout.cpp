@@ -129,6 +129,13 @@ int64_t superchunk_override() {
   return v;
 }
 
+// Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
+// backward's double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
+bool one_stage_override() {
+  const char* env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
+  return env && std::string(env) == "1";
+}
+
 // The PaTH backward kernel's query block (warps), pipeline depth and shared memory on this device:
 // the largest query block that fits, double-buffered when possible; its persistent grid.
 struct PathBwdShape {
@@ -137,10 +144,6 @@ struct PathBwdShape {
 };
 PathBwdShape path_bwd_shape(const AttnDims& d, DType dt, const DeviceInfo& dev) {
   const bool f32 = dt == DType::F32, dense = path_dense(d.Dh);
-  // Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
-  // double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
-  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
-  const bool one_stage = stages_env && std::string(stages_env) == "1";
   PathBwdShape s;
   for (int warps : {4, 2, 1}) {
     for (int stages : {2, 1})
@@ -153,7 +156,7 @@ PathBwdShape path_bwd_shape(const AttnDims& d, DType dt, const DeviceInfo& dev) 
   if (!s.smem)
     fail("attention backward: needs {} bytes of shared memory, the device allows {}",
          path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
-  if (one_stage && s.stages == 2) {
+  if (one_stage_override() && s.stages == 2) {
     s.stages = 1;
     s.smem = path_bwd_smem_bytes(d.Dh, f32, dense, s.warps, 1);
   }
@@ -196,10 +199,7 @@ ScPlan superchunk_plan(const AttnDims& d, DType dt) {
 
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   const DeviceInfo dev = device_info();
-  const bool f32 = dt == DType::F32;
-  // STATEBENCH_ATTN_BWD_STAGES=1 (path_bwd_shape) also applies to the softmax backward.
-  const char* stages_env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
-  const bool one_stage = stages_env && std::string(stages_env) == "1";
+  const bool f32 = dt == DType::F32, one_stage = one_stage_override();
   BwdConfig cfg;
   if (!path) {  // key-centric: one CTA of 4 warps per (64-key block, head)
     cfg.stages = !one_stage && softmax_bwd_smem_bytes(d.Dh, f32, 2) <= dev.max_smem ? 2 : 1;

@@ -103,8 +103,8 @@ __device__ __forceinline__ void tile_finish(const Tile& T, const float4 (&f)[kQ]
   for (int b = 0; b < kQ; ++b) {
     const int e = e0 + b * nthreads, r = e / per_row, c = (e - r * per_row) * 4;
     if (e >= quads) break;
-    const uint32_t x = __float_as_uint(f[b].x), y = __float_as_uint(f[b].y);  // raw bf16 pairs
     if (src_bf16) {
+      const uint32_t x = __float_as_uint(f[b].x), y = __float_as_uint(f[b].y);  // raw bf16 pairs
       const float v[4] = {__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u), __uint_as_float(y << 16),
                           __uint_as_float(y & 0xffff0000u)};
       store_quad(T, r * T.ld + c, v);
@@ -172,25 +172,6 @@ __device__ __forceinline__ void load_tri_tile(const Tile& T, const float* src, f
     float4 f[kLoadBatch];
     tri_issue(f, e0, src, nthreads);
     tri_finish(T, f, e0, diag, colscale, nthreads);
-  }
-}
-
-// The own block's W (fp32, split into planes) and Z (packed triangle) tiles of the fused forward and
-// backward kernels, with both tiles' loads in flight together on 128 threads (sequential loads
-// otherwise, and at Dh = 128 for registers).
-template <int Dh>
-__device__ __forceinline__ void load_w_z_tiles(const Tile& W, const float* w, int64_t rs, int valid, const Tile& Z,
-                                               const float* z, int tid) {
-  constexpr int kT = 128, kQW = kL * Dh / 4 / kT, kQZ = kL * kL / 4 / kT;
-  if (Dh <= 64 && blockDim.x == kT) {
-    float4 fw[kQW], fz[kQZ];
-    tile_issue(fw, tid, kL, Dh, w, rs, false, valid, kT);
-    tri_issue(fz, tid, z, kT);
-    tile_finish(W, fw, tid, kL, Dh, false, kT);
-    tri_finish(Z, fz, tid, 0.f, nullptr, kT);
-  } else {
-    load_tile(W, kL, Dh, w, rs, false, valid, tid, blockDim.x);
-    load_tri_tile(Z, z, 0.f, nullptr, tid, blockDim.x);
   }
 }
 

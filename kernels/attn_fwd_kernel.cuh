@@ -111,6 +111,24 @@ __device__ __forceinline__ void fwd_finish(const FwdParams& p, float (&O)[NTD][4
   store_frag_global(out_rows, rs, bf, r0, nvalid, O, 1.f, lane);
 }
 
+// The own block's W (fp32, split into planes) and Z (packed triangle) tiles with both tiles' loads
+// in flight together (this kernel runs 128 threads); one after the other at Dh = 128, for registers.
+template <int Dh>
+__device__ __forceinline__ void load_w_z_tiles(const Tile& W, const float* w, int64_t rs, int valid, const Tile& Z,
+                                               const float* z, int tid) {
+  constexpr int kT = 128;
+  if constexpr (Dh <= 64) {
+    float4 fw[kL * Dh / 4 / kT], fz[kL * kL / 4 / kT];
+    tile_issue(fw, tid, kL, Dh, w, rs, false, valid, kT);
+    tri_issue(fz, tid, z, kT);
+    tile_finish(W, fw, tid, kL, Dh, false, kT);
+    tri_finish(Z, fz, tid, 0.f, nullptr, kT);
+  } else {
+    load_tile(W, kL, Dh, w, rs, false, valid, tid, kT);
+    load_tri_tile(Z, z, 0.f, nullptr, tid, kT);
+  }
+}
+
 template <int Dh, bool kPath, bool kF32>
 __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4 : 1))) attn_fwd_kernel(const FwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;

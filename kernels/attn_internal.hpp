@@ -25,7 +25,7 @@ using bf16_raw = uint16_t;
 
 // Dense block transports (X - X C, C = W^T Y, Dh x Dh per block) for Dh <= 64; factored
 // (X - (X W^T) Y) above, where the dense product would cost more memory than it saves.
-inline bool path_dense(int64_t Dh) { return Dh <= 64; }
+constexpr bool path_dense(int64_t Dh) { return Dh <= 64; }
 // Floats of one packed strictly lower 64 x 64 matrix (Z; Minv without its unit diagonal): row r
 // keeps its first 4 ceil(r / 4) entries, 2112 floats instead of 4096 (attn_common.cuh tri_row).
 constexpr int64_t kTriFloats = 2112;
@@ -166,8 +166,9 @@ struct BwdConfig {
 // sc blocks each (0: none, when nb <= sc), nsc of them, and whether the backward runs the pairs
 // between superchunks on wgmma (inter, with xs_rows states per head). Where the wgmma pass can run
 // (wgmma: path_inter_wgmma) and nb >= 24, sc = 6 if its states and gradients fit the backward's
-// accumulator budget at the head group path_bwd_group picks (memory first: not at (2,8192,16,128));
-// otherwise max(8, ceil(sqrt(nb))), with the pass wherever it fits. STATEBENCH_PATH_SUPERCHUNK=N
+// accumulator budget at the head group path_bwd_group picks (memory first); otherwise
+// max(8, ceil(sqrt(nb))), with the pass wherever it fits (at (2,8192,16,128): 12 blocks, 2 heads
+// per group). STATEBENCH_PATH_SUPERCHUNK=N
 // sets N (0 turns superchunks off; tests use small N). superchunk_plan_for is the arithmetic for
 // a persistent grid of `persistent` CTAs over nqb query blocks per head; superchunk_plan asks this
 // device.

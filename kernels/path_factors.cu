@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(kThreads) factors_tc_kernel(FactorsBwdArgs a, 
     tile_finish(sm.dKt, fdKt, tid, kL, Dh, false, kThreads);
   };
   if constexpr (Dh >= 128) finish_first();
-  constexpr bool kDenseOk = Dh <= 64;  // path_dense
+  constexpr bool kDenseOk = path_dense(Dh);  // the dense branch is compiled only where it can run
   float4 fZ[kQT], fTi[kQT], fD[kDenseOk && kQP > kQ ? kQP : kQ];
   tri_issue(fZ, tid, a.z + tri, kThreads);
   tri_issue(fTi, tid, a.minv + tri, kThreads);  // Ti = Minv D from the forward factors (D below)
