@@ -3,6 +3,7 @@
 // the PaTH backward per head group, factor backward, conversions). The layouts and the backward
 // launch configuration they use are in attention_layout.cpp.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -28,6 +29,11 @@ void check_dims(const AttnDims& d, const char* what) {
     fail("{}: head dim Dh = {} not supported (16, 32, 64 or 128)", what, d.Dh);
   const int64_t nb = (d.T + kBlock - 1) / kBlock;
   if (nb * d.B * d.H >= (int64_t{1} << 31)) fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
+}
+
+// The backward kernels apply the scale to dS and divide the gate gradient by it.
+void check_scale(float scale, const char* what) {
+  if (!(scale > 0.f) || !std::isfinite(scale)) fail("{}: scale = {} must be positive and finite", what, scale);
 }
 
 void require(const void* p, const char* name, const char* what) {
@@ -162,6 +168,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
                   size_t workspace_bytes, cudaStream_t stream, void* factors) {
   const char* what = path ? "path attention forward" : "softmax attention forward";
   detail::check_dims(d, what);
+  detail::check_scale(scale, what);
   for (auto [p, name] : {std::pair<const void*, const char*>{out, "out"}, {q, "q"}, {k, "k"}, {v, "v"}})
     detail::require_tensor(p, name, what);
   detail::require(lse, "lse", what);
@@ -218,6 +225,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
                    void* workspace, size_t workspace_bytes, cudaStream_t stream, const void* factors) {
   const char* what = path ? "path attention backward" : "softmax attention backward";
   detail::check_dims(d, what);
+  detail::check_scale(scale, what);
   for (auto [p, name] : {std::pair<const void*, const char*>{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dout, "dout"},
                          {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}})
     detail::require_tensor(p, name, what);

@@ -30,21 +30,29 @@ __host__ __device__ inline FwdSmem fwd_smem(unsigned char* base, int Dh, bool f3
   return s;
 }
 
+// A row's running max moves only when a block raises it by more than this (log2 units, a factor
+// of 256; the lazy rescaling of FlashAttention-4): probabilities stay below 2^8, harmless to l, O
+// (fp32) and P (bf16 or split), and most blocks skip the rescale of O.
+constexpr float kMaxSlack2 = 8.f;
+
 // Online-softmax update of two rows per thread with logits scale2 * S (log2 units, -inf = masked;
-// scale2 > 0, so the row max is taken on S and each probability costs one FFMA + ex2): rescales O
-// and l, leaves the probabilities (relative to the new max) in S.
+// scale2 > 0, so the row max is taken on S and each probability costs one FFMA + ex2): moves the
+// running max (lazily, kMaxSlack2) and rescales O and l when it moved, leaves the probabilities
+// (relative to the running max) in S. Warp-uniform (a vote skips the O rescale).
 template <int NTD>
 __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2], float (&l)[2], float (&O)[NTD][4],
                                                float scale2) {
+  float alpha[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float mx = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(S[nt][2 * rr], S[nt][2 * rr + 1]));
-    mx = quad_max(mx);
-    const float mnew = fmaxf(m2[rr], mx * scale2);
+    const float cand = quad_max(mx) * scale2;
+    const bool move = cand > m2[rr] + kMaxSlack2;  // any finite cand when m2 = -inf; never when cand = -inf
+    const float mnew = move ? cand : m2[rr];
     const float base = mnew == -INFINITY ? 0.f : mnew;
-    const float alpha = fast_exp2(m2[rr] - base);
+    alpha[rr] = move ? fast_exp2(m2[rr] - base) : 1.f;
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -52,13 +60,17 @@ __device__ __forceinline__ void online_softmax(float (&S)[8][4], float (&m2)[2],
       S[nt][2 * rr + 1] = fast_exp2(fmaf(S[nt][2 * rr + 1], scale2, -base));
       sum += S[nt][2 * rr] + S[nt][2 * rr + 1];
     }
-    l[rr] = l[rr] * alpha + sum;
+    l[rr] = l[rr] * alpha[rr] + sum;
+    m2[rr] = mnew;
+  }
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
     for (int nt = 0; nt < NTD; ++nt) {
-      O[nt][2 * rr] *= alpha;
-      O[nt][2 * rr + 1] *= alpha;
+      O[nt][0] *= alpha[0];
+      O[nt][1] *= alpha[0];
+      O[nt][2] *= alpha[1];
+      O[nt][3] *= alpha[1];
     }
-    m2[rr] = mnew;
   }
 }
 

@@ -36,6 +36,29 @@ __device__ __forceinline__ void sw_copy_async(void* dst, int rows, int cols, con
   }
 }
 
+// sw_copy_async of a whole tile (all rows valid) on 256 threads with the index arithmetic hoisted:
+// thread tid copies the chunks tid + 256 i, the rows r + step i of one column c, whose swizzled
+// offsets differ by step rows (step is a multiple of 8: the swizzle phase r & 7 stays).
+template <int kRows, int kCols>
+__device__ __forceinline__ void sw_copy_full_async(void* dst, const bf16* src, int64_t stride, int tid) {
+  constexpr int per_row = kCols / 8, step = 256 / per_row, passes = kRows * per_row / 256;
+  static_assert(step % 8 == 0 && passes >= 1 && kRows % step == 0, "whole passes of 256 chunks");
+  const int r = tid / per_row, c = (tid % per_row) * 8;
+  unsigned char* d = static_cast<unsigned char*>(dst) + sw_offset(r, c, kRows);
+  const bf16* s = src + r * stride + c;
+#pragma unroll
+  for (int i = 0; i < passes; ++i) cp_async16(d + i * step * 128, s + i * step * stride);
+}
+
+// A tile of kRows x kCols through sw_copy_full_async when all rows are valid, else sw_copy_async.
+template <int kRows, int kCols>
+__device__ __forceinline__ void sw_copy_tile_async(void* dst, const bf16* src, int64_t stride, int valid, int tid) {
+  if (valid >= kRows)
+    sw_copy_full_async<kRows, kCols>(dst, src, stride, tid);
+  else
+    sw_copy_async(dst, kRows, kCols, src, stride, valid, tid, 256);
+}
+
 // Stores the packed bf16 pairs of an A fragment (rows m0 + g (+8) of k-tile kk, as pack_a makes
 // them) into a swizzled tile with 64 columns.
 __device__ __forceinline__ void sw_store_a(void* tile, int rows, int m0, int kk, const uint32_t (&a)[4], int lane) {

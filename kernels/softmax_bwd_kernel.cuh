@@ -63,13 +63,14 @@ __device__ __forceinline__ void load_query_stats(float* stats, const BwdParams& 
 }
 
 // This warp's 16 keys (rows r0 + g (+8)) x 64 queries: St = K Q^T and dPt = V dO^T in, P^T and
-// dS^T = P^T (dP^T - delta) out (unscaled), with P = 2^(S sl2 + query bias - key bias - lse log2e)
-// (gate-free: one FFMA + ex2; stats as load_query_stats leaves them), the causal mask on the
-// diagonal block, and dgk += row sums of dS^T.
+// dS^T = scale P^T (dP^T - delta) out (the softmax scale applied here, one FFMA + FMUL per score),
+// with P = 2^(S sl2 + query bias - key bias - lse log2e) (gate-free: one FFMA + ex2; stats as
+// load_query_stats leaves them), the causal mask on the diagonal block, and with a gate dgk += row
+// sums of dS^T (scaled: the caller divides by scale).
 template <bool kGated>
 __device__ __forceinline__ void softmax_bwd_probs(float (&Pt)[8][4], float (&dSt)[8][4], const float* stats, bool diag,
-                                                  int r0, float sl2, const float (&kb2)[2], float (&dgk)[2],
-                                                  int lane) {
+                                                  int r0, float sl2, float scale, const float (&kb2)[2],
+                                                  float (&dgk)[2], int lane) {
   const int g = lane >> 2, tq = lane & 3;
   const float* lse = stats;
   const float* dl = stats + kL;
@@ -80,7 +81,9 @@ __device__ __forceinline__ void softmax_bwd_probs(float (&Pt)[8][4], float (&dSt
     float2 ls = *reinterpret_cast<const float2*>(lse + c0);
     ls.x *= kLog2e;
     ls.y *= kLog2e;
-    const float2 de = *reinterpret_cast<const float2*>(dl + c0);
+    float2 de = *reinterpret_cast<const float2*>(dl + c0);
+    de.x *= scale;
+    de.y *= scale;
     float2 qg = make_float2(0.f, 0.f);
     if constexpr (kGated) qg = *reinterpret_cast<const float2*>(qbias + c0);
 #pragma unroll
@@ -94,8 +97,8 @@ __device__ __forceinline__ void softmax_bwd_probs(float (&Pt)[8][4], float (&dSt
       else
         x = fmaf(Pt[nt][e], sl2, -lse_c);
       Pt[nt][e] = ok ? fast_exp2(x) : 0.f;
-      dSt[nt][e] = Pt[nt][e] * (dSt[nt][e] - d_c);
-      dgk[rr] += dSt[nt][e];
+      dSt[nt][e] = Pt[nt][e] * fmaf(dSt[nt][e], scale, -d_c);
+      if constexpr (kGated) dgk[rr] += dSt[nt][e];
     }
   }
 }
@@ -167,16 +170,16 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     mma_sA<8, false, BL::NK>(Pt, sm.K, r0, 0, KTD, Qc, 0, 0, f32, lane);   // K Q^T
     mma_sA<8, false, BL::NK>(dSt, sm.V, r0, 0, KTD, dOc, 0, 0, f32, lane);  // V dO^T
     if (gh)
-      softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
+      softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
     else
-      softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
-    if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
-    mma_rA<4, NTD, BL::KN>(dV, Pt, 1.f, dOc, 0, 0, f32, lane);      // dV += P^T dO
-    mma_rA<4, NTD, BL::KN>(dK, dSt, p.scale, Qc, 0, 0, f32, lane);  // dK += dS_raw^T Q
-    store_frag(sm.dS, r0, dSt, p.scale, lane);
+      softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
+    if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f / p.scale, p.T - i0, lane);  // queries' share: + sum over keys
+    mma_rA<4, NTD, BL::KN>(dV, Pt, 1.f, dOc, 0, 0, f32, lane);   // dV += P^T dO
+    mma_rA<4, NTD, BL::KN>(dK, dSt, 1.f, Qc, 0, 0, f32, lane);   // dK += dS^T Q
+    store_frag(sm.dS, r0, dSt, 1.f, lane);
     __syncthreads();
 
-    // dQ rows [r0, r0 + 16) of this query block += dS_raw K (A = dS stored transposed).
+    // dQ rows [r0, r0 + 16) of this query block += dS K (A = dS stored transposed, scaled).
     float dQ[NTD][4];
     zero(dQ);
     mma_sA<NTD, true, BL::KN>(dQ, sm.dS, r0, 0, 4, sm.K, 0, 0, f32, lane);
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(128, Dh <= 64 ? 3 : 1) softmax_bwd_kv_kernel(c
     for (int rr = 0; rr < 2; ++rr) {
       const float sum = quad_sum(dgk[rr]);
       const int row = r0 + g + 8 * rr;
-      if (tq == 0 && row < kvalid) atomicAdd(p.dg + bh * Tp + k0 + row, -sum);
+      if (tq == 0 && row < kvalid) atomicAdd(p.dg + bh * Tp + k0 + row, -sum / p.scale);
     }
   }
 }

@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
       const int64_t k0 = static_cast<int64_t>(top - it) * kL;
       const int kvalid = static_cast<int>(min64(kL, p.T - k0));
       unsigned char* kv = sKV + 2 * (it % kS) * tile;
-      sw_copy_async(kv, kL, Dh, k + head0 + k0 * rs, rs, kvalid, tid, 256);
-      sw_copy_async(kv + tile, kL, Dh, v + head0 + k0 * rs, rs, kvalid, tid, 256);
+      sw_copy_tile_async<kL, Dh>(kv, k + head0 + k0 * rs, rs, kvalid, tid);
+      sw_copy_tile_async<kL, Dh>(kv + tile, v + head0 + k0 * rs, rs, kvalid, tid);
       fill_colbias(colb + (it % kS) * kL, gh, k0, p.T, gref, tid);
     }
     cp_async_commit();
@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const int nvalid = static_cast<int>(min64(kL, p.T - i0));
     unsigned char* qo = sQO + 2 * st * qtile;
-    sw_copy_async(qo, kL, Dh, q_at(i0), qstride, nvalid, tid, 256);
-    sw_copy_async(qo + qtile, kL, Dh, dout + head0 + i0 * rs, rs, nvalid, tid, 256);
+    sw_copy_tile_async<kL, Dh>(qo, q_at(i0), qstride, nvalid, tid);
+    sw_copy_tile_async<kL, Dh>(qo + qtile, dout + head0 + i0 * rs, rs, nvalid, tid);
     load_query_stats(stats + st * 3 * kL, p, bh, i0, gh, gref, tid);
     cp_async_commit();
   };
@@ -250,16 +250,16 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
       const float* st = stats + cur * 3 * kL;
       const bool diag = !kInter && qb == qb0 + wg;
       if (gh)
-        softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
+        softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
       else
-        softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, kb2, dgk, lane);
-      if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f, p.T - i0, lane);  // queries' share: + sum over keys
+        softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
+      if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f / p.scale, p.T - i0, lane);  // queries' share: + sum over keys
 
       uint32_t pa[4][4], unused[4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         pack_a(pa[kk], unused, Pt, kk, 1.f, false);
-        pack_a(sa[kk], unused, dSt, kk, p.scale, false);
+        pack_a(sa[kk], unused, dSt, kk, 1.f, false);
       }
       wg_fence();
 #pragma unroll
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     for (int rr = 0; rr < 2; ++rr) {
       const float sum = quad_sum(dgk[rr]);
       const int row = r0 + g + 8 * rr;
-      if ((lane & 3) == 0 && row < wvalid) atomicAdd(p.dg + bh * Tp + k0 + kr0 + row, -sum);
+      if ((lane & 3) == 0 && row < wvalid) atomicAdd(p.dg + bh * Tp + k0 + kr0 + row, -sum / p.scale);
     }
   }
 #endif

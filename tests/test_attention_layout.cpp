@@ -6,6 +6,8 @@
 #ifdef STATEBENCH_HAVE_CUDA
 
 #include <cstddef>
+#include <limits>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/attention_cuda.hpp"
@@ -112,6 +114,25 @@ TEST(AttentionLayout, FactorLayoutPacksTriangles) {
   const auto fwd_only = cuda::detail::factor_layout(d, DType::BF16, false);
   EXPECT_EQ(fwd_only.c, fwd_only.minv);
   EXPECT_EQ(f.total - fwd_only.total, size_t{12} * 2112 * 4);
+}
+
+// The scale is checked before anything touches the device (the backward divides the gate gradient
+// by it): zero, negative and non-finite scales are errors naming the call.
+TEST(AttentionLayout, ScaleMustBePositive) {
+  const cuda::AttnDims d{1, 8, 1, 64};
+  for (float scale : {0.f, -0.125f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    try {
+      cuda::softmax_attention_forward_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, d, scale,
+                                           DType::BF16, nullptr, 0, nullptr);
+      ADD_FAILURE() << "scale " << scale << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("softmax attention forward: scale"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(cuda::path_attention_backward_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                    nullptr, d, scale, DType::BF16, nullptr, 0, nullptr),
+                 Error);
+  }
 }
 
 }  // namespace
