@@ -95,6 +95,7 @@ struct GpuRunner::Impl {
   int next_slot = 0;
   StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
   Buf x_final, hf, meanf, rstdf, hf_rows, losses, tmp;
+  Buf rope_cs;  // [T, Dh/2, 2] RoPE (cos, sin), filled once (rope_table_cuda)
   Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
   int64_t head_rows = 0;
   DeviceArray<double> loss_sum;
@@ -145,6 +146,7 @@ struct GpuRunner::Impl {
       layers.push_back(std::move(L));
     }
     ws.resize(static_cast<int64_t>(ws_bytes));
+    if (any_rope) rope_cs.resize(T * Dh), rope_table_cuda(rope_cs.data(), T, Dh, c.rope_theta, stream);
     batch.resize(batch_ints());
     ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, embed_index = batch.data() + 3 * N;
     id_counts.resize(V);
@@ -213,8 +215,8 @@ struct GpuRunner::Impl {
     linear(L.k.data(), L.h1.data(), P(prm, p + "attn.wk"), nullptr, N, D, HD);
     linear(L.v.data(), L.h1.data(), P(prm, p + "attn.wv"), nullptr, N, D, HD);
     if (L.kind == Attention::rope) {
-      rope_forward_cuda(L.q.data(), L.q.data(), B, T, H, Dh, c.rope_theta, stream);
-      rope_forward_cuda(L.k.data(), L.k.data(), B, T, H, Dh, c.rope_theta, stream);
+      rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
     }
     const float* logf = nullptr;
     if (uses_gate(L.kind)) {
@@ -280,8 +282,8 @@ struct GpuRunner::Impl {
     const float* dq_in = dq.data();
     const float* dk_in = dk.data();
     if (L.kind == Attention::rope) {
-      rope_backward_cuda(dq_pre.data(), dq.data(), B, T, H, Dh, c.rope_theta, stream);
-      rope_backward_cuda(dk_pre.data(), dk.data(), B, T, H, Dh, c.rope_theta, stream);
+      rope_backward_cuda(dq_pre.data(), dq.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
       dq_in = dq_pre.data(), dk_in = dk_pre.data();
     }
     const float* h1 = L.h1.data();

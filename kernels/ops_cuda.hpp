@@ -113,12 +113,18 @@ void bias_backward_cuda(float* dbias,       // [O] (+=)
                         const float* dout,  // [N, O]
                         int64_t N, int64_t O, cudaStream_t stream, ReduceScratch scratch = {});
 
-// ---- RoPE (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh), computed in double) ----
+// ---- RoPE (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh)) ------------------------
+// The angles' (cos, sin), computed in double and rounded to float (the values the CPU path uses),
+// once per runner: cs[t, m] for t < T, m < Dh/2.
+void rope_table_cuda(float* cs,  // [T, Dh/2, 2]
+                     int64_t T, int64_t Dh, double theta, cudaStream_t stream);
 // out may alias inp. backward: dinp = R(-angle) dout (overwritten; must not alias dout).
 void rope_forward_cuda(float* out, const float* inp,  // [B, T, H, Dh] each
-                       int64_t B, int64_t T, int64_t H, int64_t Dh, double theta, cudaStream_t stream);
+                       const float* cs,                 // [T, Dh/2, 2] (rope_table_cuda)
+                       int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
 void rope_backward_cuda(float* dinp, const float* dout,  // [B, T, H, Dh] each
-                        int64_t B, int64_t T, int64_t H, int64_t Dh, double theta, cudaStream_t stream);
+                        const float* cs,                   // [T, Dh/2, 2]
+                        int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
 
 // ---- PaTH w path and beta (nn::path_wpath_*) ------------------------------------------------------
 void path_wpath_forward_cuda(float* w,             // [B, T, H, Dh]

@@ -7,6 +7,7 @@
 #ifndef STATEBENCH_HAVE_CUDA
 TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA (-DSTATEBENCH_CUDA=OFF)"; }
 #else
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -146,6 +147,18 @@ TEST_F(CudaOps, Bf16ConversionRoundsToNearestEven) {
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(y[i], want[i]) << "x = " << x[i];
   EXPECT_NEAR(y[6] / 3.0e38, 1.0, 4e-3);
   EXPECT_NEAR(y[7] / 1e-30, 1.0, 4e-3);
+  // Long, odd-length and misaligned arrays (the four-element kernels, their tail and the scalar
+  // fallback) round trip the same values.
+  const auto r = randn(4099, 31);
+  Dev<float> d_r(r), d_back(4099);
+  cuda::DeviceArray<uint16_t> rb(4099);
+  for (int64_t off : {0, 1}) {
+    cuda::f32_to_bf16_cuda(rb.data() + off, d_r.p + off, 4099 - off, s);
+    cuda::bf16_to_f32_cuda(d_back.p + off, rb.data() + off, 4099 - off, s);
+    const auto back = d_back.host();
+    for (int64_t i = off; i < 4099; ++i)
+      ASSERT_EQ(back[i], __bfloat162float(__float2bfloat16_rn(r[i]))) << "offset " << off << " i " << i;
+  }
 }
 
 TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
@@ -246,8 +259,8 @@ TEST_F(CudaOps, Activations) {
     expect_close(d_out.host(), out, 1e-5, 1e-6, std::string(c.name) + " forward");
     expect_close(d_dx.host(), dx, 1e-5, 1e-6, std::string(c.name) + " backward");
   }
-  for (int64_t N : kTs) {
-    const int64_t F = 37;
+  for (int64_t N : kTs)
+    for (int64_t F : {37, 40}) {  // 40: the four-column kernels
     const auto g = randn(N * 2 * F, 19, 3.f), dyy = randn(N * F, 20);
     std::vector<float> out(N * F), dg(N * 2 * F, 0.f);
     nn::swiglu_forward(out.data(), g.data(), N, F);
@@ -257,7 +270,7 @@ TEST_F(CudaOps, Activations) {
     cuda::swiglu_backward_cuda(d_dg.p, d_dyy.p, d_g.p, N, F, s);
     expect_close(d_o.host(), out, 1e-5, 1e-6, "swiglu forward");
     expect_close(d_dg.host(), dg, 1e-5, 1e-6, "swiglu backward");
-  }
+    }
   // add / accumulate / bias
   const auto a = randn(n, 21), b = randn(n, 22);
   Dev<float> d_a(a), d_b(b), d_sum(n);
@@ -276,12 +289,13 @@ TEST_F(CudaOps, Rope) {
       std::vector<float> out(n), dx(n, 0.f);
       nn::rope_forward(out.data(), x.data(), B, T, H, Dh, 10000.0);
       nn::rope_backward(dx.data(), dy.data(), B, T, H, Dh, 10000.0);
-      Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n);
-      cuda::rope_forward_cuda(d_out.p, d_x.p, B, T, H, Dh, 10000.0, s);
-      cuda::rope_backward_cuda(d_dx.p, d_dy.p, B, T, H, Dh, 10000.0, s);
+      Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n), d_cs(T * Dh);
+      cuda::rope_table_cuda(d_cs.p, T, Dh, 10000.0, s);
+      cuda::rope_forward_cuda(d_out.p, d_x.p, d_cs.p, B, T, H, Dh, s);
+      cuda::rope_backward_cuda(d_dx.p, d_dy.p, d_cs.p, B, T, H, Dh, s);
       expect_close(d_out.host(), out, 1e-5, 1e-5, "rope forward");
       expect_close(d_dx.host(), dx, 1e-5, 1e-5, "rope backward");
-      cuda::rope_forward_cuda(d_x.p, d_x.p, B, T, H, Dh, 10000.0, s);  // in place
+      cuda::rope_forward_cuda(d_x.p, d_x.p, d_cs.p, B, T, H, Dh, s);  // in place
       expect_close(d_x.host(), out, 1e-5, 1e-5, "rope forward in place");
     }
 }
