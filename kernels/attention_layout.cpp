@@ -29,6 +29,10 @@ constexpr int64_t kMinHalfWavesInter = 3;
 // With the wgmma inter-superchunk pass, superchunks of 6 blocks from 24 blocks on (kernels/NOTES.md:
 // 6 measured fastest of 2-12 at T = 2048, 4096 and 8192 once the pairs between superchunks are cheap).
 constexpr int64_t kInterSuperchunk = 6, kInterMinBlocks = 24;
+// Below 24 blocks, with the pass, superchunks of round(sqrt(nb)) (at least 3) blocks from 9 blocks
+// on: at (64,768,2,128), 12 blocks, 3 took 4.20 ms against 4.64 for the default 8 (4: 4.27, 6:
+// 4.31, none: 4.71); at 8 blocks, none is best (3 and 4: 2.08 against 2.04 ms at (64,512,4,64)).
+constexpr int64_t kShortScMinBlocks = 9;
 
 struct DeviceInfo {
   int sms = 1, max_smem = 48 * 1024;
@@ -186,6 +190,9 @@ ScPlan superchunk_plan_for(const AttnDims& d, bool wgmma, int64_t nqb, int64_t p
   if (forced >= 0) return make(forced, wgmma);
   if (wgmma && nb >= kInterMinBlocks) {
     const ScPlan s = make(kInterSuperchunk, true);
+    if (s.inter) return s;
+  } else if (wgmma && nb >= kShortScMinBlocks) {
+    const ScPlan s = make(std::max<int64_t>(3, std::llround(std::sqrt(static_cast<double>(nb)))), true);
     if (s.inter) return s;
   }
   return make(std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb))))), wgmma);

@@ -63,8 +63,8 @@ TEST(AttentionLayout, BackwardHeadGroupPolicy) {
 // The superchunk plan (host arithmetic, no device; kernels/NOTES.md "Inter-superchunk pairs on
 // wgmma"): with the wgmma pass, superchunks of 6 blocks from 24 blocks on where the pass's states
 // fit the accumulator budget; else the default size, with the pass where it fits (at
-// (2,8192,16,128): 12 blocks, 2 heads per group); below 24 blocks the default size; without wgmma
-// never the pass.
+// (2,8192,16,128): 12 blocks, 2 heads per group); from 9 to 23 blocks round(sqrt(nb)) (at least 3)
+// with the pass; without wgmma the default size and never the pass.
 TEST(AttentionLayout, SuperchunkPlan) {
   using cuda::detail::superchunk_plan_for;
   const cuda::AttnDims mid{8, 2048, 16, 64}, long4k{4, 4096, 16, 64}, big{2, 8192, 16, 128};
@@ -88,10 +88,17 @@ TEST(AttentionLayout, SuperchunkPlan) {
   p = superchunk_plan_for(mid, false, 32, 132);  // no wgmma: max(8, sqrt(32))
   EXPECT_EQ(p.sc, 8);
   EXPECT_FALSE(p.inter);
-  p = superchunk_plan_for({2, 1000, 2, 64}, true, 16, 132);  // 16 blocks: 2 superchunks of 8
-  EXPECT_EQ(p.sc, 8);
-  EXPECT_EQ(p.nsc, 2);
+  p = superchunk_plan_for({2, 1000, 2, 64}, true, 16, 132);  // 16 blocks: 4 superchunks of 4
+  EXPECT_EQ(p.sc, 4);
+  EXPECT_EQ(p.nsc, 4);
   EXPECT_TRUE(p.inter);
+  p = superchunk_plan_for({64, 768, 2, 128}, true, 12, 132);  // 12 blocks (MQRAR): 4 of 3
+  EXPECT_EQ(p.sc, 3);
+  EXPECT_EQ(p.nsc, 4);
+  EXPECT_TRUE(p.inter);
+  p = superchunk_plan_for({2, 1000, 2, 64}, false, 16, 132);  // no wgmma: 2 of 8, no pass
+  EXPECT_EQ(p.sc, 8);
+  EXPECT_FALSE(p.inter);
   EXPECT_EQ(superchunk_plan_for({64, 512, 4, 64}, true, 8, 132).sc, 0);  // 8 blocks: none
   {
     ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "3");
