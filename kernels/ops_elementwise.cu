@@ -1,13 +1,12 @@
 // ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, RMSNorm,
-// LayerNorm, activations, SwiGLU, RoPE, residual adds, bias, row gather / scatter; the PaTH w path
-// and beta are in ops_path_wpath.cu). Declarations and gradient conventions: kernels/ops_cuda.hpp.
+// LayerNorm, activations, SwiGLU, residual adds, bias, row gather / scatter; RoPE is in ops_rope.cu,
+// the PaTH w path and beta in ops_path_wpath.cu). Declarations and gradient conventions: kernels/ops_cuda.hpp.
 // Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
 // result is deterministic.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 
 #include "kernels/ops_cuda.hpp"
 #include "kernels/ops_launch.cuh"
@@ -257,12 +256,13 @@ __global__ void act_backward_kernel(float* dinp, const float* dout, const float*
   if constexpr (A == 3) dinp[i] = dy / (1.f + expf(x));
 }
 
+__device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
 __global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= N * F) return;
   const int64_t r = i / F, f = i % F;
-  const float g = inp[r * 2 * F + f], u = inp[r * 2 * F + F + f];
-  out[i] = g / (1.f + expf(-g)) * u;
+  out[i] = swiglu_value(inp[r * 2 * F + f], inp[r * 2 * F + F + f]);
 }
 
 __device__ __forceinline__ void swiglu_grad(float dy, float g, float u, float& dg, float& du) {
@@ -285,8 +285,7 @@ __global__ void swiglu_forward4_kernel(float4* out, const float4* inp, uint32_t 
   if (i >= n4) return;
   const uint32_t r = i / F4, f = i - r * F4;
   const float4 g = inp[2 * r * F4 + f], u = inp[2 * r * F4 + F4 + f];
-  out[i] = make_float4(g.x / (1.f + expf(-g.x)) * u.x, g.y / (1.f + expf(-g.y)) * u.y, g.z / (1.f + expf(-g.z)) * u.z,
-                       g.w / (1.f + expf(-g.w)) * u.w);
+  out[i] = make_float4(swiglu_value(g.x, u.x), swiglu_value(g.y, u.y), swiglu_value(g.z, u.z), swiglu_value(g.w, u.w));
 }
 
 __global__ void swiglu_backward4_kernel(float4* dinp, const float4* dout, const float4* inp, uint32_t n4, uint32_t F4) {
@@ -314,33 +313,6 @@ __global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t O) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < N * O) out[i] += bias[i % O];
-}
-
-// ---- RoPE --------------------------------------------------------------------------------------
-__global__ void rope_table_kernel(float2* cs, int64_t T, int64_t half, int64_t Dh, double theta) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= T * half) return;
-  const int64_t t = i / half, m = i % half;
-  const double a = static_cast<double>(t) * pow(theta, -2.0 * static_cast<double>(m) / static_cast<double>(Dh));
-  cs[i] = make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
-}
-
-// One thread per pair (m, m + half) of a row (b, t, h); blockDim = (half, rows per block).
-template <bool kInverse>
-__global__ void rope_kernel(float* out, const float* inp, const float2* cs, uint32_t rows, uint32_t T, uint32_t H) {
-  const uint32_t half = blockDim.x, m = threadIdx.x, row = blockIdx.x * blockDim.y + threadIdx.y;  // (b T + t) H + h
-  if (row >= rows) return;
-  const float2 a = cs[(row / H) % T * half + m];
-  const float c = a.x, s = a.y;
-  const int64_t base = static_cast<int64_t>(row) * 2 * half;
-  const float x1 = inp[base + m], x2 = inp[base + m + half];
-  if constexpr (kInverse) {
-    out[base + m] = x1 * c + x2 * s;
-    out[base + m + half] = x2 * c - x1 * s;
-  } else {
-    out[base + m] = x1 * c - x2 * s;
-    out[base + m + half] = x2 * c + x1 * s;
-  }
 }
 
 __global__ void gather_rows_kernel(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D) {
@@ -520,44 +492,6 @@ void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStre
 void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, cudaStream_t stream,
                         ReduceScratch scratch) {
   colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
-}
-
-void rope_table_cuda(float* cs, int64_t T, int64_t Dh, double theta, cudaStream_t stream) {
-  if (T <= 0 || Dh < 2) return;
-  rope_table_kernel<<<blocks_for(T * (Dh / 2)), kThreads, 0, stream>>>(reinterpret_cast<float2*>(cs), T, Dh / 2,
-                                                                      Dh, theta);
-  check_launch();
-}
-
-namespace {
-template <bool kInverse>
-void rope_launch(float* out, const float* inp, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                 cudaStream_t stream) {
-  const int64_t rows = B * T * H, half = Dh / 2;
-  if (rows <= 0 || half <= 0) return;
-  if (rows >= (int64_t{1} << 31) || half > 1024 || Dh % 2 != 0) {  // no std::string in this .cu (link deps)
-    char msg[128];
-    std::snprintf(msg, sizeof msg, "rope: (B T H, Dh) = (%lld, %lld) not supported (B T H < 2^31, even Dh <= 2048)",
-                  static_cast<long long>(rows), static_cast<long long>(Dh));
-    throw_error(msg);
-  }
-  const dim3 block(static_cast<unsigned>(half), static_cast<unsigned>(std::max<int64_t>(1, kThreads / half)));
-  const auto grid = static_cast<unsigned>((rows + block.y - 1) / block.y);
-  rope_kernel<kInverse><<<grid, block, 0, stream>>>(out, inp, reinterpret_cast<const float2*>(cs),
-                                                   static_cast<uint32_t>(rows), static_cast<uint32_t>(T),
-                                                   static_cast<uint32_t>(H));
-  check_launch();
-}
-}  // namespace
-
-void rope_forward_cuda(float* out, const float* inp, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                       cudaStream_t stream) {
-  rope_launch<false>(out, inp, cs, B, T, H, Dh, stream);
-}
-
-void rope_backward_cuda(float* dinp, const float* dout, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
-                        cudaStream_t stream) {
-  rope_launch<true>(dinp, dout, cs, B, T, H, Dh, stream);
 }
 
 void gather_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
