@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     wg_hold(dQ);
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     atomic_frag((kInter ? p.dxs + (xrow0 + i0) * Dh : p.dq_acc + (bh * Tp + i0) * Dh) + DQN * wg, Dh, r0, dQ, 1.f,
-                lane);
+                lane, p.vec4);
   };
   issue(qb0, 0);
   for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
