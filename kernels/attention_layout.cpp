@@ -188,11 +188,10 @@ ScPlan superchunk_plan_for(const AttnDims& d, bool wgmma, int64_t nqb, int64_t p
   };
   const int64_t forced = superchunk_override();
   if (forced >= 0) return make(forced, wgmma);
-  if (wgmma && nb >= kInterMinBlocks) {
-    const ScPlan s = make(kInterSuperchunk, true);
-    if (s.inter) return s;
-  } else if (wgmma && nb >= kShortScMinBlocks) {
-    const ScPlan s = make(std::max<int64_t>(3, std::llround(std::sqrt(static_cast<double>(nb)))), true);
+  if (wgmma && nb >= kShortScMinBlocks) {  // with the pass where it fits
+    const int64_t sc = nb >= kInterMinBlocks ? kInterSuperchunk
+                                             : std::max<int64_t>(3, std::llround(std::sqrt(static_cast<double>(nb))));
+    const ScPlan s = make(sc, true);
     if (s.inter) return s;
   }
   return make(std::max<int64_t>(8, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(nb))))), wgmma);

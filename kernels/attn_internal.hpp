@@ -165,10 +165,10 @@ struct BwdConfig {
 // The superchunks of a PaTH call (forward and backward agree: the factors are kept between them):
 // sc blocks each (0: none, when nb <= sc), nsc of them, and whether the backward runs the pairs
 // between superchunks on wgmma (inter, with xs_rows states per head). Where the wgmma pass can run
-// (wgmma: path_inter_wgmma) and nb >= 24, sc = 6 if its states and gradients fit the backward's
-// accumulator budget at the head group path_bwd_group picks (memory first); otherwise
-// max(8, ceil(sqrt(nb))), with the pass wherever it fits (at (2,8192,16,128): 12 blocks, 2 heads
-// per group). STATEBENCH_PATH_SUPERCHUNK=N
+// (wgmma: path_inter_wgmma), sc = 6 from 24 blocks on, max(3, round(sqrt(nb))) from 9 to 23, if its
+// states and gradients fit the backward's accumulator budget at the head group path_bwd_group picks
+// (memory first); otherwise max(8, ceil(sqrt(nb))), with the pass wherever it fits (at
+// (2,8192,16,128): 12 blocks, 2 heads per group). STATEBENCH_PATH_SUPERCHUNK=N
 // sets N (0 turns superchunks off; tests use small N). superchunk_plan_for is the arithmetic for
 // a persistent grid of `persistent` CTAs over nqb query blocks per head; superchunk_plan asks this
 // device.
