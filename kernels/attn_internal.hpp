@@ -82,8 +82,38 @@ struct FwdParams {
   int64_t B = 0, T = 0, H = 0;
   int nb = 0;      // number of 64-row blocks
   int stages = 2;  // key-block pipeline depth (1 where shared memory is short)
+  int64_t head_chunk = 0;  // wgmma forward: CTA order over heads in chunks (head_order; 0: one chunk)
   float scale = 1.f;
   bool bf16 = false, dense = false;
+};
+
+#ifdef __CUDACC__
+#define SB_HOST_DEVICE __host__ __device__
+#else
+#define SB_HOST_DEVICE
+#endif
+
+// The work item (CTA index) -> (head bh, job) of a kernel with njobs jobs per head, job 0 the
+// heaviest: heads in chunks of `chunk` (0 or more than nheads: one chunk of all heads; the last
+// chunk may be smaller), each chunk's items job-major (job 0 of every head of the chunk first). Few
+// heads per chunk keep the CTAs in flight on few heads, whose tiles then stay in L2 between them
+// (the softmax backward, kWgBwdHeadChunk); one chunk balances the tail best (the forward).
+SB_HOST_DEVICE inline void head_order(int64_t item, int64_t nheads, int64_t njobs, int64_t chunk, int64_t& bh,
+                                      int64_t& job) {
+  if (chunk <= 0 || chunk > nheads) chunk = nheads;
+  const int64_t per = chunk * njobs, c = item / per, j = item - c * per;
+  const int64_t gc = chunk < nheads - c * chunk ? chunk : nheads - c * chunk;
+  job = j / gc;
+  bh = c * chunk + (j - job * gc);
+}
+// Heads per chunk of the wgmma softmax backward (kernels/NOTES.md, version 37: 16 was best or
+// within 1% of best at the seven benchmark shapes; DRAM traffic 59% -> 11% of peak at
+// (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both kernels' chunk (0: one chunk).
+constexpr int64_t kWgBwdHeadChunk = 16;
+
+// A TMA tensor map (CUtensorMap: 128 opaque bytes, 128-byte aligned), encoded on the host.
+struct alignas(128) TmaMap {
+  uint64_t opaque[16] = {};
 };
 
 struct BwdParams {
@@ -141,6 +171,11 @@ struct BwdParams {
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
   int stages = 2;                  // key-block pipeline depth
   bool vec4 = true;                // 16-byte (else 8-byte) vector atomics into the accumulators
+  // wgmma softmax backward: dQ (dL/dX_{e_b} with kInter) added by TMA reductions through dq_map
+  // (with_dq_map), else by atomics.
+  bool dq_bulk = true;
+  TmaMap dq_map;
+  int64_t head_chunk = 0;  // wgmma softmax backward: CTA order over heads in chunks (head_order)
   int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
   int64_t slot_floats = 0;
   float scale = 1.f;
@@ -308,6 +343,10 @@ int sc_bwd_smem_bytes(int64_t Dh, bool f32);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
 // launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
+// p with dq_map describing dst as a row-major fp32 [rows, Dh] matrix in boxes of 16 rows x 32
+// columns with the 128-byte swizzle (the wgmma backward's dQ staging, tma_add_frag); dq_bulk is
+// cleared where the driver cannot encode it (the kernel then adds dQ by atomics).
+BwdParams with_dq_map(BwdParams p, float* dst, int64_t rows, int64_t Dh);
 // The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
 // fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
 void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);

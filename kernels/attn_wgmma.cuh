@@ -1,7 +1,8 @@
 // attn_wgmma.cuh: Hopper warpgroup tensor-core building blocks (internal; real instructions only in
 // sm_90a code, SB_WGMMA): 128-byte-swizzled bf16 tiles in shared memory and their cp.async loads,
 // shared-memory matrix descriptors (K-major and MN-major operands), wgmma m64n64k16 / m64n32k16
-// bf16 products with A from shared memory or registers, and the fences around them. One warpgroup (4 warps)
+// bf16 products with A from shared memory or registers, the fences around them, and fp32 TMA
+// reductions from shared to global memory. One warpgroup (4 warps)
 // computes a 64 x 64 tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
 #pragma once
 #include "kernels/attn_common.cuh"
@@ -162,6 +163,61 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
 }
 #undef SB_WG_D32
 #undef SB_WG_REGS32
+
+// TMA reductions (async proxy): the box of a 2-D fp32 tensor map at (column c0, row r0) += the
+// shared tile src (the box's bytes in the map's swizzle, 1024-byte aligned), each element a relaxed
+// gpu-scope atomic add. The issuing thread commits its reductions as a group and, before src is
+// written again, waits until its groups have been read (bulk_wait_read).
+__device__ __forceinline__ void tma_reduce_add_2d(const void* map, const float* src, int c0, int r0) {
+#if SB_WGMMA
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   map),
+               "r"(smem_addr(src)), "r"(c0), "r"(r0)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if SB_WGMMA
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read() {
+#if SB_WGMMA
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+
+// tensor(r0 + row, c0 + col) += acc for this warp's 16 x 8NT accumulator (NT a multiple of 4),
+// through its staging tile `stage` (NT / 4 panels of [16 rows][32 floats], 2 KB each, 1024-byte
+// aligned) and one TMA reduction per panel; `map` boxes are 16 rows x 32 columns with the 128-byte
+// swizzle (16-byte chunk ^ row % 8). The lane pairs (t, t^1) swap halves as in atomic_frag's vec4
+// path, so each lane stores four consecutive floats of one row: conflict-free (each bank four
+// times per store). Warp-local: first waits until the warp's previous reductions have read `stage`.
+// Lane 0 issues; it must bulk_wait_read before the kernel ends.
+template <int NT>
+__device__ __forceinline__ void tma_add_frag(const void* map, int c0, int r0, const float (&acc)[NT][4],
+                                             float* stage, int lane) {
+  static_assert(NT % 4 == 0, "whole 32-column panels");
+  const int g = lane >> 2, t = lane & 3;
+  const bool odd = t & 1;
+  if (lane == 0) bulk_wait_read();
+  __syncwarp();
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const float s0 = odd ? acc[nt][0] : acc[nt][2], s1 = odd ? acc[nt][1] : acc[nt][3];
+    const float q0 = __shfl_xor_sync(0xffffffffu, s0, 1), q1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+    const float4 v = odd ? make_float4(q0, q1, acc[nt][2], acc[nt][3]) : make_float4(acc[nt][0], acc[nt][1], q0, q1);
+    const int row = odd ? g + 8 : g, chunk = 2 * (nt & 3) + (t >> 1);
+    *reinterpret_cast<float4*>(stage + (nt >> 2) * 512 + row * 32 + ((chunk ^ (row & 7)) << 2)) = v;
+  }
+  fence_async_smem();
+  __syncwarp();
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < NT / 4; ++j) tma_reduce_add_2d(map, stage + j * 512, c0 + 32 * j, r0);
+    bulk_commit();
+  }
+}
 
 // The first 1024-byte aligned address at or after p (dynamic shared memory is only 16-aligned).
 __device__ __forceinline__ unsigned char* align1024(unsigned char* p) {

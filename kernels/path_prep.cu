@@ -103,16 +103,26 @@ __global__ void delta_kernel(float* delta, const void* dout, const void* out, in
   }
 }
 
-// dst[b, t, h, :] = acc[bh - bh0, t, :] for t < T and the rows bh = bh0 .. bh0 + nbh - 1 (acc:
-// [nbh, Tp, Dh], walked in its own order; dst [B, T, H, Dh]).
+// dst[b, t, h, :] = acc[lb * Tp + t, :] for t < T and the group's heads bh = bh0 + lb (acc: [nbh,
+// Tp, Dh], walked in its own order; dst [B, T, H, Dh], fp32 or bf16; both 16-byte aligned): 8
+// elements per thread (two 16-byte loads; one 16-byte bf16 or two fp32 stores), one set of 64-bit
+// index divisions per 8 elements.
 __global__ void acc_to_output_kernel(void* dst, const float* acc, int64_t T, int64_t Tp, int64_t H, int64_t Dh,
                                      int64_t bh0, int64_t nbh, bool is_bf16) {
-  const int64_t n = nbh * T * Dh / 2;
+  const int64_t per_row = Dh / 8, n = nbh * T * per_row;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = 2 * e, d = i % Dh, r = i / Dh, t = r % T, lb = r / T, bh = bh0 + lb, b = bh / H, h = bh % H;
-    const float* src = acc + (lb * Tp + t) * Dh + d;
-    store2(dst, ((b * T + t) * H + h) * Dh + d, src[0], src[1], is_bf16);
+    const int64_t r = e / per_row, d = (e - r * per_row) * 8, lb = r / T, t = r - lb * T;
+    const int64_t bh = bh0 + lb, b = bh / H, h = bh - b * H, o = ((b * T + t) * H + h) * Dh + d;
+    const float4* src = reinterpret_cast<const float4*>(acc + (lb * Tp + t) * Dh + d);
+    const float4 x = src[0], y = src[1];
+    if (is_bf16) {
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(dst) + o) =
+          make_uint4(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w), pack_bf16(y.x, y.y), pack_bf16(y.z, y.w));
+    } else {
+      float4* q = reinterpret_cast<float4*>(static_cast<float*>(dst) + o);
+      q[0] = x, q[1] = y;
+    }
   }
 }
 
@@ -144,7 +154,7 @@ void launch_acc_to_output(void* dst, const float* acc, int64_t B, int64_t T, int
                           int64_t nbh, bool bf16, cudaStream_t s) {
   check_head_group(bh0, nbh, B * H, "attention accumulator conversion: bad group of heads");
   const int64_t Tp = (T + kL - 1) / kL * kL;
-  acc_to_output_kernel<<<grid_1d(nbh * T * Dh / 2, kThreads), kThreads, 0, s>>>(dst, acc, T, Tp, H, Dh, bh0, nbh,
+  acc_to_output_kernel<<<grid_1d(nbh * T * Dh / 8, kThreads), kThreads, 0, s>>>(dst, acc, T, Tp, H, Dh, bh0, nbh,
                                                                                bf16);
   SB_CUDA_CHECK_LAUNCH();
 }

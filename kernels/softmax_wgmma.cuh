@@ -28,9 +28,11 @@ __host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) {
   return 1024 + (2 + 2 * kWgFwdStages) * sw_bytes(kL, Dh) + kWgFwdStages * kL * 4;
 }
 // Backward: K, V (128 keys), two stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
-// queries], statistics [2][3][64], key gate biases [128].
+// queries], the 8 warps' dQ staging tiles (tma_add_frag: 16 rows x Dh / 2 fp32 each), statistics
+// [2][3][64], key gate biases [128].
 __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
-  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) + 8 * kL * 4;
+  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) + 8 * 16 * (Dh / 2) * 4 +
+         8 * kL * 4;
 }
 
 // Forward: one CTA of two warpgroups per 128-query block of one head, warpgroup w owning queries
@@ -49,9 +51,11 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
   unsigned char* const sKV = sQ + 2 * tile;       // stage s: K at sKV + 2 s tile, V one tile further
   float* const colb = reinterpret_cast<float*>(sKV + 2 * kS * tile);  // [kS][64]
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, r0 = 16 * warp;
-  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
-  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
-  const int nq2 = (p.nb + 1) / 2, n2 = nq2 - 1 - static_cast<int>(item / BH);  // 128-query block
+  const int nq2 = (p.nb + 1) / 2;
+  int64_t bh, job;  // heaviest (last) query blocks first
+  head_order(blockIdx.x, p.B * p.H, nq2, p.head_chunk, bh, job);
+  const int64_t b = bh / p.H, h = bh % p.H;
+  const int n2 = nq2 - 1 - static_cast<int>(job);  // 128-query block
   const int top = min(2 * n2 + 1, p.nb - 1);  // the last key block with a query of this CTA
   const int diag = 2 * n2 + wg;               // this warpgroup's diagonal key block
   const int64_t c0 = static_cast<int64_t>(n2) * 2 * kL, i0 = c0 + wg * kL, rs = p.H * Dh;
@@ -128,8 +132,9 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // one of two shared buffers. The query block's dQ (64 queries x Dh) = dS K over all 128 keys runs
 // in the next iteration, behind that block's dV, dK products (one barrier per query block),
 // warpgroup w computing columns [w Dh/2, (w+1) Dh/2) (A and B MN-major), added to the fp32
-// accumulator by 16-byte atomics. 128 keys per CTA halve the L2 traffic of both the Q / dO tiles
-// and the dQ atomics against 64.
+// accumulator by TMA reductions from each warp's shared staging tile (FlashAttention-3's way: the
+// warps no longer wait on atomics; BwdParams::dq_bulk), or by 16-byte atomics. 128 keys
+// per CTA halve the L2 traffic of both the Q / dO tiles and the dQ additions against 64.
 // kInter: the same pass over PaTH's inter-superchunk pairs (path_attention_bwd.cu, BwdParams::inter):
 // a CTA takes two key blocks of superchunk b of a head of the group (one when the superchunk's
 // block count is odd), their keys pushed to the superchunk's end (ke_hi) against the states
@@ -137,7 +142,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // added to the group's fp32 accumulators (no other kernel writes them meanwhile) and dL/dX_{e_b}
 // to dxs by atomics.
 template <int Dh, bool kInter>
-__global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
 #if SB_WGMMA
   constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2;
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
@@ -146,10 +151,12 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   unsigned char* const sV = sK + ktile;
   unsigned char* const sQO = sV + ktile;        // stage s: Q at sQO + 2 s qtile, dO one tile further
   unsigned char* const sdS = sQO + 4 * qtile;   // buffer it % 2: dS^T (scaled) of iteration it, [128 keys][64 queries]
-  float* const stats = reinterpret_cast<float*>(sdS + 2 * sw_bytes(kN, kL));  // [2][3][64]
+  float* const sdQ = reinterpret_cast<float*>(sdS + 2 * sw_bytes(kN, kL));  // [8 warps][16][DQN], swizzled panels
+  float* const stats = sdQ + 8 * 16 * DQN;                                  // [2][3][64]
   float* const colb = stats + 6 * kL;                                     // [128]
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
   const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
+  float* const dq_stage = sdQ + (tid >> 5) * 16 * DQN;  // this warp's
   const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh, item = blockIdx.x;  // heaviest first
   // This CTA's head (bh global, lb local to the group), first key block kb0 (warpgroup w's 64 keys
   // are block kb0 + w), first query block qb0 and its rows: Q (q, or the states in xs) and dQ.
@@ -163,7 +170,9 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
     kvalid = kL * min(2, qb0 - kb0);  // keys of earlier superchunks are all valid
     xrow0 = lb * p.xs_rows + sc_state_row(sb, Tp, static_cast<int64_t>(p.sc) * kL) - static_cast<int64_t>(qb0) * kL;
   } else {
-    bh = item % (p.B * p.H), kb0 = 2 * static_cast<int>(item / (p.B * p.H)), qb0 = kb0;
+    int64_t job;  // heaviest (first) key blocks first
+    head_order(item, p.B * p.H, (p.nb + 1) / 2, p.head_chunk, bh, job);
+    kb0 = 2 * static_cast<int>(job), qb0 = kb0;
     kvalid = static_cast<int>(min64(kN, p.T - static_cast<int64_t>(kb0) * kL));
   }
   const int64_t b = bh / p.H, h = bh % p.H, k0 = static_cast<int64_t>(kb0) * kL;
@@ -210,8 +219,11 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   auto add_dq = [&](int qb) {
     wg_hold(dQ);
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
-    atomic_frag((kInter ? p.dxs + (xrow0 + i0) * Dh : p.dq_acc + (bh * Tp + i0) * Dh) + DQN * wg, Dh, r0, dQ, 1.f,
-                lane, p.vec4);
+    const int64_t row = (kInter ? xrow0 : bh * Tp) + i0;  // of dxs or dq_acc, [rows, Dh]
+    if (p.dq_bulk)
+      tma_add_frag(&p.dq_map, DQN * wg, static_cast<int>(row) + r0, dQ, dq_stage, lane);
+    else
+      atomic_frag((kInter ? p.dxs : p.dq_acc) + row * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane, p.vec4);
   };
   issue(qb0, 0);
   for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
@@ -288,6 +300,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const BwdPara
   issue_dq((p.nb - 1 - qb0) & 1);
   wg_wait<0>();
   add_dq(p.nb - 1);
+  if (p.dq_bulk && lane == 0) bulk_wait_read();  // the staging tile stays valid until read
 
   if constexpr (kInter) {
     if (wvalid > 0) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/attention_cuda.hpp"
@@ -18,6 +20,36 @@ namespace sb::test {
 namespace {
 
 using cuda::DType;
+
+// The wgmma kernels' CTA order: every (head, job) exactly once; within a chunk, job-major over
+// its heads (the heaviest job of each head first); chunk 0 (or one larger than the heads): one chunk.
+TEST(AttentionLayout, HeadOrderCoversEveryItemOnce) {
+  for (const auto& [nheads, njobs, chunk] : {std::tuple<int64_t, int64_t, int64_t>{128, 16, 16}, {37, 5, 16},
+                                             {7, 3, 0}, {7, 3, 100}, {1, 64, 16}, {100, 1, 16}, {5, 4, 1}}) {
+    std::vector<int> seen(static_cast<size_t>(nheads * njobs), 0);
+    const int64_t c = chunk <= 0 || chunk > nheads ? nheads : chunk;
+    int64_t prev_job = -1, prev_chunk = 0;
+    for (int64_t item = 0; item < nheads * njobs; ++item) {
+      int64_t bh = -1, job = -1;
+      cuda::detail::head_order(item, nheads, njobs, chunk, bh, job);
+      ASSERT_TRUE(bh >= 0 && bh < nheads && job >= 0 && job < njobs) << item;
+      ++seen[static_cast<size_t>(bh * njobs + job)];
+      const int64_t cur = bh / c;
+      EXPECT_GE(cur, prev_chunk) << "chunks in order (item " << item << ")";
+      if (cur != prev_chunk) prev_job = -1, prev_chunk = cur;
+      EXPECT_GE(job, prev_job) << "job-major within a chunk (item " << item << ")";
+      prev_job = job;
+    }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+  int64_t bh = 0, job = 0;
+  cuda::detail::head_order(17, 128, 16, 16, bh, job);  // chunk 0: heads 0-15, item 17 = job 1 of head 1
+  EXPECT_EQ(bh, 1);
+  EXPECT_EQ(job, 1);
+  cuda::detail::head_order(17, 128, 16, 0, bh, job);  // one chunk: item 17 = job 0 of head 17
+  EXPECT_EQ(bh, 17);
+  EXPECT_EQ(job, 0);
+}
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch

@@ -382,6 +382,16 @@ TEST(CudaAttention, SoftmaxBf16WithoutWgmma) {
     if (s.Dh == 64 || s.Dh == 128) check_case(s, DType::BF16, false, seed += 10);
 }
 
+// The wgmma backward adds dQ by bulk reductions from shared memory; its atomic variant
+// (STATEBENCH_ATTN_DQ_BULK=0, kept for comparison) must agree with the CPU too.
+TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
+  SKIP_WITHOUT_DEVICE();
+  const ScopedEnv atomics("STATEBENCH_ATTN_DQ_BULK", "0");
+  uint64_t seed = 2700;
+  for (const Shape& s : softmax_shapes())
+    if (s.Dh == 64 || s.Dh == 128) check_case(s, DType::BF16, false, seed += 10);
+}
+
 // The shape on which the reference Triton kernel failed (illegal memory access in backward, head
 // dim 32, T <= 128, large batch): full run, every output written and finite, and the first two
 // batch elements compared with the CPU reference.
