@@ -27,12 +27,15 @@ constexpr int kWgFwdStages = 2;
 __host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) {
   return 1024 + (2 + 2 * kWgFwdStages) * sw_bytes(kL, Dh) + kWgFwdStages * kL * 4;
 }
-// Backward: K, V (128 keys), two stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
+// Backward pipeline stages of (Q, dO): 3 at Dh = 64; at 128 a third does not fit beside the dQ
+// staging tiles.
+__host__ __device__ constexpr int wg_bwd_stages(int Dh) { return Dh == 64 ? 3 : 2; }
+// Backward: K, V (128 keys), the stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
 // queries], the 8 warps' dQ staging tiles (tma_add_frag: 16 rows x Dh / 2 fp32 each), statistics
-// [2][3][64], key gate biases [128].
+// [stages][3][64], key gate biases [128].
 __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
-  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 4 * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) + 8 * 16 * (Dh / 2) * 4 +
-         8 * kL * 4;
+  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 2 * wg_bwd_stages(Dh) * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) +
+         8 * 16 * (Dh / 2) * 4 + (3 * wg_bwd_stages(Dh) + 2) * kL * 4;
 }
 
 // Forward: one CTA of two warpgroups per 128-query block of one head, warpgroup w owning queries
@@ -126,7 +129,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 
 // Backward: one CTA of two warpgroups per (128-key block, head); warpgroup w owns keys 64w ..
 // 64w+63 of the block. Query blocks of 64 from the block's first to the end through a
-// double-buffered cp.async pipeline, each tile of Q and dO serving both warpgroups. Per query
+// cp.async pipeline of wg_bwd_stages(Dh) stages, each tile of Q and dO serving both warpgroups. Per query
 // block, each warpgroup: S^T = K Q^T and dP^T = V dO^T (K-major), P^T and dS^T in registers
 // (softmax_bwd_probs), dV += P^T dO and dK += dS^T Q (A from registers, B MN-major), dS^T rows to
 // one of two shared buffers. The query block's dQ (64 queries x Dh) = dS K over all 128 keys runs
@@ -144,16 +147,16 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 template <int Dh, bool kInter>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
 #if SB_WGMMA
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2;
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* const sK = align1024(smem_raw);
   unsigned char* const sV = sK + ktile;
   unsigned char* const sQO = sV + ktile;        // stage s: Q at sQO + 2 s qtile, dO one tile further
-  unsigned char* const sdS = sQO + 4 * qtile;   // buffer it % 2: dS^T (scaled) of iteration it, [128 keys][64 queries]
+  unsigned char* const sdS = sQO + 2 * kS * qtile;  // buffer it % 2: dS^T (scaled) of iteration it, [128 keys][64 queries]
   float* const sdQ = reinterpret_cast<float*>(sdS + 2 * sw_bytes(kN, kL));  // [8 warps][16][DQN], swizzled panels
-  float* const stats = sdQ + 8 * 16 * DQN;                                  // [2][3][64]
-  float* const colb = stats + 6 * kL;                                     // [128]
+  float* const stats = sdQ + 8 * 16 * DQN;                                  // [kS][3][64]
+  float* const colb = stats + 3 * kS * kL;                                // [128]
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
   const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
   float* const dq_stage = sdQ + (tid >> 5) * 16 * DQN;  // this warp's
@@ -192,7 +195,11 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   sw_copy_async(sV, kN, Dh, static_cast<const bf16*>(p.v) + head0 + k0 * rs, rs, kvalid, tid, 256);
   fill_colbias(colb, gh, k0, p.T, gref, tid);
   fill_colbias(colb + kL, gh, k0 + kL, p.T, gref, tid);
-  auto issue = [&](int qb, int st) {  // query block qb into stage st: Q, dO and the statistics
+  auto issue = [&](int qb, int st) {  // query block qb into stage st: Q, dO and the statistics (past nb: an empty group)
+    if (qb >= p.nb) {
+      cp_async_commit();
+      return;
+    }
     const int64_t i0 = static_cast<int64_t>(qb) * kL;
     const int nvalid = static_cast<int>(min64(kL, p.T - i0));
     unsigned char* qo = sQO + 2 * st * qtile;
@@ -225,13 +232,14 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
     else
       atomic_frag((kInter ? p.dxs : p.dq_acc) + row * Dh + DQN * wg, Dh, r0, dQ, 1.f, lane, p.vec4);
   };
-  issue(qb0, 0);
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s) issue(qb0 + s, s);
   for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
-    const int cur = it & 1;
-    cp_async_wait<0>();
+    const int cur = it % kS, dsb = it & 1;  // stage of (Q, dO); dS^T buffer
+    cp_async_wait<kS - 2>();
     fence_async_smem();
-    __syncthreads();  // stage `cur` and dS^T of the previous query block are complete; the other stage is free
-    if (qb + 1 < p.nb) issue(qb + 1, cur ^ 1);
+    __syncthreads();  // stage `cur` and dS^T of the previous query block are complete; the previous stage is free
+    issue(qb + kS - 1, (it + kS - 1) % kS);
     if (it == 0) {
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) kb2[rr] = colb[kr0 + r0 + g + 8 * rr];
@@ -285,12 +293,12 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
       wg_commit();
     }
     if (it > 0) {
-      issue_dq(cur ^ 1);
+      issue_dq(dsb ^ 1);
       wg_wait<0>();
       add_dq(qb - 1);
     }
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS + cur * sw_bytes(kN, kL), kN, kr0 + r0, kk, sa[kk], lane);
+    for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS + dsb * sw_bytes(kN, kL), kN, kr0 + r0, kk, sa[kk], lane);
     fence_async_smem();
     wg_wait<0>();  // dV, dK (still pending on the first query block): their A registers are reused next
     wg_hold(dK);
