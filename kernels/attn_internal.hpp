@@ -107,8 +107,9 @@ SB_HOST_DEVICE inline void head_order(int64_t item, int64_t nheads, int64_t njob
   bh = c * chunk + (j - job * gc);
 }
 // Heads per chunk of the wgmma softmax backward (kernels/NOTES.md, version 37: 16 was best or
-// within 1% of best at the seven benchmark shapes; DRAM traffic 59% -> 11% of peak at
-// (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both kernels' chunk (0: one chunk).
+// within 1% of best at the seven benchmark shapes; with chunks of 4 the kernel's DRAM throughput
+// fell from 59% to 11% of peak at (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both
+// kernels' chunk (0: one chunk).
 constexpr int64_t kWgBwdHeadChunk = 16;
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 128-byte aligned), encoded on the host.
