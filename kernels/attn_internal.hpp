@@ -111,6 +111,8 @@ SB_HOST_DEVICE inline void head_order(int64_t item, int64_t nheads, int64_t njob
 // fell from 59% to 11% of peak at (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both
 // kernels' chunk (0: one chunk).
 constexpr int64_t kWgBwdHeadChunk = 16;
+// kWgBwdHeadChunk unless STATEBENCH_ATTN_HEAD_CHUNK sets it (the softmax backward and PaTH's inter pass).
+int64_t wg_bwd_head_chunk();
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 128-byte aligned), encoded on the host.
 struct alignas(128) TmaMap {
@@ -176,7 +178,7 @@ struct BwdParams {
   // (with_dq_map), else by atomics.
   bool dq_bulk = true;
   TmaMap dq_map;
-  int64_t head_chunk = 0;  // wgmma softmax backward: CTA order over heads in chunks (head_order)
+  int64_t head_chunk = 0;  // wgmma softmax backward and inter pass: CTA order over heads in chunks (head_order)
   int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
   int64_t slot_floats = 0;
   float scale = 1.f;
@@ -347,7 +349,7 @@ void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
 // p with dq_map describing dst as a row-major fp32 [rows, Dh] matrix in boxes of 16 rows x 32
 // columns with the 128-byte swizzle (the wgmma backward's dQ staging, tma_add_frag); dq_bulk is
 // cleared where the driver cannot encode it (the kernel then adds dQ by atomics).
-BwdParams with_dq_map(BwdParams p, float* dst, int64_t rows, int64_t Dh);
+BwdParams with_dq_map(const BwdParams& p, float* dst, int64_t rows, int64_t Dh);
 // The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
 // fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
 void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);

@@ -43,6 +43,8 @@ int64_t head_chunk(int64_t fallback) {
 
 }  // namespace
 
+int64_t wg_bwd_head_chunk() { return head_chunk(kWgBwdHeadChunk); }
+
 template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, params.bf16 ? DType::BF16 : DType::F32)) {
@@ -74,7 +76,7 @@ template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
     BwdParams pm = with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh);
-    pm.head_chunk = head_chunk(kWgBwdHeadChunk);
+    pm.head_chunk = wg_bwd_head_chunk();
     launch_wgmma(softmax_bwd_wgmma_kernel<64, false>, softmax_bwd_wgmma_kernel<128, false>, wg_bwd_smem_bytes(64),
                  wg_bwd_smem_bytes(128), pm, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
     return;

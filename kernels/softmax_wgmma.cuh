@@ -167,8 +167,10 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   int kb0, qb0, kvalid;
   if constexpr (kInter) {
     const int npair = (p.sc + 1) / 2;
-    lb = item % p.nbh, bh = p.bh0 + lb;
-    const int sb = static_cast<int>(item / p.nbh / npair), j = static_cast<int>(item / p.nbh % npair);
+    int64_t job;  // superchunk 0 (the most query blocks after it) first
+    head_order(item, p.nbh, static_cast<int64_t>(p.nsc - 1) * npair, p.head_chunk, lb, job);
+    bh = p.bh0 + lb;
+    const int sb = static_cast<int>(job / npair), j = static_cast<int>(job % npair);
     kb0 = sb * p.sc + 2 * j, qb0 = (sb + 1) * p.sc;
     kvalid = kL * min(2, qb0 - kb0);  // keys of earlier superchunks are all valid
     xrow0 = lb * p.xs_rows + sc_state_row(sb, Tp, static_cast<int64_t>(p.sc) * kL) - static_cast<int64_t>(qb0) * kL;

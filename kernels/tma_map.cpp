@@ -32,7 +32,8 @@ EncodeTiled encode_tiled() {
 
 }  // namespace
 
-BwdParams with_dq_map(BwdParams p, float* dst, int64_t rows, int64_t Dh) {
+BwdParams with_dq_map(const BwdParams& p0, float* dst, int64_t rows, int64_t Dh) {
+  BwdParams p = p0;
   static_assert(sizeof(TmaMap) == sizeof(CUtensorMap) && alignof(TmaMap) == alignof(CUtensorMap));
   const EncodeTiled encode = encode_tiled();
   // The kernel's row coordinates are int32.
