@@ -111,8 +111,10 @@ SB_HOST_DEVICE inline void head_order(int64_t item, int64_t nheads, int64_t njob
 // fell from 59% to 11% of peak at (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both
 // kernels' chunk (0: one chunk).
 constexpr int64_t kWgBwdHeadChunk = 16;
-// kWgBwdHeadChunk unless STATEBENCH_ATTN_HEAD_CHUNK sets it (the softmax backward and PaTH's inter pass).
-int64_t wg_bwd_head_chunk();
+// `fallback` unless the developer switch STATEBENCH_ATTN_HEAD_CHUNK=N sets it (0: one chunk): the
+// forward takes 0, the backward kWgBwdHeadChunk, PaTH's inter pass 0 (chunks of 16 were 0-2%
+// slower there: its head group is already small; NOTES version 37).
+int64_t head_chunk_or(int64_t fallback);
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 128-byte aligned), encoded on the host.
 struct alignas(128) TmaMap {
@@ -178,7 +180,7 @@ struct BwdParams {
   // (with_dq_map), else by atomics.
   bool dq_bulk = true;
   TmaMap dq_map;
-  int64_t head_chunk = 0;  // wgmma softmax backward and inter pass: CTA order over heads in chunks (head_order)
+  int64_t head_chunk = 0;  // wgmma softmax backward and inter pass: CTA order over heads in chunks (head_order; 0: one)
   int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
   int64_t slot_floats = 0;
   float scale = 1.f;

@@ -91,7 +91,7 @@ void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) 
   // (it has the most query blocks after it).
   const int64_t grid = static_cast<int64_t>(p.nsc - 1) * ((p.sc + 1) / 2) * p.nbh;
   BwdParams pm = with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh);
-  pm.head_chunk = wg_bwd_head_chunk();
+  pm.head_chunk = head_chunk_or(0);
   launch_wgmma(softmax_bwd_wgmma_kernel<64, true>, softmax_bwd_wgmma_kernel<128, true>, wg_bwd_smem_bytes(64),
                wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
 }

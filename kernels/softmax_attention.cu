@@ -32,24 +32,17 @@ bool softmax_attention_uses_wgmma(int64_t Dh, DType dt) {
 }  // namespace sb::cuda
 
 namespace sb::cuda::detail {
-namespace {
 
-// Heads per chunk of a wgmma kernel's CTA order (head_order; 0: all heads in one chunk): `fallback`
-// unless the developer switch STATEBENCH_ATTN_HEAD_CHUNK=N sets it.
-int64_t head_chunk(int64_t fallback) {
+int64_t head_chunk_or(int64_t fallback) {
   const char* e = std::getenv("STATEBENCH_ATTN_HEAD_CHUNK");
   return e ? std::max<int64_t>(0, std::atoll(e)) : fallback;
 }
-
-}  // namespace
-
-int64_t wg_bwd_head_chunk() { return head_chunk(kWgBwdHeadChunk); }
 
 template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, params.bf16 ? DType::BF16 : DType::F32)) {
     FwdParams p = params;
-    p.head_chunk = head_chunk(0);
+    p.head_chunk = head_chunk_or(0);
     launch_wgmma(softmax_fwd_wgmma_kernel<64>, softmax_fwd_wgmma_kernel<128>, wg_fwd_smem_bytes(64),
                  wg_fwd_smem_bytes(128), p, Dh, static_cast<int64_t>((params.nb + 1) / 2) * params.B * params.H,
                  stream);  // 128-query blocks
@@ -76,7 +69,7 @@ template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
     BwdParams pm = with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh);
-    pm.head_chunk = wg_bwd_head_chunk();
+    pm.head_chunk = head_chunk_or(kWgBwdHeadChunk);
     launch_wgmma(softmax_bwd_wgmma_kernel<64, false>, softmax_bwd_wgmma_kernel<128, false>, wg_bwd_smem_bytes(64),
                  wg_bwd_smem_bytes(128), pm, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
     return;
