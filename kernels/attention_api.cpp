@@ -265,7 +265,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   p.B = d.B, p.T = d.T, p.H = d.H, p.nb = nb, p.warps = cfg.warps, p.stages = cfg.stages;
   // Developer switch (kernels/NOTES.md): STATEBENCH_ATTN_ATOMIC_V2=1 uses 8-byte vector atomics.
   p.vec4 = std::getenv("STATEBENCH_ATTN_ATOMIC_V2") == nullptr;
-  // STATEBENCH_ATTN_DQ_BULK=0: the wgmma softmax backward adds dQ by atomics instead of bulk reductions.
+  // STATEBENCH_ATTN_DQ_BULK=0: the wgmma softmax backward adds dQ by atomics instead of TMA reductions.
   const char* dq_bulk = std::getenv("STATEBENCH_ATTN_DQ_BULK");
   p.dq_bulk = dq_bulk == nullptr || std::string_view(dq_bulk) != "0";
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // block count is odd), their keys pushed to the superchunk's end (ke_hi) against the states
 // X_{e_b} (xs) of every query block after the superchunk, without a causal mask; dV and dKe are
 // added to the group's fp32 accumulators (no other kernel writes them meanwhile) and dL/dX_{e_b}
-// to dxs by atomics.
+// to dxs like dQ (TMA reductions or atomics).
 template <int Dh, bool kInter>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
 #if SB_WGMMA
