@@ -159,9 +159,9 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[i0] : 0.0;
   const float sl2 = p.scale * kLog2e;
-  // Gate biases (or a non-positive scale) turn the scores into log2-unit logits before the softmax;
-  // otherwise the scale is folded into its exponent.
-  const bool prescale = gh || !(sl2 > 0.f);
+  // Gate biases turn the scores into log2-unit logits before the softmax; otherwise the scale (positive:
+  // the API checks it) is folded into its exponent.
+  const bool prescale = gh != nullptr;
   const int r0 = 16 * warp;
   float rb2[2];
   query_gate_bias(rb2, gh, i0, r0, p.T, gref, lane);

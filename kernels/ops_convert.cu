@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/ops_cuda.hpp"
+#include "kernels/ops_launch.cuh"
 
 namespace sb::cuda {
 namespace {
@@ -43,8 +44,6 @@ __global__ void bf16_to_f32x4_kernel(float4* dst, const uint2* src, int64_t n4) 
   }
 }
 
-bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
-
 unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);  // grid-stride beyond that
@@ -54,7 +53,7 @@ unsigned grid_for(int64_t n) {
 
 void f32_to_bf16_cuda(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  const int64_t n4 = aligned(src, 16) && aligned(dst, 8) ? n / 4 : 0;
+  const int64_t n4 = ops_detail::aligned_to(src, 16) && ops_detail::aligned_to(dst, 8) ? n / 4 : 0;
   if (n4 > 0)
     f32_to_bf16x4_kernel<<<grid_for(n4), kThreads, 0, stream>>>(reinterpret_cast<uint2*>(dst),
                                                                reinterpret_cast<const float4*>(src), n4);
@@ -64,7 +63,7 @@ void f32_to_bf16_cuda(uint16_t* dst, const float* src, int64_t n, cudaStream_t s
 
 void bf16_to_f32_cuda(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  const int64_t n4 = aligned(src, 8) && aligned(dst, 16) ? n / 4 : 0;
+  const int64_t n4 = ops_detail::aligned_to(src, 8) && ops_detail::aligned_to(dst, 16) ? n / 4 : 0;
   if (n4 > 0)
     bf16_to_f32x4_kernel<<<grid_for(n4), kThreads, 0, stream>>>(reinterpret_cast<float4*>(dst),
                                                                reinterpret_cast<const uint2*>(src), n4);

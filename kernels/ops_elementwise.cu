@@ -440,8 +440,7 @@ void act_backward_cuda(Act act, float* dinp, const float* dout, const float* inp
 namespace {
 // The four-column kernels where the shape and alignment allow them.
 bool swiglu_vec4(const void* a, const void* b, const void* c, int64_t N, int64_t F) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return F % 4 == 0 && N * F / 4 < (int64_t{1} << 32) && aligned(a) && aligned(b) && aligned(c);
+  return F % 4 == 0 && N * F / 4 < (int64_t{1} << 32) && aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(c, 16);
 }
 }  // namespace
 

@@ -1,5 +1,5 @@
 // ops_launch.cuh: what the per-token op kernels (ops_elementwise.cu, ops_path_wpath.cu) share:
-// launch sizes, the launch check, warp sums, a stable sigmoid and the row-chunk count of the
+// launch sizes, the launch check, pointer alignment, warp sums, a stable sigmoid and the row-chunk count of the
 // fixed-order column sums (ReduceScratch, kernels/ops_cuda.hpp).
 #pragma once
 #include <cuda_runtime.h>
@@ -17,6 +17,8 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
 inline void check_launch() { CUDA_CHECK(cudaGetLastError()); }
+// Whether p is a multiple of `bytes` (the vectorised kernels' precondition).
+inline bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
   const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
   const double gref = gh ? gh[c0] : 0.0;
   const float sl2 = p.scale * kLog2e;
-  const bool prescale = gh || !(sl2 > 0.f);
+  const bool prescale = gh != nullptr;  // as in attn_fwd_kernel
   const float scale2 = prescale ? 1.f : sl2;
   float rb2[2];
   query_gate_bias(rb2, gh, i0, r0, p.T, gref, lane);
