@@ -57,17 +57,30 @@ struct Offsets {
   }
 };
 
+// The non-negative integer in environment variable `name`, `unset` when it is not set; anything
+// else fails naming the variable, its value and `what` it should be.
+int64_t env_count_or(const char* name, int64_t unset, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env) return unset;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (end == env || *end != '\0' || v < 0) fail("{}: '{}' is not {}", name, env, what);
+  return v;
+}
+
+}  // namespace
+
+int64_t head_chunk_or(int64_t fallback) {
+  return env_count_or("STATEBENCH_ATTN_HEAD_CHUNK", fallback, "a number of heads per CTA chunk (0 = one chunk)");
+}
+
+namespace {
+
 // Developer / test switch STATEBENCH_PATH_BWD_GROUP=N: N heads (b, h) per backward group; 0 or
 // unset: the policy of path_bwd_group.
 int64_t bwd_group_override() {
-  const char* env = std::getenv("STATEBENCH_PATH_BWD_GROUP");
-  if (!env) return 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  if (end == env || *end != '\0' || v < 0)
-    fail("STATEBENCH_PATH_BWD_GROUP: '{}' is not a number of heads per backward group (0 = automatic, or 1 and more)",
-         env);
-  return v;
+  return env_count_or("STATEBENCH_PATH_BWD_GROUP", 0,
+                      "a number of heads per backward group (0 = automatic, or 1 and more)");
 }
 
 // The PaTH backward's accumulators for g heads, taken from o: dv, dk, dkt, dy, dw ([g, Tp, Dh] fp32
@@ -124,12 +137,9 @@ namespace {
 // Developer / test switch STATEBENCH_PATH_SUPERCHUNK=N: superchunks of N blocks (0 = off); -1 when
 // unset.
 int64_t superchunk_override() {
-  const char* env = std::getenv("STATEBENCH_PATH_SUPERCHUNK");
-  if (!env) return -1;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || v < 0 || v == 1)
-    fail("STATEBENCH_PATH_SUPERCHUNK: '{}' is not a superchunk size (0 = off, or 2 and more blocks)", env);
+  constexpr const char* what = "a superchunk size (0 = off, or 2 and more blocks)";
+  const int64_t v = env_count_or("STATEBENCH_PATH_SUPERCHUNK", -1, what);
+  if (v == 1) fail("STATEBENCH_PATH_SUPERCHUNK: '1' is not {}", what);
   return v;
 }
 

@@ -108,11 +108,10 @@ SB_HOST_DEVICE inline void head_order(int64_t item, int64_t nheads, int64_t njob
 }
 // Heads per chunk of the wgmma softmax backward (kernels/NOTES.md, version 37: 16 was best or
 // within 1% of best at the seven benchmark shapes; with chunks of 4 the kernel's DRAM throughput
-// fell from 59% to 11% of peak at (8,2048,16,64)). STATEBENCH_ATTN_HEAD_CHUNK=N sets both
-// kernels' chunk (0: one chunk).
+// fell from 59% to 11% of peak at (8,2048,16,64)).
 constexpr int64_t kWgBwdHeadChunk = 16;
-// `fallback` unless the developer switch STATEBENCH_ATTN_HEAD_CHUNK=N sets it (0: one chunk): the
-// forward takes 0, the backward kWgBwdHeadChunk, PaTH's inter pass 0 (chunks of 16 were 0-2%
+// `fallback` unless the developer switch STATEBENCH_ATTN_HEAD_CHUNK=N sets it (0: one chunk; not a
+// non-negative integer: Error, attention_layout.cpp): the forward takes 0, the backward kWgBwdHeadChunk, PaTH's inter pass 0 (chunks of 16 were 0-2%
 // slower there: its head group is already small; NOTES version 37).
 int64_t head_chunk_or(int64_t fallback);
 

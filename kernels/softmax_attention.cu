@@ -3,7 +3,6 @@
 // backward kernel (softmax_bwd_kernel.cuh), one instantiation per head dim each, and on Hopper the
 // wgmma kernels (softmax_wgmma.cuh, bf16 at Dh 64 / 128); chooses between them and provides the
 // launchers and shared-memory sizes. Host API: attention_api.cpp.
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -32,11 +31,6 @@ bool softmax_attention_uses_wgmma(int64_t Dh, DType dt) {
 }  // namespace sb::cuda
 
 namespace sb::cuda::detail {
-
-int64_t head_chunk_or(int64_t fallback) {
-  const char* e = std::getenv("STATEBENCH_ATTN_HEAD_CHUNK");
-  return e ? std::max<int64_t>(0, std::atoll(e)) : fallback;
-}
 
 template <>
 void launch_fwd<false>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {

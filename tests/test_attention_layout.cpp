@@ -51,6 +51,20 @@ TEST(AttentionLayout, HeadOrderCoversEveryItemOnce) {
   EXPECT_EQ(job, 0);
 }
 
+// The chunk switch: the launcher's default when unset, the value when a count, an Error otherwise.
+TEST(AttentionLayout, HeadChunkSwitch) {
+  using cuda::detail::head_chunk_or;
+  EXPECT_EQ(head_chunk_or(16), 16);
+  {
+    ScopedEnv env("STATEBENCH_ATTN_HEAD_CHUNK", "4");
+    EXPECT_EQ(head_chunk_or(16), 4);
+  }
+  for (const char* bad : {"-1", "4x", ""}) {
+    ScopedEnv env("STATEBENCH_ATTN_HEAD_CHUNK", bad);
+    EXPECT_THROW(head_chunk_or(16), Error) << bad;
+  }
+}
+
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
 // overrides (capped at B H).
