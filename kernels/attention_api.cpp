@@ -268,6 +268,9 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   // STATEBENCH_ATTN_DQ_BULK=0: the wgmma softmax backward adds dQ by atomics instead of TMA reductions.
   const char* dq_bulk = std::getenv("STATEBENCH_ATTN_DQ_BULK");
   p.dq_bulk = dq_bulk == nullptr || std::string_view(dq_bulk) != "0";
+  // STATEBENCH_ATTN_STAGGER=1: the wgmma softmax backward's warpgroups out of step (Dh 64).
+  const char* stagger = std::getenv("STATEBENCH_ATTN_STAGGER");
+  p.stagger = stagger != nullptr && std::string_view(stagger) == "1";
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));
   p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
   p.scale = scale, p.bf16 = bf16, p.dense = dense;

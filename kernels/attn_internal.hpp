@@ -179,6 +179,9 @@ struct BwdParams {
   // (with_dq_map), else by atomics.
   bool dq_bulk = true;
   TmaMap dq_map;
+  // wgmma softmax backward at Dh 64: warpgroup 1 computes and adds the previous query block's dQ
+  // before its probabilities, warpgroup 0 after them (softmax_bwd_wgmma_kernel; slower, A/B only).
+  bool stagger = false;
   int64_t head_chunk = 0;  // wgmma softmax backward and inter pass: CTA order over heads in chunks (head_order; 0: one)
   int seg = 1, ck_slots = 1;       // checkpoint segment length (blocks) and checkpoint slots
   int64_t slot_floats = 0;

@@ -95,6 +95,12 @@ __device__ __forceinline__ uint64_t desc_mnmajor(const void* tile, int rows, int
   return wg_desc(b + (col0 >> 6) * rows * 128 + (col0 & 63) * 2 + kk * 2048, 1024, 1024);
 }
 
+// MN-major operand 128 columns wide (both 64-column panels of a 128-column tile): k-tile kk; the
+// panels (the layout's MN atoms, leading byte offset) lie rows * 128 bytes apart.
+__device__ __forceinline__ uint64_t desc_mnmajor128(const void* tile, int rows, int kk) {
+  return wg_desc(static_cast<const unsigned char*>(tile) + kk * 2048, rows * 128, 1024);
+}
+
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -158,6 +164,24 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " SB_WG_REGS32
       ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : SB_WG_D32(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(kTB));
+#endif
+}
+// d (64 x 128) += A B with A from registers and B 128 columns wide (desc_mnmajor128).
+template <int kTB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+#if SB_WGMMA
+  float(&d0)[8][4] = *reinterpret_cast<float(*)[8][4]>(&d[0]);
+  float(&d1)[8][4] = *reinterpret_cast<float(*)[8][4]>(&d[8]);
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+      : SB_WG_D32(d0), SB_WG_D32(d1)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(kTB));
 #endif
 }

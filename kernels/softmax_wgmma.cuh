@@ -6,6 +6,7 @@
 // read once per warpgroup instead of once per warp, the main cost of the mma.sync kernels.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attn_fwd_kernel.cuh"
 #include "kernels/attn_wgmma.cuh"
@@ -17,6 +18,22 @@ namespace sb::cuda::detail {
 template <int NTD>
 __device__ __forceinline__ float (&panel(float (&acc)[NTD][4], int np))[8][4] {
   return *reinterpret_cast<float(*)[8][4]>(&acc[8 * np]);
+}
+
+// acc (64 x Dh over the warpgroup) += A (64 x 64, this warp's 16 rows packed by pack_a, k-tiles
+// 0..3) B, B a swizzled 64-row tile, MN-major: one n128 product per k-tile at Dh = 128 (not two
+// n64 ones: A is read once).
+template <int NTD>
+__device__ __forceinline__ void wg_product_rs(float (&acc)[NTD][4], const uint32_t (&a)[4][4], const unsigned char* B) {
+  if constexpr (NTD == 16) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(acc, a[kk], desc_mnmajor128(B, kL, kk));
+  } else {
+#pragma unroll
+    for (int np = 0; np < NTD / 8; ++np)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(acc, np), a[kk], desc_mnmajor(B, kL, 64 * np, kk));
+  }
 }
 
 // Forward pipeline stages (key blocks in flight). 3 or 4 stages measured no faster at Dh 64, nor
@@ -48,7 +65,7 @@ __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
 template <int Dh>
 __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdParams p) {
 #if SB_WGMMA
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, tile = sw_bytes(kL, Dh), kS = kWgFwdStages;
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, tile = sw_bytes(kL, Dh), kS = kWgFwdStages;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* const sQ = align1024(smem_raw);  // Q: one 128-row tile, warpgroup w's rows from 64w
   unsigned char* const sKV = sQ + 2 * tile;       // stage s: K at sKV + 2 s tile, V one tile further
@@ -114,10 +131,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) pack_a(pa[kk], unused, S, kk, 1.f, false);
     wg_fence();
-#pragma unroll
-    for (int np = 0; np < NP; ++np)
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(O, np), pa[kk], desc_mnmajor(Kc + tile, kL, 64 * np, kk));
+    wg_product_rs(O, pa, Kc + tile);
     wg_commit();
     wg_wait<0>();
     wg_hold(O);
@@ -147,7 +161,7 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 template <int Dh, bool kInter>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
 #if SB_WGMMA
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, NP = Dh / 64, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
+  constexpr int NTD = Dh / 8, KTD = Dh / 16, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* const sK = align1024(smem_raw);
@@ -254,50 +268,68 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
     const bool active = kInter ? wvalid > 0 : qb >= qb0 + wg;
 
     // The previous query block's dQ is issued behind this block's dV, dK (no barrier between them).
-    // (Issued before this block's probabilities instead, at Dh = 64, it made the kernel 9% slower.)
+    // With p.stagger (STATEBENCH_ATTN_STAGGER=1, Dh = 64 only) warpgroup 1 issues it first instead,
+    // ahead of this block's S^T and dP^T, and adds it while those run, so that the two warpgroups
+    // reach their probabilities at different times: measured 1.5-2.5% SLOWER. It stays compiled
+    // because with it the default order's code got 2.5% faster at (8,2048,16,64) and
+    // (4,4096,16,64) (228 registers instead of 214: P's bf16 fragments no longer overwrite the
+    // score accumulators; kernels/NOTES.md, version 39). Two instantiations (kDqFirst), so that
+    // each order is straight-line code for ptxas's tracking of the wgmma groups in flight.
     uint32_t sa[4][4] = {};
-    if (active) {
-      float Pt[8][4], dSt[8][4];
-      zero(Pt);
-      zero(dSt);
-      wg_fence();
+    auto body = [&](auto dq_first) {
+      constexpr bool kDqFirst = decltype(dq_first)::value;  // implies it > 0
+      if constexpr (kDqFirst) issue_dq(dsb ^ 1);
+      if (active) {
+        float Pt[8][4], dSt[8][4];
+        zero(Pt);
+        zero(dSt);
+        wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(Pt, desc_kmajor(sK, kN, kr0, kk), desc_kmajor(Qc, kL, 0, kk));
+        for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(Pt, desc_kmajor(sK, kN, kr0, kk), desc_kmajor(Qc, kL, 0, kk));
 #pragma unroll
-      for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(dSt, desc_kmajor(sV, kN, kr0, kk), desc_kmajor(dOc, kL, 0, kk));
-      wg_commit();
-      wg_wait<0>();
-      wg_hold(Pt);
-      wg_hold(dSt);
-      const float* st = stats + cur * 3 * kL;
-      const bool diag = !kInter && qb == qb0 + wg;
-      if (gh)
-        softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
-      else
-        softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
-      if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f / p.scale, p.T - i0, lane);  // queries' share: + sum over keys
+        for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(dSt, desc_kmajor(sV, kN, kr0, kk), desc_kmajor(dOc, kL, 0, kk));
+        wg_commit();
+        if constexpr (kDqFirst) {
+          wg_wait<1>();
+          add_dq(qb - 1);
+        }
+        wg_wait<0>();
+        wg_hold(Pt);
+        wg_hold(dSt);
+        const float* st = stats + cur * 3 * kL;
+        const bool diag = !kInter && qb == qb0 + wg;
+        if (gh)
+          softmax_bwd_probs<true>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
+        else
+          softmax_bwd_probs<false>(Pt, dSt, st, diag, r0, sl2, p.scale, kb2, dgk, lane);
+        if (gh) add_column_sums(p.dg + bh * Tp + i0, dSt, 1.f / p.scale, p.T - i0, lane);  // queries' share: + sum over keys
 
-      uint32_t pa[4][4], unused[4];
+        uint32_t pa[4][4], unused[4];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        pack_a(pa[kk], unused, Pt, kk, 1.f, false);
-        pack_a(sa[kk], unused, dSt, kk, 1.f, false);
+        for (int kk = 0; kk < 4; ++kk) {
+          pack_a(pa[kk], unused, Pt, kk, 1.f, false);
+          pack_a(sa[kk], unused, dSt, kk, 1.f, false);
+        }
+        wg_fence();
+        wg_product_rs(dV, pa, dOc);
+        wg_product_rs(dK, sa, Qc);
+        wg_commit();
+      } else if constexpr (kDqFirst) {
+        wg_wait<0>();
+        add_dq(qb - 1);
       }
-      wg_fence();
-#pragma unroll
-      for (int np = 0; np < NP; ++np)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(dV, np), pa[kk], desc_mnmajor(dOc, kL, 64 * np, kk));
-#pragma unroll
-      for (int np = 0; np < NP; ++np)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(panel(dK, np), sa[kk], desc_mnmajor(Qc, kL, 64 * np, kk));
-      wg_commit();
-    }
-    if (it > 0) {
-      issue_dq(dsb ^ 1);
-      wg_wait<0>();
-      add_dq(qb - 1);
+      if (!kDqFirst && it > 0) {
+        issue_dq(dsb ^ 1);
+        wg_wait<0>();
+        add_dq(qb - 1);
+      }
+    };
+    // (At Dh = 128 the early dQ's 32 accumulator registers do not fit beside dK, dV, S^T and dP^T:
+    // ptxas serialises the wgmmas, so that head dim has the default order only.)
+    if (Dh == 64 && p.stagger && wg == 1 && it > 0) {
+      if constexpr (Dh == 64) body(std::true_type{});
+    } else {
+      body(std::false_type{});
     }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) sw_store_a(sdS + dsb * sw_bytes(kN, kL), kN, kr0 + r0, kk, sa[kk], lane);

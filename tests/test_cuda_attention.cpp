@@ -392,6 +392,19 @@ TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
     if (s.Dh == 64 || s.Dh == 128) check_case(s, DType::BF16, false, seed += 10);
 }
 
+// The staggered order of the wgmma backward's warpgroups (STATEBENCH_ATTN_STAGGER=1, Dh 64; kept
+// for comparison) must agree with the CPU too, and so must the inter-superchunk pass it shares.
+TEST(CudaAttention, SoftmaxBf16Staggered) {
+  SKIP_WITHOUT_DEVICE();
+  const ScopedEnv stagger("STATEBENCH_ATTN_STAGGER", "1");
+  uint64_t seed = 2900;
+  for (const Shape& s : softmax_shapes())
+    if (s.Dh == 64) check_case(s, DType::BF16, false, seed += 10);
+  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  for (const Shape& s : {Shape{1, 1000, 1, 64, true}, Shape{3, 129, 2, 64, false}})
+    check_case(s, DType::BF16, true, seed += 10, true);
+}
+
 // The shape on which the reference Triton kernel failed (illegal memory access in backward, head
 // dim 32, T <= 128, large batch): full run, every output written and finite, and the first two
 // batch elements compared with the CPU reference.
