@@ -289,8 +289,10 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.ke_hi = sa.ke_hi, p.ke_lo = sa.ke_lo, p.cs_hi = sa.cs_hi, p.cs_lo = sa.cs_lo;
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;
-      if (cfg.inter)
+      if (cfg.inter) {
         p.xs = ws.at<detail::bf16_raw>(L.xs), p.dxs = ws.at<float>(L.dxs), p.xs_rows = cfg.xs_rows;
+        p.qchunk = cfg.inter_qchunk;
+      }
     }
     detail::FactorsBwdArgs fa;
     fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;

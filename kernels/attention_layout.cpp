@@ -33,6 +33,11 @@ constexpr int64_t kInterSuperchunk = 6, kInterMinBlocks = 24;
 // on: at (64,768,2,128), 12 blocks, 3 took 4.20 ms against 4.64 for the default 8 (4: 4.27, 6:
 // 4.31, none: 4.71); at 8 blocks, none is best (3 and 4: 2.08 against 2.04 ms at (64,512,4,64)).
 constexpr int64_t kShortScMinBlocks = 9;
+// The inter pass's query ranges (inter_qchunk): where superchunk 0's query range is more than 1.5
+// times one SM's share of the launch's query-block visits, ranges of about half that share, at
+// least 4 blocks (kernels/NOTES.md, version 40: at (2,8192,16,128) the range is 2.0 shares and the
+// split saved a third of the pass; at (4,4096,16,64), 1.02 shares, it cost 2.5% of the f+b).
+constexpr int64_t kInterMinQChunk = 4;
 
 struct DeviceInfo {
   int sms = 1, max_smem = 48 * 1024;
@@ -72,6 +77,19 @@ int64_t env_count_or(const char* name, int64_t unset, const char* what) {
 
 int64_t head_chunk_or(int64_t fallback) {
   return env_count_or("STATEBENCH_ATTN_HEAD_CHUNK", fallback, "a number of heads per CTA chunk (0 = one chunk)");
+}
+
+int inter_qchunk(int nb, int sc, int nsc, int64_t heads, int sms) {
+  const int64_t set = env_count_or("STATEBENCH_PATH_INTER_QCHUNK", -1,
+                                   "a number of query blocks per range of the inter pass (0 = whole ranges)");
+  if (set >= 0) return static_cast<int>(std::min<int64_t>(set, nb));
+  if (sc < 1 || nsc < 2) return 0;
+  int64_t visits = 0;  // (range, key-block pair, head) query-block visits of one launch
+  for (int b = 0; b + 1 < nsc; ++b) visits += nb - (b + 1) * sc;
+  visits *= static_cast<int64_t>((sc + 1) / 2) * heads;
+  const int64_t per_sm = (visits + sms - 1) / std::max(sms, 1);
+  if (2 * (nb - sc) <= 3 * per_sm) return 0;  // superchunk 0's range does not set the launch's length
+  return static_cast<int>(std::clamp<int64_t>((per_sm + 1) / 2, kInterMinQChunk, nb));
 }
 
 namespace {
@@ -239,6 +257,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     const PathStatesShape st = path_states_shape(d.Dh);
     cfg.states_stages = st.stages, cfg.states_smem = st.smem;
     cfg.states_grid = std::min<int64_t>(nqb * cfg.bh_group, static_cast<int64_t>(st.occupancy) * dev.sms);
+    cfg.inter_qchunk = inter_qchunk(static_cast<int>(nb), cfg.sc, cfg.nsc, cfg.bh_group, dev.sms);
   }
   if (nbmax == 0) return cfg;
   const int64_t state = Bq * d.Dh / (f32 ? 1 : 2);  // floats of one query state (bf16 in bf16 mode)

@@ -93,6 +93,35 @@ struct FwdParams {
 #define SB_HOST_DEVICE
 #endif
 
+// The wgmma pass over the pairs between superchunks (softmax_bwd_wgmma_kernel<Dh, true>) cuts the
+// query blocks after superchunk b (nb - (b + 1) sc of them, b < nsc - 1) into ceil(len / qchunk)
+// ranges of nearly equal length (qchunk 0: one range), so that the early superchunks' long ranges
+// no longer set the launch's length. inter_ranges: how many ranges there are in all; inter_range:
+// range r's superchunk sb and query blocks [q0, q1), superchunk 0's ranges first.
+SB_HOST_DEVICE inline int inter_ranges_of(int b, int nb, int sc, int qchunk) {
+  const int len = nb - (b + 1) * sc;
+  return qchunk > 0 ? (len + qchunk - 1) / qchunk : 1;
+}
+SB_HOST_DEVICE inline int64_t inter_ranges(int nb, int sc, int nsc, int qchunk) {
+  int64_t n = 0;
+  for (int b = 0; b + 1 < nsc; ++b) n += inter_ranges_of(b, nb, sc, qchunk);
+  return n;
+}
+SB_HOST_DEVICE inline void inter_range(int64_t r, int nb, int sc, int nsc, int qchunk, int& sb, int& q0, int& q1) {
+  sb = 0;
+  for (int n = inter_ranges_of(0, nb, sc, qchunk); r >= n && sb + 2 < nsc; n = inter_ranges_of(sb, nb, sc, qchunk))
+    r -= n, ++sb;
+  const int first = (sb + 1) * sc, len = nb - first, nr = inter_ranges_of(sb, nb, sc, qchunk);
+  q0 = first + static_cast<int>(r * len / nr);
+  q1 = first + static_cast<int>((r + 1) * len / nr);
+}
+
+// The qchunk of a launch of that pass over `heads` heads on `sms` SMs: 0 (whole ranges) unless
+// superchunk 0's range (nb - sc blocks) is more than 1.5 times one SM's share of the launch's
+// query-block visits, else about half that share (at least 4, at most nb). The developer switch
+// STATEBENCH_PATH_INTER_QCHUNK=N sets N (0: whole ranges; not a count: an Error).
+int inter_qchunk(int nb, int sc, int nsc, int64_t heads, int sms);
+
 // The work item (CTA index) -> (head bh, job) of a kernel with njobs jobs per head, job 0 the
 // heaviest: heads in chunks of `chunk` (0 or more than nheads: one chunk of all heads; the last
 // chunk may be smaller), each chunk's items job-major (job 0 of every head of the chunk first). Few
@@ -171,6 +200,7 @@ struct BwdParams {
   float* dxs = nullptr;  // zeroed with the group's accumulators
   int64_t xs_rows = 0;
   int inter = 0;
+  int qchunk = 0;  // the wgmma inter pass's query ranges (inter_range; 0: one per superchunk)
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, warps = 4, nqb = 0;  // query block = 16 * warps rows; nqb query blocks per head
   int stages = 2;                  // key-block pipeline depth
@@ -199,6 +229,7 @@ struct BwdConfig {
   int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
   bool inter = false;                // PaTH: inter-superchunk pairs on wgmma (BwdParams::inter)
   int64_t xs_rows = 0;               // their query states per head (sc_state_row)
+  int inter_qchunk = 0;              // that pass's query ranges (BwdParams::qchunk)
   // The states launch before that pass (launch_path_states): pipeline stages, shared memory, and
   // its grid for one group (persistent: occupancy x SMs, at most the group's query blocks).
   int states_stages = 0, states_smem = 0;

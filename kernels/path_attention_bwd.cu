@@ -87,9 +87,9 @@ void launch_path_states(const BwdParams& p0, const BwdConfig& cfg, int64_t Dh, c
 
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {
   check_inter_pass(p, Dh);
-  // CTAs: (superchunk b < nsc - 1, pair of its key blocks, head of the group), superchunk 0 first
-  // (it has the most query blocks after it).
-  const int64_t grid = static_cast<int64_t>(p.nsc - 1) * ((p.sc + 1) / 2) * p.nbh;
+  // CTAs: (query range of superchunk b < nsc - 1, pair of its key blocks, head of the group),
+  // superchunk 0's ranges first (it has the most query blocks after it).
+  const int64_t grid = inter_ranges(p.nb, p.sc, p.nsc, p.qchunk) * ((p.sc + 1) / 2) * p.nbh;
   BwdParams pm = with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh);
   pm.head_chunk = head_chunk_or(0);
   launch_wgmma(softmax_bwd_wgmma_kernel<64, true>, softmax_bwd_wgmma_kernel<128, true>, wg_bwd_smem_bytes(64),

@@ -155,9 +155,9 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // kInter: the same pass over PaTH's inter-superchunk pairs (path_attention_bwd.cu, BwdParams::inter):
 // a CTA takes two key blocks of superchunk b of a head of the group (one when the superchunk's
 // block count is odd), their keys pushed to the superchunk's end (ke_hi) against the states
-// X_{e_b} (xs) of every query block after the superchunk, without a causal mask; dV and dKe are
-// added to the group's fp32 accumulators (no other kernel writes them meanwhile) and dL/dX_{e_b}
-// to dxs like dQ (TMA reductions or atomics).
+// X_{e_b} (xs) of one range of the query blocks after the superchunk (inter_range: long ranges
+// are split over several CTAs), without a causal mask; dV and dKe are added to the group's fp32
+// accumulators by atomics and dL/dX_{e_b} to dxs like dQ (TMA reductions or atomics).
 template <int Dh, bool kInter>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
 #if SB_WGMMA
@@ -176,22 +176,25 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   float* const dq_stage = sdQ + (tid >> 5) * 16 * DQN;  // this warp's
   const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh, item = blockIdx.x;  // heaviest first
   // This CTA's head (bh global, lb local to the group), first key block kb0 (warpgroup w's 64 keys
-  // are block kb0 + w), first query block qb0 and its rows: Q (q, or the states in xs) and dQ.
+  // are block kb0 + w), its query blocks qb0 .. qend - 1 and their rows: Q (q, or the states in
+  // xs) and dQ.
   int64_t bh, lb = 0, xrow0 = 0;
-  int kb0, qb0, kvalid;
+  int kb0, qb0, qend, kvalid;
   if constexpr (kInter) {
     const int npair = (p.sc + 1) / 2;
-    int64_t job;  // superchunk 0 (the most query blocks after it) first
-    head_order(item, p.nbh, static_cast<int64_t>(p.nsc - 1) * npair, p.head_chunk, lb, job);
+    int64_t job;  // superchunk 0's query ranges (the most query blocks after it) first
+    head_order(item, p.nbh, inter_ranges(p.nb, p.sc, p.nsc, p.qchunk) * npair, p.head_chunk, lb, job);
     bh = p.bh0 + lb;
-    const int sb = static_cast<int>(job / npair), j = static_cast<int>(job % npair);
-    kb0 = sb * p.sc + 2 * j, qb0 = (sb + 1) * p.sc;
-    kvalid = kL * min(2, qb0 - kb0);  // keys of earlier superchunks are all valid
-    xrow0 = lb * p.xs_rows + sc_state_row(sb, Tp, static_cast<int64_t>(p.sc) * kL) - static_cast<int64_t>(qb0) * kL;
+    int sb;
+    inter_range(job / npair, p.nb, p.sc, p.nsc, p.qchunk, sb, qb0, qend);
+    const int j = static_cast<int>(job % npair), first = (sb + 1) * p.sc;
+    kb0 = sb * p.sc + 2 * j;
+    kvalid = kL * min(2, first - kb0);  // keys of earlier superchunks are all valid
+    xrow0 = lb * p.xs_rows + sc_state_row(sb, Tp, static_cast<int64_t>(p.sc) * kL) - static_cast<int64_t>(first) * kL;
   } else {
     int64_t job;  // heaviest (first) key blocks first
     head_order(item, p.B * p.H, (p.nb + 1) / 2, p.head_chunk, bh, job);
-    kb0 = 2 * static_cast<int>(job), qb0 = kb0;
+    kb0 = 2 * static_cast<int>(job), qb0 = kb0, qend = p.nb;
     kvalid = static_cast<int>(min64(kN, p.T - static_cast<int64_t>(kb0) * kL));
   }
   const int64_t b = bh / p.H, h = bh % p.H, k0 = static_cast<int64_t>(kb0) * kL;
@@ -212,7 +215,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   fill_colbias(colb, gh, k0, p.T, gref, tid);
   fill_colbias(colb + kL, gh, k0 + kL, p.T, gref, tid);
   auto issue = [&](int qb, int st) {  // query block qb into stage st: Q, dO and the statistics (past nb: an empty group)
-    if (qb >= p.nb) {
+    if (qb >= qend) {
       cp_async_commit();
       return;
     }
@@ -250,7 +253,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   };
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) issue(qb0 + s, s);
-  for (int qb = qb0, it = 0; qb < p.nb; ++qb, ++it) {
+  for (int qb = qb0, it = 0; qb < qend; ++qb, ++it) {
     const int cur = it % kS, dsb = it & 1;  // stage of (Q, dO); dS^T buffer
     cp_async_wait<kS - 2>();
     fence_async_smem();
@@ -339,9 +342,9 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
     wg_hold(dV);
   }
   __syncthreads();  // the last query block's dS^T
-  issue_dq((p.nb - 1 - qb0) & 1);
+  issue_dq((qend - 1 - qb0) & 1);
   wg_wait<0>();
-  add_dq(p.nb - 1);
+  add_dq(qend - 1);
   if (p.dq_bulk && lane == 0) bulk_wait_read();  // the staging tile stays valid until read
 
   if constexpr (kInter) {

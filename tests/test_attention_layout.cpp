@@ -65,6 +65,69 @@ TEST(AttentionLayout, HeadChunkSwitch) {
   }
 }
 
+// The inter pass's query ranges: for every superchunk b < nsc - 1, its ranges are consecutive,
+// non-empty, at most qchunk long (qchunk > 0) and cover the query blocks after it exactly once;
+// superchunks in order.
+TEST(AttentionLayout, InterRangesCoverEachQueryBlockOnce) {
+  using cuda::detail::inter_range;
+  using cuda::detail::inter_ranges;
+  for (const auto& [nb, sc] : {std::pair{128, 12}, {32, 6}, {12, 3}, {9, 3}, {7, 2}, {2, 1}}) {
+    const int nsc = (nb + sc - 1) / sc;
+    for (int qchunk : {0, 1, 3, 4, 7, 29, 1000}) {
+      SCOPED_TRACE(testing::Message() << "nb " << nb << ", sc " << sc << ", qchunk " << qchunk);
+      const int64_t n = inter_ranges(nb, sc, nsc, qchunk);
+      int prev_sb = 0, next = sc;  // the next query block expected (superchunk prev_sb)
+      for (int64_t r = 0; r < n; ++r) {
+        int sb = -1, q0 = -1, q1 = -1;
+        inter_range(r, nb, sc, nsc, qchunk, sb, q0, q1);
+        ASSERT_TRUE(sb >= 0 && sb + 1 < nsc) << r;
+        ASSERT_GE(sb, prev_sb) << r;
+        if (sb != prev_sb) {
+          EXPECT_EQ(next, nb) << "superchunk " << prev_sb << " covered to the end";
+          prev_sb = sb, next = (sb + 1) * sc;
+        }
+        EXPECT_EQ(q0, next) << r;
+        EXPECT_LT(q0, q1) << r;
+        if (qchunk > 0) EXPECT_LE(q1 - q0, qchunk) << r;
+        next = q1;
+      }
+      EXPECT_EQ(prev_sb, nsc - 2);
+      EXPECT_EQ(next, nb);
+      if (qchunk == 0) EXPECT_EQ(n, nsc - 1);
+    }
+  }
+}
+
+// Their length: where superchunk 0's range is more than 1.5 times one SM's share of the launch's
+// query-block visits, about half that share, at least 4; else 0 (whole ranges), and 0 without
+// superchunks; the switch sets it (0 = whole ranges) and a bad value is an Error.
+TEST(AttentionLayout, InterQueryChunk) {
+  using cuda::detail::inter_qchunk;
+  // (2,8192,16,128) in groups of 2 heads: superchunks of 12 blocks, 11 of them; 620 query blocks
+  // after the first 10, 6 key-block pairs each, 2 heads: 7440 visits, 57 per SM of 132, against
+  // 116 query blocks after superchunk 0.
+  EXPECT_EQ(inter_qchunk(128, 12, 11, 2, 132), 29);
+  EXPECT_EQ(inter_qchunk(12, 3, 4, 1, 132), 4);  // 18 x 2 visits: the minimum
+  // (4,4096,16,64) in groups of 8 heads: 310 x 3 x 8 visits, 57 per SM, 58 after superchunk 0
+  // (split, it measured 2.5% slower); at 16 heads 113 per SM.
+  EXPECT_EQ(inter_qchunk(64, 6, 11, 8, 132), 0);
+  EXPECT_EQ(inter_qchunk(64, 6, 11, 16, 132), 0);
+  EXPECT_EQ(inter_qchunk(128, 12, 11, 4, 132), 0);  // 116 against 113 per SM
+  EXPECT_EQ(inter_qchunk(12, 0, 0, 1, 132), 0);
+  {
+    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", "0");
+    EXPECT_EQ(inter_qchunk(128, 12, 11, 2, 132), 0);
+  }
+  {
+    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", "16");
+    EXPECT_EQ(inter_qchunk(128, 12, 11, 2, 132), 16);
+  }
+  for (const char* bad : {"-2", "x", ""}) {
+    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", bad);
+    EXPECT_THROW(inter_qchunk(128, 12, 11, 2, 132), Error) << bad;
+  }
+}
+
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
 // overrides (capped at B H).
