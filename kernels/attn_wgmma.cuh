@@ -1,9 +1,9 @@
 // attn_wgmma.cuh: Hopper warpgroup tensor-core building blocks (internal; real instructions only in
 // sm_90a code, SB_WGMMA): 128-byte-swizzled bf16 tiles in shared memory and their cp.async loads,
 // shared-memory matrix descriptors (K-major and MN-major operands), wgmma m64n64k16 / m64n32k16
-// bf16 products with A from shared memory or registers, the fences around them, and fp32 TMA
-// reductions from shared to global memory. One warpgroup (4 warps)
-// computes a 64 x 64 tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
+// bf16 products with A from shared memory or registers (m64n128k16 with A from registers), the
+// fences around them, and fp32 TMA reductions from shared to global memory. One warpgroup (4
+// warps) computes a 64 x N tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
 #pragma once
 #include "kernels/attn_common.cuh"
 
