@@ -44,15 +44,18 @@ constexpr int kWgFwdStages = 2;
 __host__ __device__ constexpr int wg_fwd_smem_bytes(int Dh) {
   return 1024 + (2 + 2 * kWgFwdStages) * sw_bytes(kL, Dh) + kWgFwdStages * kL * 4;
 }
-// Backward pipeline stages of (Q, dO): 3 at Dh = 64; at 128 a third does not fit beside the dQ
-// staging tiles.
-__host__ __device__ constexpr int wg_bwd_stages(int Dh) { return Dh == 64 ? 3 : 2; }
+// Backward pipeline stages of (Q, dO): 3.
+__host__ __device__ constexpr int wg_bwd_stages(int) { return 3; }
+// At Dh = 128 the three stages fill an sm_90 CTA's 227 KB only without the 1024 bytes of slack that
+// align1024 needs, so there the kernel takes the dynamic shared memory base as it is: 1024-aligned
+// on sm_90 (what CUTLASS's TMA kernels also rely on), and the kernel traps if it is not.
+__host__ __device__ constexpr int wg_bwd_slack(int Dh) { return Dh == 64 ? 1024 : 0; }
 // Backward: K, V (128 keys), the stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
 // queries], the 8 warps' dQ staging tiles (tma_add_frag: 16 rows x Dh / 2 fp32 each), statistics
-// [stages][3][64], key gate biases [128].
+// [stages][3][64], key gate biases [128]: 232192 bytes at Dh = 128, of the 232448 allowed.
 __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
-  return 1024 + 2 * sw_bytes(2 * kL, Dh) + 2 * wg_bwd_stages(Dh) * sw_bytes(kL, Dh) + 2 * sw_bytes(2 * kL, kL) +
-         8 * 16 * (Dh / 2) * 4 + (3 * wg_bwd_stages(Dh) + 2) * kL * 4;
+  return wg_bwd_slack(Dh) + 2 * sw_bytes(2 * kL, Dh) + 2 * wg_bwd_stages(Dh) * sw_bytes(kL, Dh) +
+         2 * sw_bytes(2 * kL, kL) + 8 * 16 * (Dh / 2) * 4 + (3 * wg_bwd_stages(Dh) + 2) * kL * 4;
 }
 
 // Forward: one CTA of two warpgroups per 128-query block of one head, warpgroup w owning queries
@@ -164,7 +167,8 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   constexpr int NTD = Dh / 8, KTD = Dh / 16, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* const sK = align1024(smem_raw);
+  if (wg_bwd_slack(Dh) == 0 && (smem_addr(smem_raw) & 1023u) != 0) __trap();  // no room to align it
+  unsigned char* const sK = wg_bwd_slack(Dh) ? align1024(smem_raw) : smem_raw;
   unsigned char* const sV = sK + ktile;
   unsigned char* const sQO = sV + ktile;        // stage s: Q at sQO + 2 s qtile, dO one tile further
   unsigned char* const sdS = sQO + 2 * kS * qtile;  // buffer it % 2: dS^T (scaled) of iteration it, [128 keys][64 queries]
