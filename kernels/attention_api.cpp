@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -266,11 +265,9 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   // Developer switch (kernels/NOTES.md): STATEBENCH_ATTN_ATOMIC_V2=1 uses 8-byte vector atomics.
   p.vec4 = std::getenv("STATEBENCH_ATTN_ATOMIC_V2") == nullptr;
   // STATEBENCH_ATTN_DQ_BULK=0: the wgmma softmax backward adds dQ by atomics instead of TMA reductions.
-  const char* dq_bulk = std::getenv("STATEBENCH_ATTN_DQ_BULK");
-  p.dq_bulk = dq_bulk == nullptr || std::string_view(dq_bulk) != "0";
+  p.dq_bulk = detail::env_switch_or("STATEBENCH_ATTN_DQ_BULK", true);
   // STATEBENCH_ATTN_STAGGER=1: the wgmma softmax backward's warpgroups out of step (Dh 64).
-  const char* stagger = std::getenv("STATEBENCH_ATTN_STAGGER");
-  p.stagger = stagger != nullptr && std::string_view(stagger) == "1";
+  p.stagger = detail::env_switch_or("STATEBENCH_ATTN_STAGGER", false);
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));
   p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
   p.scale = scale, p.bf16 = bf16, p.dense = dense;

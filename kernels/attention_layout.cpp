@@ -75,6 +75,12 @@ int64_t env_count_or(const char* name, int64_t unset, const char* what) {
 
 }  // namespace
 
+bool env_switch_or(const char* name, bool unset) {
+  const int64_t v = env_count_or(name, unset ? 1 : 0, "0 or 1");
+  if (v > 1) fail("{}: '{}' is not 0 or 1", name, v);
+  return v == 1;
+}
+
 int64_t head_chunk_or(int64_t fallback) {
   return env_count_or("STATEBENCH_ATTN_HEAD_CHUNK", fallback, "a number of heads per CTA chunk (0 = one chunk)");
 }

@@ -143,6 +143,9 @@ constexpr int64_t kWgBwdHeadChunk = 16;
 // non-negative integer: Error, attention_layout.cpp): the forward takes 0, the backward kWgBwdHeadChunk, PaTH's inter pass 0 (chunks of 16 were 0-2%
 // slower there: its head group is already small; NOTES version 37).
 int64_t head_chunk_or(int64_t fallback);
+// An on / off developer switch: `unset` when the variable is not set, else its value, 0 or 1 (anything
+// else: Error naming it; attention_layout.cpp).
+bool env_switch_or(const char* name, bool unset);
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 128-byte aligned), encoded on the host.
 struct alignas(128) TmaMap {

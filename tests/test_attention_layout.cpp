@@ -128,6 +128,30 @@ TEST(AttentionLayout, InterQueryChunk) {
   }
 }
 
+// The on / off switches: the default when unset, 0 or 1 when set, an Error naming the variable otherwise.
+TEST(AttentionLayout, OnOffSwitch) {
+  using cuda::detail::env_switch_or;
+  EXPECT_TRUE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", true));
+  EXPECT_FALSE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", false));
+  {
+    ScopedEnv env("STATEBENCH_ATTN_DQ_BULK", "0");
+    EXPECT_FALSE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", true));
+  }
+  {
+    ScopedEnv env("STATEBENCH_ATTN_STAGGER", "1");
+    EXPECT_TRUE(env_switch_or("STATEBENCH_ATTN_STAGGER", false));
+  }
+  for (const char* bad : {"2", "on", "", "-1"}) {
+    ScopedEnv env("STATEBENCH_ATTN_STAGGER", bad);
+    try {
+      env_switch_or("STATEBENCH_ATTN_STAGGER", false);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("STATEBENCH_ATTN_STAGGER"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
 // overrides (capped at B H).
