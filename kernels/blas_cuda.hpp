@@ -1,6 +1,8 @@
 // blas_cuda.hpp: the cuBLAS handle and the linear layer on the device, out = inp W^T (+ bias),
 // W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32, TF32 or BF16 tensor-core
-// products per handle (storage stays fp32: BF16 rounds the operands inside cuBLAS, fp32 accumulate).
+// products per handle. fp32 storage: BF16 rounds the operands inside cuBLAS, fp32 accumulate. The
+// typed overloads also take bf16 operands (the bf16 runner's activations): fp32 accumulate, output
+// fp32 or bf16.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -52,6 +54,39 @@ void linear_backward_cuda(const Blas& blas,
                           const float* dout,    // [N, O]
                           const float* inp,     // [N, I]
                           const float* weight,  // [O, I]
+                          int64_t N, int64_t I, int64_t O, bool accumulate_dinp);
+
+// ---- typed operands (fp32 or raw bf16 storage) ----------------------------------------------------
+enum class Storage { f32, bf16 };
+struct Operand {  // a device matrix read by a product
+  const void* data;
+  Storage type;
+};
+struct Target {  // a device matrix written by a product
+  void* data;
+  Storage type;
+};
+inline Operand f32_operand(const float* p) { return {p, Storage::f32}; }
+inline Operand bf16_operand(const uint16_t* p) { return {p, Storage::bf16}; }
+inline Target f32_target(float* p) { return {p, Storage::f32}; }
+inline Target bf16_target(uint16_t* p) { return {p, Storage::bf16}; }
+
+// out = inp @ weight^T (+ bias): inp and weight of one storage type; a bias needs an fp32 out.
+void linear_forward_cuda(const Blas& blas,
+                         Target out,         // [N, O]
+                         Operand inp,        // [N, I]
+                         Operand weight,     // [O, I]
+                         const float* bias,  // [O] or nullptr
+                         int64_t N, int64_t I, int64_t O);
+// dinp (= or +=) dout @ weight; dweight += dout^T @ inp (fp32); dout, inp and weight of one storage
+// type. Accumulating into dinp needs an fp32 dinp. The bias gradient is the caller's
+// (bias_backward_cuda on an fp32 dout). Each gradient may be {nullptr, ...} / nullptr.
+void linear_backward_cuda(const Blas& blas,
+                          Target dinp,     // [N, I]
+                          float* dweight,  // [O, I] or nullptr (+=)
+                          Operand dout,    // [N, O]
+                          Operand inp,     // [N, I]
+                          Operand weight,  // [O, I]
                           int64_t N, int64_t I, int64_t O, bool accumulate_dinp);
 
 }  // namespace sb::cuda

@@ -1,6 +1,8 @@
 // gpu_runner.cpp: GpuRunner, the device forward/backward of the transformer (mirrors
 // src/model/runner.cpp op for op; activation gradients are overwritten, parameter gradients
 // accumulated; residual gradients are summed explicitly). Attention: kernels/attention_cuda.hpp.
+// bf16 precision stores the products' activations as bf16 (ops_bf16.hpp), reading the weights from a
+// bf16 mirror of the parameters made at each forward.
 #include "kernels/gpu_runner.hpp"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "kernels/attention_cuda.hpp"
+#include "kernels/ops_bf16.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "kernels/stream_graph.hpp"
 #include "nn/path_wpath.hpp"
@@ -72,8 +75,9 @@ struct StagingSlot {
 struct GpuRunner::Impl {
   struct Layer {
     Attention kind;
+    // fp32 precisions use the Buf of an activation, bf16 precision its Bf16Buf (never both).
     Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
-    Bf16Buf qb, kb, vb, ob;  // bf16 precision only: the attention kernel's q, k, v, out [N, HD]
+    Bf16Buf h1b, h2b, qb, kb, vb, ob, gb, sb;  // [N, D] h1b h2b, [N, HD] qb kb vb ob, [N, f_in] gb, [N, F] sb
     DeviceArray<char> factors;  // PaTH: the forward's factors, reused by the backward
   };
 
@@ -103,7 +107,10 @@ struct GpuRunner::Impl {
   size_t ws_bytes = 0;
   bool have_forward = false;
   Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
-  Bf16Buf dob, dqb, dkb, dvb;  // bf16 precision only [N, HD]
+  // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
+  // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).
+  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dsmall;
+  Bf16Buf wb;  // bf16 precision: [params] bf16 copy of the parameters, made by each forward
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
        bool train)
@@ -117,12 +124,17 @@ struct GpuRunner::Impl {
     beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
     dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
     const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
+    const bool bf = bf16();
     bool any_path = false, any_rope = false, any_gate = false;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       Layer L;
       L.kind = c.layer_attention(l);
-      L.x_in.resize(N * D), L.h1.resize(N * D), L.mean1.resize(N), L.rstd1.resize(N);
-      L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD);
+      L.x_in.resize(N * D), L.mean1.resize(N), L.rstd1.resize(N);
+      if (bf && L.kind == Attention::rope) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
+      if (bf)
+        L.h1b.resize(N * D), L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
+      else
+        L.h1.resize(N * D), L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD), L.att.resize(N * HD);
       if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
       if (uses_path(L.kind)) {
         L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
@@ -131,11 +143,13 @@ struct GpuRunner::Impl {
         any_path = true;
       }
       any_rope |= L.kind == Attention::rope;
-      L.att.resize(N * HD), L.lse.resize(B * H * T), L.x_mid.resize(N * D);
-      if (attn_dt == DType::BF16) L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
+      L.lse.resize(B * H * T), L.x_mid.resize(N * D);
       if (c.mlp != MlpKind::none) {
-        L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
-        L.g.resize(N * f_in), L.s.resize(N * F);
+        L.mean2.resize(N), L.rstd2.resize(N);
+        if (bf)
+          L.h2b.resize(N * D), L.gb.resize(N * f_in), L.sb.resize(N * F);
+        else
+          L.h2.resize(N * D), L.g.resize(N * f_in), L.s.resize(N * F);
       }
       const size_t fwd_ws = uses_path(L.kind) ? path_attention_forward_workspace_bytes(dims, attn_dt, true)
                                               : softmax_attention_forward_workspace_bytes(dims, attn_dt);
@@ -153,17 +167,23 @@ struct GpuRunner::Impl {
     for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
     hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
+    if (bf) wb.resize(model.params().size());
     if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
-    if (attn_dt == DType::BF16) dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
-    dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D), datt.resize(N * HD);
-    dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
+    dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D);
+    if (bf) {
+      dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
+      dsmall.resize(N * std::max(H, R));
+    } else {
+      datt.resize(N * HD), dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
+      if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
+    }
     if (any_path) {
       dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), da1.resize(N * R), dbeta.resize(N * H);
       dzb.resize(N * H);
     }
     if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
-    if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
-    if (c.mlp != MlpKind::none) dg.resize(N * f_in), ds.resize(N * F);
+    if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(N * F);
+    if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);
     dhf_rows.resize(N * D);
   }
 
@@ -178,25 +198,54 @@ struct GpuRunner::Impl {
     if (trains) dlogits.resize(head_rows * V);
   }
 
-  // The attention kernel's view of an fp32 activation: itself, or its bf16 copy in bf16 precision.
+  bool bf16() const { return attn_dt == DType::BF16; }
+  // An activation as a product's operand / output, or an attention kernel's pointer: its bf16 buffer
+  // in bf16 precision, else its fp32 one.
+  Operand in(const Buf& f32, const Bf16Buf& b16) const {
+    return bf16() ? bf16_operand(b16.data()) : f32_operand(f32.data());
+  }
+  Target out(Buf& f32, Bf16Buf& b16) const { return bf16() ? bf16_target(b16.data()) : f32_target(f32.data()); }
   void* kernel_view(const Buf& f32, const Bf16Buf& b16) const {
-    return attn_dt == DType::BF16 ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
+    return bf16() ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
   }
 
   const float* P(const float* params, const std::string& name) const { return params + model.params().view(name).offset; }
   float* G(float* grads, const std::string& name) const { return grads + model.params().view(name).offset; }
   bool has(const std::string& name) const { return model.params().contains(name); }
-
-  void linear(float* out, const float* in, const float* w, const float* b, int64_t n, int64_t i, int64_t o) {
-    linear_forward_cuda(blas, out, in, w, b, n, i, o);
+  // A weight as a product's operand: from the bf16 mirror in bf16 precision.
+  Operand W(const float* params, const std::string& name) const {
+    return bf16() ? bf16_operand(wb.data() + model.params().view(name).offset) : f32_operand(P(params, name));
+  }
+  // The residual gradient dx as the products' dout: itself, or its bf16 copy (made here) in bf16 precision.
+  Operand dres() {
+    if (!bf16()) return f32_operand(dx.data());
+    f32_to_bf16_cuda(dxb.data(), dx.data(), N * D, stream);
+    return bf16_operand(dxb.data());
+  }
+  // A small fp32 gradient [N, cols] (the gate's, beta's, a1's) as a dout: bf16 precision copies it to dsmall.
+  Operand small_grad(const Buf& g, int64_t cols) {
+    if (!bf16()) return f32_operand(g.data());
+    f32_to_bf16_cuda(dsmall.data(), g.data(), N * cols, stream);
+    return bf16_operand(dsmall.data());
   }
 
-  void norm_forward(const float* prm, Buf& out, Buf& mean, Buf& rstd, const float* x, const std::string& name) {
-    if (c.norm == NormKind::rmsnorm)
-      rmsnorm_forward_cuda(out.data(), rstd.data(), x, P(prm, name + ".weight"), N, D, 1e-6, stream);
+  void linear(Target y, Operand x, Operand w, const float* b, int64_t n, int64_t i, int64_t o) {
+    linear_forward_cuda(blas, y, x, w, b, n, i, o);
+  }
+
+  void norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x, const std::string& name) {
+    const float* g = P(prm, name + ".weight");
+    const bool y16 = y.type == Storage::bf16;
+    auto* y32 = static_cast<float*>(y.data);
+    auto* yb = static_cast<uint16_t*>(y.data);
+    if (c.norm == NormKind::rmsnorm && y16)
+      rmsnorm_forward_bf16_cuda(yb, rstd.data(), x, g, N, D, 1e-6, stream);
+    else if (c.norm == NormKind::rmsnorm)
+      rmsnorm_forward_cuda(y32, rstd.data(), x, g, N, D, 1e-6, stream);
+    else if (y16)
+      layernorm_forward_bf16_cuda(yb, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), N, D, 1e-5, stream);
     else
-      layernorm_forward_cuda(out.data(), mean.data(), rstd.data(), x, P(prm, name + ".weight"), P(prm, name + ".bias"),
-                             N, D, 1e-5, stream);
+      layernorm_forward_cuda(y32, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), N, D, 1e-5, stream);
   }
   // dx_out = norm backward of dout (overwritten); parameter grads accumulated.
   void norm_backward(const float* prm, float* grads, float* dx_out, const float* dout, const float* x, const Buf& mean,
@@ -211,53 +260,49 @@ struct GpuRunner::Impl {
   }
 
   void attention_forward(const float* prm, Layer& L, const std::string& p) {
-    linear(L.q.data(), L.h1.data(), P(prm, p + "attn.wq"), nullptr, N, D, HD);
-    linear(L.k.data(), L.h1.data(), P(prm, p + "attn.wk"), nullptr, N, D, HD);
-    linear(L.v.data(), L.h1.data(), P(prm, p + "attn.wv"), nullptr, N, D, HD);
-    if (L.kind == Attention::rope) {
+    const Operand h = in(L.h1, L.h1b);
+    const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
+    linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
+    linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
+    linear(out(L.v, L.vb), h, W(prm, p + "attn.wv"), nullptr, N, D, HD);
+    if (rope && bf16()) {
+      rope_forward_bf16_cuda(L.qb.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_forward_bf16_cuda(L.kb.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
+    } else if (rope) {
       rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
       rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
     }
     const float* logf = nullptr;
     if (uses_gate(L.kind)) {
-      linear(L.zf.data(), L.h1.data(), P(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
+      linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
       act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
       logf = L.logf.data();
     }
     if (uses_path(L.kind)) {
-      linear(L.a1.data(), L.h1.data(), P(prm, p + "attn.w1"), nullptr, N, D, R);
-      linear(L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
+      linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
+      linear_forward_cuda(blas, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
       const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
       path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
                               static_cast<float>(nn::kPathWNormEps), stream);
-      linear(L.zb.data(), L.h1.data(), P(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
+      linear(f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
       path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, stream);
-    }
-    // The kernel's q, k, v, out: the fp32 activations, or their bf16 copies in bf16 precision.
-    const bool bf = attn_dt == DType::BF16;
-    if (bf) {
-      f32_to_bf16_cuda(L.qb.data(), L.q.data(), N * HD, stream);
-      f32_to_bf16_cuda(L.kb.data(), L.k.data(), N * HD, stream);
-      f32_to_bf16_cuda(L.vb.data(), L.v.data(), N * HD, stream);
     }
     const void* q = kernel_view(L.q, L.qb);
     const void* k = kernel_view(L.k, L.kb);
     const void* v = kernel_view(L.v, L.vb);
-    void* out = kernel_view(L.att, L.ob);
+    void* o = kernel_view(L.att, L.ob);
     if (uses_path(L.kind))
-      path_attention_forward_cuda(out, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
+      path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
                                   ws.data(), ws_bytes, stream, L.factors.data());
     else
-      softmax_attention_forward_cuda(out, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
-    if (bf) bf16_to_f32_cuda(L.att.data(), L.ob.data(), N * HD, stream);
+      softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
   }
 
   // dx holds d(x_mid) on entry and d(x_in) on exit.
   void attention_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
-    linear_backward_cuda(blas, datt.data(), G(grads, p + "attn.wo"), nullptr, dx.data(), L.att.data(),
-                         P(prm, p + "attn.wo"), N, HD, D, false);
-    const bool gate = uses_gate(L.kind), bf = attn_dt == DType::BF16;
-    if (bf) f32_to_bf16_cuda(dob.data(), datt.data(), N * HD, stream);
+    linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob), W(prm, p + "attn.wo"),
+                         N, HD, D, false);
+    const bool gate = uses_gate(L.kind);
     void* gq = kernel_view(dq, dqb);
     void* gk = kernel_view(dk, dkb);
     void* gv = kernel_view(dv, dvb);
@@ -265,38 +310,34 @@ struct GpuRunner::Impl {
     const void* q = kernel_view(L.q, L.qb);
     const void* k = kernel_view(L.k, L.kb);
     const void* v = kernel_view(L.v, L.vb);
-    const void* out = kernel_view(L.att, L.ob);
+    const void* o = kernel_view(L.att, L.ob);
     if (uses_path(L.kind))
       path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
-                                   L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, out, L.lse.data(), dims,
+                                   L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), dims,
                                    scale, attn_dt, ws.data(), ws_bytes, stream, L.factors.data());
     else
       softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
-                                      gate ? L.logf.data() : nullptr, out, L.lse.data(), dims, scale, attn_dt, ws.data(),
+                                      gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale, attn_dt, ws.data(),
                                       ws_bytes, stream);
-    if (bf) {
-      bf16_to_f32_cuda(dq.data(), dqb.data(), N * HD, stream);
-      bf16_to_f32_cuda(dk.data(), dkb.data(), N * HD, stream);
-      bf16_to_f32_cuda(dv.data(), dvb.data(), N * HD, stream);
-    }
-    const float* dq_in = dq.data();
-    const float* dk_in = dk.data();
-    if (L.kind == Attention::rope) {
+    Operand gq_in = in(dq, dqb), gk_in = in(dk, dkb);
+    if (L.kind == Attention::rope && bf16()) {  // in place
+      rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
+    } else if (L.kind == Attention::rope) {
       rope_backward_cuda(dq_pre.data(), dq.data(), rope_cs.data(), B, T, H, Dh, stream);
       rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
-      dq_in = dq_pre.data(), dk_in = dk_pre.data();
+      gq_in = f32_operand(dq_pre.data()), gk_in = f32_operand(dk_pre.data());
     }
-    const float* h1 = L.h1.data();
-    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wq"), nullptr, dq_in, h1, P(prm, p + "attn.wq"), N, D, HD,
-                         false);
-    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wk"), nullptr, dk_in, h1, P(prm, p + "attn.wk"), N, D, HD,
-                         true);
-    linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wv"), nullptr, dv.data(), h1, P(prm, p + "attn.wv"), N, D,
-                         HD, true);
+    const Operand h = in(L.h1, L.h1b);
+    const Target dh_t = f32_target(dh.data());
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wq"), gq_in, h, W(prm, p + "attn.wq"), N, D, HD, false);
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
     if (gate) {
       act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
-      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wf"), G(grads, p + "attn.bf"), dzf.data(), h1,
-                           P(prm, p + "attn.wf"), N, D, H, true);
+      linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
+                           true);
+      bias_backward_cuda(G(grads, p + "attn.bf"), dzf.data(), N, H, stream, blas.reduce_scratch());
     }
     if (uses_path(L.kind)) {
       const bool bias = has(p + "attn.conv_bias");
@@ -305,44 +346,50 @@ struct GpuRunner::Impl {
                                static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
       linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
                            P(prm, p + "attn.w2"), N, R, HD, false);
-      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.w1"), nullptr, da1.data(), h1, P(prm, p + "attn.w1"), N,
-                           D, R, true);
+      linear_backward_cuda(blas, dh_t, G(grads, p + "attn.w1"), small_grad(da1, R), h, W(prm, p + "attn.w1"), N, D, R,
+                           true);
       path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
-      linear_backward_cuda(blas, dh.data(), G(grads, p + "attn.wbeta"), G(grads, p + "attn.bbeta"), dzb.data(), h1,
-                           P(prm, p + "attn.wbeta"), N, D, H, true);
+      linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wbeta"), small_grad(dzb, H), h, W(prm, p + "attn.wbeta"), N,
+                           D, H, true);
+      bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
     }
     norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1");
     accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
   }
 
   void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next) {
-    norm_forward(prm, L.h2, L.mean2, L.rstd2, L.x_mid.data(), p + "norm2");
-    if (c.mlp == MlpKind::swiglu) {
-      linear(L.g.data(), L.h2.data(), P(prm, p + "mlp.w_gate_up"), nullptr, N, D, 2 * F);
+    norm_forward(prm, out(L.h2, L.h2b), L.mean2, L.rstd2, L.x_mid.data(), p + "norm2");
+    const bool glu = c.mlp == MlpKind::swiglu;
+    const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
+    const int64_t f_in = glu ? 2 * F : F;
+    linear(out(L.g, L.gb), in(L.h2, L.h2b), W(prm, w_in), nullptr, N, D, f_in);
+    if (glu && bf16())
+      swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), N, F, stream);
+    else if (glu)
       swiglu_forward_cuda(L.s.data(), L.g.data(), N, F, stream);
-      linear(tmp.data(), L.s.data(), P(prm, p + "mlp.w_down"), nullptr, N, F, D);
-    } else {
-      linear(L.g.data(), L.h2.data(), P(prm, p + "mlp.w_in"), nullptr, N, D, F);
+    else if (bf16())
+      act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), N * F, stream);
+    else
       act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), N * F, stream);
-      linear(tmp.data(), L.s.data(), P(prm, p + "mlp.w_out"), nullptr, N, F, D);
-    }
+    linear(f32_target(tmp.data()), in(L.s, L.sb), W(prm, w_out), nullptr, N, F, D);
     add_cuda(x_next, L.x_mid.data(), tmp.data(), N * D, stream);
   }
 
   void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p) {  // dx: d(x_next) -> d(x_mid)
-    if (c.mlp == MlpKind::swiglu) {
-      linear_backward_cuda(blas, ds.data(), G(grads, p + "mlp.w_down"), nullptr, dx.data(), L.s.data(),
-                           P(prm, p + "mlp.w_down"), N, F, D, false);
+    const bool glu = c.mlp == MlpKind::swiglu;
+    const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
+    const int64_t f_in = glu ? 2 * F : F;
+    linear_backward_cuda(blas, out(ds, dsb), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), N, F, D, false);
+    if (glu && bf16())
+      swiglu_backward_bf16_cuda(dgb.data(), dsb.data(), L.gb.data(), N, F, stream);
+    else if (glu)
       swiglu_backward_cuda(dg.data(), ds.data(), L.g.data(), N, F, stream);
-      linear_backward_cuda(blas, dh.data(), G(grads, p + "mlp.w_gate_up"), nullptr, dg.data(), L.h2.data(),
-                           P(prm, p + "mlp.w_gate_up"), N, D, 2 * F, false);
-    } else {
-      linear_backward_cuda(blas, ds.data(), G(grads, p + "mlp.w_out"), nullptr, dx.data(), L.s.data(),
-                           P(prm, p + "mlp.w_out"), N, F, D, false);
+    else if (bf16())
+      act_backward_bf16_cuda(Act::gelu, dgb.data(), dsb.data(), L.gb.data(), N * F, stream);
+    else
       act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), N * F, stream);
-      linear_backward_cuda(blas, dh.data(), G(grads, p + "mlp.w_in"), nullptr, dg.data(), L.h2.data(),
-                           P(prm, p + "mlp.w_in"), N, D, F, false);
-    }
+    linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), in(L.h2, L.h2b), W(prm, w_in), N, D,
+                         f_in, false);
     norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2");
     accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
   }
@@ -377,13 +424,14 @@ struct GpuRunner::Impl {
   // Embedding, layers and the final norm: fixed shapes, one CUDA graph.
   void forward_layers(const float* prm) {
     float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
+    if (bf16()) f32_to_bf16_cuda(wb.data(), prm, wb.size(), stream);  // this step's weights for the products
     embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       Layer& L = layers[l];
       const std::string p = Transformer<float>::layer_prefix(l);
-      norm_forward(prm, L.h1, L.mean1, L.rstd1, L.x_in.data(), p + "norm1");
+      norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1");
       attention_forward(prm, L, p);
-      linear(tmp.data(), L.att.data(), P(prm, p + "attn.wo"), nullptr, N, HD, D);
+      linear(f32_target(tmp.data()), in(L.att, L.ob), W(prm, p + "attn.wo"), nullptr, N, HD, D);
       add_cuda(L.x_mid.data(), L.x_in.data(), tmp.data(), N * D, stream);
       float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
       if (c.mlp != MlpKind::none)
@@ -391,7 +439,7 @@ struct GpuRunner::Impl {
       else
         CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     }
-    norm_forward(prm, hf, meanf, rstdf, x_final.data(), "norm_f");
+    norm_forward(prm, f32_target(hf.data()), meanf, rstdf, x_final.data(), "norm_f");  // the head stays fp32
   }
 
   int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
@@ -404,7 +452,7 @@ struct GpuRunner::Impl {
       gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
       head_in = hf_rows.data();
     }
-    linear(logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
+    linear_forward_cuda(blas, logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
     crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
     have_forward = true;
     return M;

@@ -45,7 +45,10 @@ class GpuRunner {
   // Preallocates every activation for batches of B sequences of length T on `stream` (the head's
   // logits grow with the most labelled rows a batch has had, up to B * T). The model
   // provides the configuration and the parameter layout (its host values are not read). precision
-  // bf16 also runs the attention kernels in bf16 (q, k, v, out and their gradients; fp32 else).
+  // bf16 keeps the products' activations in bf16 (norm outputs, q, k, v, attention out, the MLP's
+  // hidden layers and their gradients; the weights from a bf16 mirror of params made by each
+  // forward), fp32 accumulation; the residual stream, norm statistics, the PaTH w path, gate and
+  // beta pre-activations, the head and every parameter gradient stay fp32.
   // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
   // graphs on their second call and replayed after (kernels/stream_graph.hpp; never on the legacy
   // default stream nullptr); the head (M labelled rows vary) always launches eagerly.

@@ -1,13 +1,15 @@
 // ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, RMSNorm,
 // LayerNorm, activations, SwiGLU, residual adds, bias, row gather / scatter; RoPE is in ops_rope.cu,
-// the PaTH w path and beta in ops_path_wpath.cu). Declarations and gradient conventions: kernels/ops_cuda.hpp.
-// Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
-// result is deterministic.
+// the PaTH w path and beta in ops_path_wpath.cu), and the bf16-output norm forwards of ops_bf16.hpp (the same
+// kernels; the bf16 activations and SwiGLU are in ops_bf16.cu). Declarations and gradient conventions:
+// kernels/ops_cuda.hpp. Parameter gradients are reduced over rows with fixed-order column sums (no atomics),
+// so every result is deterministic.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/ops_bf16.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "kernels/ops_launch.cuh"
 
@@ -158,9 +160,10 @@ void colsum(float* out, const float* a, const float* b, const float* mu, const f
   }
 }
 
-// ---- norms: one warp per row -------------------------------------------------------------------
+// ---- norms: one warp per row; the forwards store out as O (float, or bf16 bits for ops_bf16.hpp) --
 
-__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+template <class O>
+__global__ void rmsnorm_forward_kernel(O* out, float* rstd, const float* inp, const float* weight, int64_t N,
                                        int64_t D, double eps) {
   const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (n >= N) return;
@@ -170,7 +173,7 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp
   ss = warp_sum(ss);
   const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(D) + eps));
   if (threadIdx.x == 0) rstd[n] = r;
-  for (int64_t d = threadIdx.x; d < D; d += 32) out[n * D + d] = x[d] * r * weight[d];
+  for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, x[d] * r * weight[d]);
 }
 
 __global__ void rmsnorm_backward_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
@@ -187,7 +190,8 @@ __global__ void rmsnorm_backward_kernel(float* dinp, const float* dout, const fl
   for (int64_t d = threadIdx.x; d < D; d += 32) dinp[n * D + d] = r * (dy[d] * weight[d] - x[d] * (r * mean_gx));
 }
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+template <class O>
+__global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const float* inp, const float* weight,
                                          const float* bias, int64_t N, int64_t D, double eps) {
   const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (n >= N) return;
@@ -200,7 +204,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   v = warp_sum(v);
   const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(v) / static_cast<double>(D) + eps));
   if (threadIdx.x == 0) mean[n] = m, rstd[n] = r;
-  for (int64_t d = threadIdx.x; d < D; d += 32) out[n * D + d] = (x[d] - m) * r * weight[d] + bias[d];
+  for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, (x[d] - m) * r * weight[d] + bias[d]);
 }
 
 __global__ void layernorm_backward_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
@@ -221,54 +225,24 @@ __global__ void layernorm_backward_kernel(float* dinp, const float* dout, const 
     dinp[n * D + d] = r * (dy[d] * weight[d] - mean_g - ((x[d] - m) * r) * mean_gx);
 }
 
-// ---- activations -------------------------------------------------------------------------------
-constexpr float kInvSqrt2 = 0.70710678118654752440f;
-constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-
-template <int A>
+// ---- activations and SwiGLU (element math: ops_launch.cuh) --------------------------------------
+template <Act A>
 __global__ void act_forward_kernel(float* out, const float* inp, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float x = inp[i];
-  if constexpr (A == 0) out[i] = x / (1.f + expf(-x));
-  if constexpr (A == 1) out[i] = 0.5f * x * (1.f + erff(x * kInvSqrt2));
-  if constexpr (A == 2) out[i] = 1.f / (1.f + expf(-x));
-  if constexpr (A == 3) out[i] = fminf(x, 0.f) - log1pf(expf(-fabsf(x)));
+  if (i < n) out[i] = act_value<A>(inp[i]);
 }
 
-template <int A>
+template <Act A>
 __global__ void act_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float x = inp[i], dy = dout[i];
-  if constexpr (A == 0) {
-    const float s = 1.f / (1.f + expf(-x));
-    dinp[i] = dy * s * (1.f + x * (1.f - s));
-  }
-  if constexpr (A == 1) {
-    const float cdf = 0.5f * (1.f + erff(x * kInvSqrt2));
-    dinp[i] = dy * (cdf + x * kInvSqrt2Pi * expf(-0.5f * x * x));
-  }
-  if constexpr (A == 2) {
-    const float s = 1.f / (1.f + expf(-x));
-    dinp[i] = dy * s * (1.f - s);
-  }
-  if constexpr (A == 3) dinp[i] = dy / (1.f + expf(x));
+  if (i < n) dinp[i] = act_grad<A>(dout[i], inp[i]);
 }
-
-__device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
 __global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= N * F) return;
   const int64_t r = i / F, f = i % F;
   out[i] = swiglu_value(inp[r * 2 * F + f], inp[r * 2 * F + F + f]);
-}
-
-__device__ __forceinline__ void swiglu_grad(float dy, float g, float u, float& dg, float& du) {
-  const float s = 1.f / (1.f + expf(-g));
-  dg = dy * u * s * (1.f + g * (1.f - s));
-  du = dy * g * s;
 }
 
 __global__ void swiglu_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
@@ -278,7 +252,7 @@ __global__ void swiglu_backward_kernel(float* dinp, const float* dout, const flo
   swiglu_grad(dout[i], inp[r * 2 * F + f], inp[r * 2 * F + F + f], dinp[r * 2 * F + f], dinp[r * 2 * F + F + f]);
 }
 
-// The same four columns at a time (F % 4 == 0, 16-byte aligned rows, N F / 4 < 2^32: 32-bit index
+// The same four columns at a time (where swiglu_vectorised(N, F, 4, pointers): 32-bit index
 // arithmetic); per element the same operations as the scalar kernels, so the results are identical.
 __global__ void swiglu_forward4_kernel(float4* out, const float4* inp, uint32_t n4, uint32_t F4) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -379,12 +353,34 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   check_launch();
 }
 
-void rmsnorm_forward_cuda(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D,
-                          double eps, cudaStream_t stream) {
+namespace {
+template <class O>
+void rmsnorm_forward(O* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D, double eps,
+                     cudaStream_t stream) {
   if (N <= 0) return;
   rmsnorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(out, rstd, inp, weight,
                                                                                               N, D, eps);
   check_launch();
+}
+
+template <class O>
+void layernorm_forward(O* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int64_t N, int64_t D, double eps, cudaStream_t stream) {
+  if (N <= 0) return;
+  layernorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
+      out, mean, rstd, inp, weight, bias, N, D, eps);
+  check_launch();
+}
+}  // namespace
+
+void rmsnorm_forward_cuda(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D,
+                          double eps, cudaStream_t stream) {
+  rmsnorm_forward(out, rstd, inp, weight, N, D, eps, stream);
+}
+
+void rmsnorm_forward_bf16_cuda(uint16_t* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                               int64_t D, double eps, cudaStream_t stream) {
+  rmsnorm_forward(out, rstd, inp, weight, N, D, eps, stream);
 }
 
 void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
@@ -398,10 +394,12 @@ void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const
 
 void layernorm_forward_cuda(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, int64_t N, int64_t D, double eps, cudaStream_t stream) {
-  if (N <= 0) return;
-  layernorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      out, mean, rstd, inp, weight, bias, N, D, eps);
-  check_launch();
+  layernorm_forward(out, mean, rstd, inp, weight, bias, N, D, eps, stream);
+}
+
+void layernorm_forward_bf16_cuda(uint16_t* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t D, double eps, cudaStream_t stream) {
+  layernorm_forward(out, mean, rstd, inp, weight, bias, N, D, eps, stream);
 }
 
 void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -417,36 +415,23 @@ void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const fl
 
 void act_forward_cuda(Act act, float* out, const float* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  switch (act) {
-    case Act::silu: act_forward_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n); break;
-    case Act::gelu: act_forward_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n); break;
-    case Act::sigmoid: act_forward_kernel<2><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n); break;
-    case Act::logsigmoid: act_forward_kernel<3><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n); break;
-  }
+  with_act(act, [&](auto a) {
+    act_forward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
+  });
   check_launch();
 }
 
 void act_backward_cuda(Act act, float* dinp, const float* dout, const float* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  switch (act) {
-    case Act::silu: act_backward_kernel<0><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n); break;
-    case Act::gelu: act_backward_kernel<1><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n); break;
-    case Act::sigmoid: act_backward_kernel<2><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n); break;
-    case Act::logsigmoid: act_backward_kernel<3><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n); break;
-  }
+  with_act(act, [&](auto a) {
+    act_backward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n);
+  });
   check_launch();
 }
 
-namespace {
-// The four-column kernels where the shape and alignment allow them.
-bool swiglu_vec4(const void* a, const void* b, const void* c, int64_t N, int64_t F) {
-  return F % 4 == 0 && N * F / 4 < (int64_t{1} << 32) && aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(c, 16);
-}
-}  // namespace
-
 void swiglu_forward_cuda(float* out, const float* inp, int64_t N, int64_t F, cudaStream_t stream) {
   if (N * F <= 0) return;
-  if (swiglu_vec4(out, inp, inp, N, F)) {
+  if (swiglu_vectorised(N, F, 4, {out, inp})) {
     const int64_t n4 = N * F / 4;
     swiglu_forward4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(inp), static_cast<uint32_t>(n4),
@@ -459,7 +444,7 @@ void swiglu_forward_cuda(float* out, const float* inp, int64_t N, int64_t F, cud
 
 void swiglu_backward_cuda(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F, cudaStream_t stream) {
   if (N * F <= 0) return;
-  if (swiglu_vec4(dinp, dout, inp, N, F)) {
+  if (swiglu_vectorised(N, F, 4, {dinp, dout, inp})) {
     const int64_t n4 = N * F / 4;
     swiglu_backward4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
         reinterpret_cast<float4*>(dinp), reinterpret_cast<const float4*>(dout), reinterpret_cast<const float4*>(inp),

@@ -1,12 +1,14 @@
 // ops_rope.cu: RoPE on the GPU (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh)): the
 // (cos, sin) table a runner builds once, in double like the CPU path, and the forward / backward
-// rotations that read it. Declarations: kernels/ops_cuda.hpp.
+// rotations that read it: fp32 -> fp32, fp32 -> bf16 (forward) and bf16 -> bf16 (backward), one kernel
+// template (fp32 math, bf16 rounded on store). Declarations: kernels/ops_cuda.hpp, kernels/ops_bf16.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
+#include "kernels/ops_bf16.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "kernels/ops_launch.cuh"
 
@@ -23,26 +25,28 @@ __global__ void rope_table_kernel(float2* cs, int64_t T, int64_t half, int64_t D
   cs[i] = make_float2(static_cast<float>(cos(a)), static_cast<float>(sin(a)));
 }
 
-// One thread per pair (m, m + half) of a row (b, t, h); blockDim = (half, rows per block).
-template <bool kInverse>
-__global__ void rope_kernel(float* out, const float* inp, const float2* cs, uint32_t rows, uint32_t T, uint32_t H) {
+// One thread per pair (m, m + half) of a row (b, t, h); blockDim = (half, rows per block). SOut, SIn:
+// float, or bf16 bits. The thread reads both elements of its pair before it writes them, so out may
+// alias inp (same storage).
+template <bool kInverse, class SOut, class SIn>
+__global__ void rope_kernel(SOut* out, const SIn* inp, const float2* cs, uint32_t rows, uint32_t T, uint32_t H) {
   const uint32_t half = blockDim.x, m = threadIdx.x, row = blockIdx.x * blockDim.y + threadIdx.y;  // (b T + t) H + h
   if (row >= rows) return;
   const float2 a = cs[(row / H) % T * half + m];
   const float c = a.x, s = a.y;
   const int64_t base = static_cast<int64_t>(row) * 2 * half;
-  const float x1 = inp[base + m], x2 = inp[base + m + half];
+  const float x1 = to_float(inp[base + m]), x2 = to_float(inp[base + m + half]);
   if constexpr (kInverse) {
-    out[base + m] = x1 * c + x2 * s;
-    out[base + m + half] = x2 * c - x1 * s;
+    store_rn(out + base + m, x1 * c + x2 * s);
+    store_rn(out + base + m + half, x2 * c - x1 * s);
   } else {
-    out[base + m] = x1 * c - x2 * s;
-    out[base + m + half] = x2 * c + x1 * s;
+    store_rn(out + base + m, x1 * c - x2 * s);
+    store_rn(out + base + m + half, x2 * c + x1 * s);
   }
 }
 
-template <bool kInverse>
-void rope_launch(float* out, const float* inp, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
+template <bool kInverse, class SOut, class SIn>
+void rope_launch(SOut* out, const SIn* inp, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
                  cudaStream_t stream) {
   const int64_t rows = B * T * H, half = Dh / 2;
   if (rows <= 0 || half <= 0) return;
@@ -76,6 +80,16 @@ void rope_forward_cuda(float* out, const float* inp, const float* cs, int64_t B,
 
 void rope_backward_cuda(float* dinp, const float* dout, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
                         cudaStream_t stream) {
+  rope_launch<true>(dinp, dout, cs, B, T, H, Dh, stream);
+}
+
+void rope_forward_bf16_cuda(uint16_t* out, const float* inp, const float* cs, int64_t B, int64_t T, int64_t H,
+                            int64_t Dh, cudaStream_t stream) {
+  rope_launch<false>(out, inp, cs, B, T, H, Dh, stream);
+}
+
+void rope_backward_bf16_cuda(uint16_t* dinp, const uint16_t* dout, const float* cs, int64_t B, int64_t T, int64_t H,
+                             int64_t Dh, cudaStream_t stream) {
   rope_launch<true>(dinp, dout, cs, B, T, H, Dh, stream);
 }
 

@@ -269,6 +269,7 @@ TEST(CliErrors, OneLineExitTwoAndNothingWritten) {
       {{"bench", "tasks", "--seconds", "0"}, "--seconds 0"},
       {{"bench", "tasks", "--seconds", "0.01", "--json", "{dir}/missing/b.json"}, "missing/b.json"},
       {{"bench"}, "subcommand"},
+      {{"bench", "train", "--presets", "flipflop_ref,nosuch"}, "'nosuch'"},
   };
   if (::geteuid() != 0) cases.push_back({gen({"flipflop"}, {"-n", "2", "-o", "{dir}/ro/a.jsonl"}), "ro/a.jsonl"});
   int k = 0;

@@ -222,8 +222,8 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
   EXPECT_THROW(eval.backward(params.data(), grads.data(), 1.0f), Error);
 }
 
-// bf16 precision (bf16 GEMMs and bf16 attention, fp32 master weights) against the double CPU model.
-// bf16 loss and gradients of a model against the double-precision CPU model.
+// bf16 precision (bf16 activations, products and attention; fp32 master weights) against the double
+// CPU model: its loss and gradients.
 void check_bf16_model(const ModelConfig& cfg) {
   const int64_t V = 11, B = 2, T = 33;
   TwinModels m(cfg, V, 3);
@@ -248,21 +248,32 @@ void check_bf16_model(const ModelConfig& cfg) {
     double total = 0;
     for (int64_t i = 0; i < n; ++i) total += g_cpu[i] * g_cpu[i];
     total = std::sqrt(total);
+    double worst = 0;
+    std::string worst_name;
     for (const ParamView& v : mf.params().views()) {
       double ref = 0;
       const double err = view_error(v, r.grads, g_cpu, &ref) * ref;
       EXPECT_LE(err, 6e-2 * ref + 5e-3 * total) << v.name << " |g| " << ref << " total " << total;
+      if (err / (6e-2 * ref + 5e-3 * total) > worst) worst = err / (6e-2 * ref + 5e-3 * total), worst_name = v.name;
     }
+    std::printf("bf16 gradients: largest error %.2f of its tolerance (%s); loss %.2e relative\n", worst,
+                worst_name.c_str(), std::fabs(r.loss_sum / r.M - ls.loss_sum / ls.count) / (ls.loss_sum / ls.count));
   }
   CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) { check_bf16_model(two_layer(GetParam(), false)); }
+// The variant's ops in bf16 activations: GELU MLP, LayerNorm, tied embeddings, the conv bias.
+TEST_P(CudaModel, Bf16VariantTracksDoubleCpu) { check_bf16_model(two_layer(GetParam(), true)); }
 
 // Head dim 64 (width 128, 2 heads): on an H100 the softmax kinds run the wgmma attention kernels.
+// The init std is halved with the 4x width, so activations and scores have the width-32 model's
+// scale: at std 0.2 the scores' spread is 4x larger (5 against 1.3) and the gradients of the
+// near-one-hot attention amplify bf16's rounding to 7-13% (1.1-2.1x this tolerance; measured when
+// bf16 precision went from TF32 products on fp32 activations to bf16 activations).
 TEST_P(CudaModel, Bf16WideHeadsTrackDoubleCpu) {
   ModelConfig cfg = two_layer(GetParam(), false);
-  cfg.d_model = 128, cfg.head_dim = 64;
+  cfg.d_model = 128, cfg.head_dim = 64, cfg.init.std = 0.1;
   check_bf16_model(cfg);
 }
 

@@ -1,7 +1,8 @@
 // test_cuda_ops.cpp: every CUDA op of kernels/ops_cuda.hpp and kernels/blas_cuda.hpp (forward and
 // backward) against the CPU reference op of src/nn/ on awkward shapes (T = 1, 7, 113, 257; head
-// dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser. Skips with a message
-// when built without CUDA or when no device is present. Independent of the attention kernels.
+// dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser (the bf16 ops:
+// test_cuda_ops_bf16.cpp). Skips with a message when built without CUDA or when no device is
+// present. Independent of the attention kernels.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -15,6 +16,7 @@ TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA
 #include <random>
 #include <vector>
 
+#include "cuda_ops_test_util.hpp"
 #include "kernels/blas_cuda.hpp"
 #include "kernels/gpu_runner.hpp"
 #include "kernels/ops_cuda.hpp"
@@ -29,56 +31,8 @@ TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA
 namespace sb {
 namespace {
 
-// A device copy of a host vector (RAII), downloaded with host().
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T)));
-    if (n) CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit Dev(size_t count) : Dev(std::vector<T>(count, T(0))) {}
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  std::vector<T> host() const {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    if (n) CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using namespace test_cuda;
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
-
-// Element-wise |a - b| <= atol + rtol |b|; reports the first failure.
-void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double rtol, double atol,
-                  const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(gpu[i]) - cpu[i]);
-    if (!(d <= atol + rtol * std::fabs(static_cast<double>(cpu[i])))) {
-      ADD_FAILURE() << what << ": element " << i << " gpu " << gpu[i] << " cpu " << cpu[i];
-      return;
-    }
-  }
-}
-
-class CudaOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
-  }
-  cudaStream_t s = nullptr;  // the default stream
-};
-
-const int64_t kTs[] = {1, 7, 113, 257};
 
 // The embedding index (host): ids ascending, rows within an id in increasing n, an id with more
 // than 256 rows cut into segments that go through scratch slots.

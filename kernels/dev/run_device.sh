@@ -20,7 +20,7 @@ for what in "$@"; do
       echo "test rc=$?"
       grep -E "^(PaTH|softmax|mma|wgmma|reference)|Failure|FAILED|OK \]|Which is|relative error|actual" "$OUT/test.log" | cut -c1-230 | head -150 ;;
     unit)
-      for t in test_cuda_ops test_cuda_model; do
+      for t in test_cuda_ops test_cuda_ops_bf16 test_cuda_model; do
         timeout 300 ./$t > "$OUT/$t.log" 2>&1
         echo "$t rc=$? $(grep -cE '^\[       OK \]' "$OUT/$t.log") ok $(grep -cE '^\[  SKIPPED \]' "$OUT/$t.log") skipped"
         grep -E "^\[  FAILED|Failure" "$OUT/$t.log" | head -8

@@ -16,8 +16,7 @@ mkdir -p "$tmp/bin/lib" "$tmp/tools"
 if [ "$only" = --statebench-only ]; then
   cp "$build/statebench" "$tmp/bin/"
 else
-  cp "$build/statebench" "$build"/tests/test_cuda_attention "$build"/tests/test_cuda_ops "$build"/tests/test_cuda_model \
-    "$src/kernels/dev/run_device.sh" "$tmp/bin/"
+  cp "$build/statebench" "$build"/tests/test_cuda_* "$src/kernels/dev/run_device.sh" "$tmp/bin/"
 fi
 cp "$src/tools/sdpa_bench.py" "$tmp/tools/"
 for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do

@@ -1,6 +1,7 @@
-// bench_train.cpp: `statebench bench train [--device cpu] [--threads N] [--seconds S] [--json F]`:
-// training throughput (tokens/s of full steps: forward, backward, clipping, AdamW) of the two
-// reference models, the same shapes as tools/torch_train_bench.py's presets for a side-by-side.
+// bench_train.cpp: `statebench bench train [--device cpu] [--threads N] [--seconds S] [--json F]
+// [--presets a,b]`: training throughput (tokens/s of full steps: forward, backward, clipping, AdamW)
+// of reference models: by default the two of tools/torch_train_bench.py's presets, for a
+// side-by-side; `mqrar` (the MQRAR study's model) on request.
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -31,7 +32,21 @@ train: {batch_size: 16}
 model: {d_model: 128, n_layers: 2, n_heads: 4, attention: path, mlp: swiglu, mlp_ratio: 4}
 train: {batch_size: 32}
 )"},
+    // The model of experiments/mqrar.yaml (the slowest study's cells; not run unless named).
+    {"mqrar", R"(task: {name: mqrar, params: {num_kv_pairs: 32, length: 768, n_back: 2}}
+model: {d_model: 256, n_layers: 2, n_heads: 2, attention: path, mlp: swiglu}
+train: {batch_size: 64}
+)"},
 };
+const char* const kDefaultPresets[] = {"flipflop_ref", "wordproblem_128"};
+
+const Preset& find_preset(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p;
+  std::string known;
+  for (const Preset& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  fail("--presets: unknown preset '{}' (known: {})", name, known);
+}
 
 struct Result {
   std::string preset;
@@ -71,9 +86,13 @@ Result measure(const Context& ctx, const Preset& p, const std::vector<std::strin
 }
 
 void run_bench_train(Context& ctx, const std::string& device, const std::string& precision,
-                     const std::string& attention, int64_t threads, double seconds, const std::string& json_path) {
+                     const std::string& attention, int64_t threads, double seconds, const std::string& json_path,
+                     std::vector<std::string> presets) {
   ctx.load_plugins();
   if (!std::isfinite(seconds) || seconds <= 0) fail("--seconds {}: expected a positive duration", seconds);
+  if (presets.empty()) presets.assign(std::begin(kDefaultPresets), std::end(kDefaultPresets));
+  std::vector<const Preset*> chosen;
+  for (const std::string& name : presets) chosen.push_back(&find_preset(name));
   std::vector<std::string> common = {"train.device=" + device};
   if (!attention.empty()) common.push_back("model.attention=" + attention);
   if (threads > 0) common.push_back("train.threads=" + std::to_string(threads));
@@ -86,8 +105,8 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
   std::string out = fmt::format("{{\"commit\": \"{}\", \"date\": \"{}\", \"results\": [", sb::build_commit(), utc_now());
   std::string device_name;
   bool first = true;
-  for (const Preset& p : kPresets) {
-    const Result r = measure(ctx, p, common, seconds, device_name);
+  for (const Preset* p : chosen) {
+    const Result r = measure(ctx, *p, common, seconds, device_name);
     const std::string att = attention.empty() ? "path" : attention;
     rows.push_back({r.preset, att, std::to_string(r.B), std::to_string(r.T), std::to_string(r.params),
                     std::to_string(r.steps), fmt::format("{:.1f}", 1e3 * r.seconds / static_cast<double>(r.steps)),
@@ -111,19 +130,23 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
 void add_bench_train(CLI::App& bench, Context& ctx) {
   struct Options {
     std::string device = "cpu", precision = "tf32", attention, json;
+    std::vector<std::string> presets;
     int64_t threads = 0;
     double seconds = 3.0;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = bench.add_subcommand("train", "training tokens/s of the flip-flop reference and a word-problem model");
+  CLI::App* cmd = bench.add_subcommand("train", "training tokens/s of reference models (flip-flop, word problem, MQRAR)");
   cmd->add_option("--device", o->device, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "matmul precision on cuda: fp32, tf32 or bf16 (bf16 also runs attention in bf16)")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "precision on cuda: fp32, tf32 or bf16 (bf16 activations and attention)")->capture_default_str();
   cmd->add_option("--attention", o->attention, "override the attention kind (default path)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seconds", o->seconds, "time per model, after 2 warm-up steps")->capture_default_str();
   cmd->add_option("--json", o->json, "also write the results to this JSON file")->type_name("FILE");
+  cmd->add_option("--presets", o->presets,
+                  "models to time, comma-separated: flipflop_ref, wordproblem_128 (the default two), mqrar")
+      ->delimiter(',');
   cmd->callback([&ctx, o] {
-    run_bench_train(ctx, o->device, o->precision, o->attention, o->threads, o->seconds, o->json);
+    run_bench_train(ctx, o->device, o->precision, o->attention, o->threads, o->seconds, o->json, o->presets);
   });
 }
 

@@ -25,7 +25,7 @@ class GpuRunner;
 
 class GpuEngine {
  public:
-  // precision: fp32, tf32 or bf16 matmuls (bf16 also runs attention in bf16); fp32 master weights
+  // precision: fp32, tf32 or bf16 (bf16 activations, products and attention: GpuRunner); fp32 master weights
   // and optimizer state in every case. Throws if no device. STATEBENCH_CUDA_GRAPHS=0 in the
   // environment turns the CUDA graphs of the layer stacks off (A/B timing).
   GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision);

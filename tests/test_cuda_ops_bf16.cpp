@@ -1,0 +1,227 @@
+// test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops_bf16.hpp) bit for bit against bf16 of
+// their fp32 ops on the same inputs, and the linear layer on bf16 operands (kernels/blas_cuda.hpp's
+// typed overloads) against the CPU layer on the same bf16-exact values. Skips with a message when
+// built without CUDA or when no device is present.
+#include <gtest/gtest.h>
+
+#ifndef STATEBENCH_HAVE_CUDA
+TEST(CudaOpsBf16, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA (-DSTATEBENCH_CUDA=OFF)"; }
+#else
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "cuda_ops_test_util.hpp"
+#include "kernels/blas_cuda.hpp"
+#include "kernels/ops_bf16.hpp"
+#include "kernels/ops_cuda.hpp"
+#include "nn/ops_basic.hpp"
+
+namespace sb {
+namespace {
+
+using namespace test_cuda;
+
+// ---- bf16 ops (kernels/ops_bf16.hpp): every output is bit for bit bf16(the fp32 op on the same inputs) ----
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  std::transform(v.begin(), v.end(), b.begin(), [](float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); });
+  return b;
+}
+std::vector<float> widen(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  std::transform(b.begin(), b.end(), v.begin(), [](uint16_t u) { return __bfloat162float(__ushort_as_bfloat16(u)); });
+  return v;
+}
+
+// got == bf16(want) bit for bit (reports the first mismatch). Returns how many got differ from the
+// unrounded want: > 0 proves the op rounds.
+size_t expect_bf16_of(const std::vector<uint16_t>& got, const std::vector<float>& want, const std::string& what) {
+  if (got.size() != want.size()) {
+    ADD_FAILURE() << what << ": " << got.size() << " values, expected " << want.size();
+    return 0;
+  }
+  const auto w = to_bf16(want);
+  const size_t i = std::mismatch(got.begin(), got.end(), w.begin()).first - got.begin();
+  EXPECT_EQ(i, got.size()) << what << ": first mismatch at element " << i << ": 0x" << std::hex << got[i]
+                           << ", bf16(" << want[i] << ") = 0x" << w[i];
+  const auto g = widen(got);
+  size_t rounded = 0;
+  for (size_t k = 0; k < g.size(); ++k) rounded += g[k] != want[k];
+  return rounded;
+}
+
+// The norms read the fp32 residual stream: unrounded inputs; the saved statistics equal the fp32 op's.
+TEST_F(CudaOps, Bf16NormsEqualRoundedFp32) {
+  for (int64_t N : kTs)
+    for (int64_t D : {16, 64, 100}) {
+      const auto x = randn(N * D, 11, 2.f), g = randn(D, 12), bias = randn(D, 13);
+      Dev<float> d_x(x), d_g(g), d_b(bias), d_out(N * D), d_mean(N), d_rstd(N), d_mean16(N), d_rstd16(N);
+      Dev<uint16_t> d_out16(N * D);
+      const std::string shape = " N " + std::to_string(N) + " D " + std::to_string(D);
+      cuda::rmsnorm_forward_cuda(d_out.p, d_rstd.p, d_x.p, d_g.p, N, D, 1e-6, s);
+      cuda::rmsnorm_forward_bf16_cuda(d_out16.p, d_rstd16.p, d_x.p, d_g.p, N, D, 1e-6, s);
+      EXPECT_GT(expect_bf16_of(d_out16.host(), d_out.host(), "rmsnorm" + shape), 0u) << "not rounded?";
+      expect_close(d_rstd16.host(), d_rstd.host(), 0, 0, "rmsnorm rstd" + shape);
+      cuda::layernorm_forward_cuda(d_out.p, d_mean.p, d_rstd.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
+      cuda::layernorm_forward_bf16_cuda(d_out16.p, d_mean16.p, d_rstd16.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
+      EXPECT_GT(expect_bf16_of(d_out16.host(), d_out.host(), "layernorm" + shape), 0u) << "not rounded?";
+      expect_close(d_mean16.host(), d_mean.host(), 0, 0, "layernorm mean" + shape);
+      expect_close(d_rstd16.host(), d_rstd.host(), 0, 0, "layernorm rstd" + shape);
+    }
+}
+
+// n = 2^21 + 5: more elements than one pass of the grid-stride kernels.
+TEST_F(CudaOps, Bf16ActivationsEqualRoundedFp32) {
+  for (int64_t n : {int64_t{4099}, (int64_t{1} << 21) + 5}) {
+    auto x = randn(n, 17, 4.f);
+    x[0] = 0.f, x[1] = 60.f, x[2] = -60.f, x[3] = 1e-3f;
+    const auto xb = to_bf16(x), dyb = to_bf16(randn(n, 18));
+    Dev<float> d_x(widen(xb)), d_dy(widen(dyb)), d_out(n), d_dx(n);
+    Dev<uint16_t> d_xb(xb), d_dyb(dyb), d_out16(n), d_dx16(n);
+    for (cuda::Act act : {cuda::Act::silu, cuda::Act::gelu, cuda::Act::sigmoid, cuda::Act::logsigmoid}) {
+      const std::string what = "act " + std::to_string(static_cast<int>(act)) + " n " + std::to_string(n);
+      cuda::act_forward_cuda(act, d_out.p, d_x.p, n, s);
+      cuda::act_forward_bf16_cuda(act, d_out16.p, d_xb.p, n, s);
+      EXPECT_GT(expect_bf16_of(d_out16.host(), d_out.host(), what + " forward"), 0u) << "not rounded?";
+      cuda::act_backward_cuda(act, d_dx.p, d_dy.p, d_x.p, n, s);
+      cuda::act_backward_bf16_cuda(act, d_dx16.p, d_dyb.p, d_xb.p, n, s);
+      const auto dx = d_dx.host();
+      EXPECT_GT(expect_bf16_of(d_dx16.host(), dx, what + " backward"), 0u) << "not rounded?";
+      Dev<uint16_t> d_io(dyb);  // dinp == dout
+      cuda::act_backward_bf16_cuda(act, d_io.p, d_io.p, d_xb.p, n, s);
+      expect_bf16_of(d_io.host(), dx, what + " backward in place");
+    }
+  }
+}
+
+// F = 40, 64: eight columns per thread; F = 37 and the pointers one element off 16 bytes: the scalar kernels.
+TEST_F(CudaOps, Bf16SwigluEqualsRoundedFp32) {
+  for (int64_t N : kTs)
+    for (int64_t F : {37, 40, 64})
+      for (int64_t off : {0, 1}) {
+        if (off == 1 && N != 113) continue;
+        const auto gb = to_bf16(randn(N * 2 * F, 19, 3.f)), dyb = to_bf16(randn(N * F, 20));
+        Dev<float> d_g(widen(gb)), d_dy(widen(dyb)), d_out(N * F), d_dg(N * 2 * F);
+        cuda::swiglu_forward_cuda(d_out.p, d_g.p, N, F, s);
+        cuda::swiglu_backward_cuda(d_dg.p, d_dy.p, d_g.p, N, F, s);
+        const auto shifted = [&](const std::vector<uint16_t>& v) {  // `off` zeros, then v
+          std::vector<uint16_t> w(off, 0);
+          w.insert(w.end(), v.begin(), v.end());
+          return w;
+        };
+        Dev<uint16_t> d_gb(shifted(gb)), d_dyb(shifted(dyb)), d_out16(off + N * F), d_dg16(off + N * 2 * F);
+        cuda::swiglu_forward_bf16_cuda(d_out16.p + off, d_gb.p + off, N, F, s);
+        cuda::swiglu_backward_bf16_cuda(d_dg16.p + off, d_dyb.p + off, d_gb.p + off, N, F, s);
+        const auto out16 = d_out16.host(), dg16 = d_dg16.host();
+        const std::string what = "swiglu N " + std::to_string(N) + " F " + std::to_string(F) + " offset " +
+                                 std::to_string(off);
+        EXPECT_GT(expect_bf16_of({out16.begin() + off, out16.end()}, d_out.host(), what + " forward"), 0u);
+        EXPECT_GT(expect_bf16_of({dg16.begin() + off, dg16.end()}, d_dg.host(), what + " backward"), 0u);
+      }
+}
+
+TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {
+  for (int64_t T : kTs)
+    for (int64_t Dh : {16, 32, 64, 128}) {
+      const int64_t B = 2, H = 3, n = B * T * H * Dh;
+      Dev<float> d_cs(T * Dh);
+      cuda::rope_table_cuda(d_cs.p, T, Dh, 10000.0, s);
+      for (bool backward : {false, true}) {
+        // The forward reads fp32 rows (unrounded), the backward bf16 ones.
+        const auto x = backward ? widen(to_bf16(randn(n, 24))) : randn(n, 23);
+        const auto xb = to_bf16(x);
+        Dev<float> d_x(x), d_y(n);
+        Dev<uint16_t> d_xb(xb), d_yb(n);
+        const std::string what = std::string("rope ") + (backward ? "backward" : "forward") + " T " +
+                                 std::to_string(T) + " Dh " + std::to_string(Dh);
+        if (backward) {
+          cuda::rope_backward_cuda(d_y.p, d_x.p, d_cs.p, B, T, H, Dh, s);
+          cuda::rope_backward_bf16_cuda(d_yb.p, d_xb.p, d_cs.p, B, T, H, Dh, s);
+        } else {
+          cuda::rope_forward_cuda(d_y.p, d_x.p, d_cs.p, B, T, H, Dh, s);
+          cuda::rope_forward_bf16_cuda(d_yb.p, d_x.p, d_cs.p, B, T, H, Dh, s);
+        }
+        const auto y = d_y.host();
+        const size_t rounded = expect_bf16_of(d_yb.host(), y, what);
+        if (!backward || T > 1) {  // the backward at t = 0 is the identity on bf16 values
+          EXPECT_GT(rounded, 0u) << what << ": not rounded?";
+        }
+        if (backward) {
+          cuda::rope_backward_bf16_cuda(d_xb.p, d_xb.p, d_cs.p, B, T, H, Dh, s);  // in place
+          expect_bf16_of(d_xb.host(), y, what + " in place");
+        }
+      }
+    }
+}
+
+// Empty sizes launch nothing; RoPE rejects shapes it cannot run, as the fp32 version does.
+TEST_F(CudaOps, Bf16EmptySizesAndRopeShapeErrors) {
+  EXPECT_NO_THROW(cuda::rmsnorm_forward_bf16_cuda(nullptr, nullptr, nullptr, nullptr, 0, 64, 1e-6, s));
+  EXPECT_NO_THROW(
+      cuda::layernorm_forward_bf16_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 64, 1e-5, s));
+  EXPECT_NO_THROW(cuda::act_forward_bf16_cuda(cuda::Act::gelu, nullptr, nullptr, 0, s));
+  EXPECT_NO_THROW(cuda::act_backward_bf16_cuda(cuda::Act::gelu, nullptr, nullptr, nullptr, 0, s));
+  EXPECT_NO_THROW(cuda::swiglu_forward_bf16_cuda(nullptr, nullptr, 0, 64, s));
+  EXPECT_NO_THROW(cuda::swiglu_backward_bf16_cuda(nullptr, nullptr, nullptr, 7, 0, s));
+  EXPECT_NO_THROW(cuda::rope_forward_bf16_cuda(nullptr, nullptr, nullptr, 0, 5, 2, 64, s));
+  EXPECT_NO_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 2, 0, 2, 64, s));
+  EXPECT_ANY_THROW(cuda::rope_forward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 15, s));    // odd Dh
+  EXPECT_ANY_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 2050, s));  // Dh > 2048
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// out = x W^T and its gradients with bf16 x, W, dy (fp32 accumulation) against the CPU layer on the
+// same bf16-exact values: fp32 outputs agree to fp32 summation error, bf16 outputs to one rounding.
+// Mixed operand types, a bias on a bf16 output and accumulating into one are errors.
+TEST_F(CudaOps, LinearOnBf16Operands) {
+  cuda::Blas blas(cuda::MatmulPrecision::bf16, s);
+  for (int64_t N : kTs)
+    for (auto [I, O] : {std::pair<int64_t, int64_t>{16, 48}, {130, 7}, {64, 257}}) {
+      const auto xb = to_bf16(randn(N * I, 4)), wb = to_bf16(randn(O * I, 5, 0.2f)), dyb = to_bf16(randn(N * O, 7));
+      const auto x = widen(xb), w = widen(wb), dy = widen(dyb), b = randn(O, 6);
+      auto dx = randn(N * I, 8), dw = randn(O * I, 9);
+      std::vector<float> y(N * O), dx0(N * I, 0.f);
+      nn::linear_forward(y.data(), x.data(), w.data(), b.data(), N, I, O);
+      Dev<uint16_t> d_xb(xb), d_wb(wb), d_dyb(dyb), d_y16(N * O), d_dx16(N * I);
+      Dev<float> d_b(b), d_y(N * O), d_dx(dx), d_dw(dw);
+      cuda::linear_forward_cuda(blas, cuda::f32_target(d_y.p), cuda::bf16_operand(d_xb.p), cuda::bf16_operand(d_wb.p),
+                                d_b.p, N, I, O);
+      expect_close(d_y.host(), y, 1e-4, 1e-4, "bf16 linear, fp32 out");
+      nn::linear_forward(y.data(), x.data(), w.data(), static_cast<const float*>(nullptr), N, I, O);
+      cuda::linear_forward_cuda(blas, cuda::bf16_target(d_y16.p), cuda::bf16_operand(d_xb.p),
+                                cuda::bf16_operand(d_wb.p), nullptr, N, I, O);
+      expect_close(widen(d_y16.host()), y, 1.0 / 256, 1e-5, "bf16 linear, bf16 out");
+      // Backward: dinp accumulated into fp32, then overwritten in bf16; dweight accumulated.
+      nn::linear_backward(dx.data(), dw.data(), static_cast<float*>(nullptr), dy.data(), x.data(), w.data(), N, I, O);
+      cuda::linear_backward_cuda(blas, cuda::f32_target(d_dx.p), d_dw.p, cuda::bf16_operand(d_dyb.p),
+                                 cuda::bf16_operand(d_xb.p), cuda::bf16_operand(d_wb.p), N, I, O, true);
+      expect_close(d_dx.host(), dx, 1e-4, 1e-4, "bf16 linear dinp (accumulated)");
+      expect_close(d_dw.host(), dw, 1e-4, 1e-4, "bf16 linear dweight");
+      nn::linear_backward(dx0.data(), static_cast<float*>(nullptr), static_cast<float*>(nullptr), dy.data(), x.data(),
+                          w.data(), N, I, O);
+      cuda::linear_backward_cuda(blas, cuda::bf16_target(d_dx16.p), nullptr, cuda::bf16_operand(d_dyb.p),
+                                 cuda::bf16_operand(d_xb.p), cuda::bf16_operand(d_wb.p), N, I, O, false);
+      expect_close(widen(d_dx16.host()), dx0, 1.0 / 256, 1e-5, "bf16 linear dinp (bf16, overwritten)");
+    }
+  Dev<float> f(64);
+  Dev<uint16_t> h(64);
+  EXPECT_THROW(cuda::linear_forward_cuda(blas, cuda::f32_target(f.p), cuda::bf16_operand(h.p), cuda::f32_operand(f.p),
+                                         nullptr, 4, 4, 4),
+               Error);
+  EXPECT_THROW(cuda::linear_forward_cuda(blas, cuda::bf16_target(h.p), cuda::bf16_operand(h.p),
+                                         cuda::bf16_operand(h.p), f.p, 4, 4, 4),
+               Error);
+  EXPECT_THROW(cuda::linear_backward_cuda(blas, cuda::bf16_target(h.p), nullptr, cuda::bf16_operand(h.p),
+                                          cuda::bf16_operand(h.p), cuda::bf16_operand(h.p), 4, 4, 4, true),
+               Error);
+}
+
+}  // namespace
+}  // namespace sb
+#endif
