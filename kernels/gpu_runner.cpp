@@ -106,7 +106,7 @@ struct GpuRunner::Impl {
   DeviceArray<char> ws;  // attention workspace (max over calls)
   size_t ws_bytes = 0;
   bool have_forward = false;
-  Buf dx, dh, dnorm, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
+  Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dsmall;
@@ -169,7 +169,7 @@ struct GpuRunner::Impl {
     hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
     if (bf) wb.resize(model.params().size());
     if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
-    dx.resize(N * D), dh.resize(N * D), dnorm.resize(N * D);
+    dx.resize(N * D), dh.resize(N * D);
     if (bf) {
       dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
       dsmall.resize(N * std::max(H, R));
@@ -216,12 +216,9 @@ struct GpuRunner::Impl {
   Operand W(const float* params, const std::string& name) const {
     return bf16() ? bf16_operand(wb.data() + model.params().view(name).offset) : f32_operand(P(params, name));
   }
-  // The residual gradient dx as the products' dout: itself, or its bf16 copy (made here) in bf16 precision.
-  Operand dres() {
-    if (!bf16()) return f32_operand(dx.data());
-    f32_to_bf16_cuda(dxb.data(), dx.data(), N * D, stream);
-    return bf16_operand(dxb.data());
-  }
+  // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
+  // which every norm backward writes beside dx (norm_backward).
+  Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
   // A small fp32 gradient [N, cols] (the gate's, beta's, a1's) as a dout: bf16 precision copies it to dsmall.
   Operand small_grad(const Buf& g, int64_t cols) {
     if (!bf16()) return f32_operand(g.data());
@@ -247,16 +244,18 @@ struct GpuRunner::Impl {
     else
       layernorm_forward_cuda(y32, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), N, D, 1e-5, stream);
   }
-  // dx_out = norm backward of dout (overwritten); parameter grads accumulated.
-  void norm_backward(const float* prm, float* grads, float* dx_out, const float* dout, const float* x, const Buf& mean,
-                     const Buf& rstd, const std::string& name) {
+  // dx = (accumulate ? dx + : ) norm backward of dout, and in bf16 precision its copy dxb; parameter
+  // grads accumulated.
+  void norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
+                     const Buf& rstd, const std::string& name, bool accumulate) {
+    uint16_t* dx16 = bf16() ? dxb.data() : nullptr;
     if (c.norm == NormKind::rmsnorm)
-      rmsnorm_backward_cuda(dx_out, G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), N, D,
-                            stream, blas.reduce_scratch());
+      rmsnorm_backward_cuda(dx.data(), G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), N,
+                            D, stream, blas.reduce_scratch(), accumulate, dx16);
     else
-      layernorm_backward_cuda(dx_out, G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
+      layernorm_backward_cuda(dx.data(), G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
                               P(prm, name + ".weight"), mean.data(), rstd.data(), N, D, stream,
-                              blas.reduce_scratch());
+                              blas.reduce_scratch(), accumulate, dx16);
   }
 
   void attention_forward(const float* prm, Layer& L, const std::string& p) {
@@ -353,8 +352,7 @@ struct GpuRunner::Impl {
                            D, H, true);
       bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
     }
-    norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1");
-    accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
+    norm_backward(prm, grads, dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1", true);
   }
 
   void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next) {
@@ -390,8 +388,7 @@ struct GpuRunner::Impl {
       act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), N * F, stream);
     linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), in(L.h2, L.h2b), W(prm, w_in), N, D,
                          f_in, false);
-    norm_backward(prm, grads, dnorm.data(), dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2");
-    accumulate_cuda(dx.data(), dnorm.data(), N * D, stream);
+    norm_backward(prm, grads, dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", true);
   }
 
   const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
@@ -460,7 +457,7 @@ struct GpuRunner::Impl {
 
   // From d(final norm output) in dh to the embedding gradient: fixed shapes, one CUDA graph.
   void backward_layers(const float* prm, float* grads) {
-    norm_backward(prm, grads, dx.data(), dh.data(), x_final.data(), meanf, rstdf, "norm_f");
+    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false);
     for (int64_t l = c.n_layers - 1; l >= 0; --l) {
       Layer& L = layers[l];
       const std::string p = Transformer<float>::layer_prefix(l);

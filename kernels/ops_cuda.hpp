@@ -1,6 +1,6 @@
 // ops_cuda.hpp: host API of the CUDA versions of the dense CPU ops in src/nn/ (embedding, RMSNorm,
 // LayerNorm, activations, SwiGLU, RoPE, PaTH w path and beta, residual adds, cross-entropy,
-// argmax, AdamW, gradient norm / clipping). fp32 only; every pointer is a device pointer; every
+// argmax, AdamW, gradient norm / clipping) on fp32 activations (their bf16 forms: ops_bf16.hpp); every pointer is a device pointer; every
 // call is asynchronous on `stream` and deterministic (no atomics; reductions in a fixed order).
 // Gradient conventions (differ from the CPU ops where noted):
 //   - gradients w.r.t. ACTIVATIONS (dinp, dx, dq ...) are OVERWRITTEN;
@@ -63,13 +63,17 @@ void rmsnorm_forward_cuda(float* out,          // [N, D]
                           const float* inp,    // [N, D]
                           const float* weight, // [D]
                           int64_t N, int64_t D, double eps, cudaStream_t stream);
-void rmsnorm_backward_cuda(float* dinp,         // [N, D] (overwritten)
+// The norm backwards overwrite dinp, or add to it with accumulate (dinp must not alias dout); with
+// dinp_bf16 they also write bf16 of what they stored in dinp (the bf16 runner's copy of its
+// residual gradient).
+void rmsnorm_backward_cuda(float* dinp,         // [N, D] (overwritten, or += with accumulate)
                            float* dweight,      // [D] (+=)
                            const float* dout,   // [N, D]
                            const float* inp,    // [N, D]
                            const float* weight, // [D]
                            const float* rstd,   // [N]
-                           int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {});
+                           int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {},
+                           bool accumulate = false, uint16_t* dinp_bf16 = nullptr);  // [N, D] bf16 or nullptr
 void layernorm_forward_cuda(float* out,          // [N, D]
                             float* mean,         // [N] saved
                             float* rstd,         // [N] saved
@@ -77,7 +81,7 @@ void layernorm_forward_cuda(float* out,          // [N, D]
                             const float* weight, // [D]
                             const float* bias,   // [D]
                             int64_t N, int64_t D, double eps, cudaStream_t stream);
-void layernorm_backward_cuda(float* dinp,         // [N, D] (overwritten)
+void layernorm_backward_cuda(float* dinp,         // [N, D] (overwritten, or += with accumulate)
                              float* dweight,      // [D] (+=)
                              float* dbias,        // [D] (+=)
                              const float* dout,   // [N, D]
@@ -85,7 +89,8 @@ void layernorm_backward_cuda(float* dinp,         // [N, D] (overwritten)
                              const float* weight, // [D]
                              const float* mean,   // [N]
                              const float* rstd,   // [N]
-                             int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {});
+                             int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {},
+                             bool accumulate = false, uint16_t* dinp_bf16 = nullptr);  // [N, D] bf16 or nullptr
 
 // ---- elementwise -------------------------------------------------------------------------------
 enum class Act { silu, gelu, sigmoid, logsigmoid };  // gelu = exact erf form

@@ -176,8 +176,17 @@ __global__ void rmsnorm_forward_kernel(O* out, float* rstd, const float* inp, co
   for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, x[d] * r * weight[d]);
 }
 
-__global__ void rmsnorm_backward_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
-                                        const float* rstd, int64_t N, int64_t D) {
+// dinp[i] = v, or += v when accumulating (__fadd_rn: not contracted into an FMA with v's last
+// product, so the sum equals adding the overwritten result); dinp16 (nullable) gets bf16 of it.
+__device__ __forceinline__ void store_dinp(float* dinp, uint16_t* dinp16, int64_t i, float v, bool accumulate) {
+  if (accumulate) v = __fadd_rn(dinp[i], v);
+  dinp[i] = v;
+  if (dinp16) dinp16[i] = bf16_bits(v);
+}
+
+__global__ void rmsnorm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumulate, const float* dout,
+                                        const float* inp, const float* weight, const float* rstd, int64_t N,
+                                        int64_t D) {
   const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (n >= N) return;
   const float* x = inp + n * D;
@@ -187,7 +196,8 @@ __global__ void rmsnorm_backward_kernel(float* dinp, const float* dout, const fl
   for (int64_t d = threadIdx.x; d < D; d += 32) gx += dy[d] * weight[d] * x[d];
   gx = warp_sum(gx);
   const float mean_gx = gx * r / static_cast<float>(D);
-  for (int64_t d = threadIdx.x; d < D; d += 32) dinp[n * D + d] = r * (dy[d] * weight[d] - x[d] * (r * mean_gx));
+  for (int64_t d = threadIdx.x; d < D; d += 32)
+    store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - x[d] * (r * mean_gx)), accumulate);
 }
 
 template <class O>
@@ -207,8 +217,9 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const
   for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, (x[d] - m) * r * weight[d] + bias[d]);
 }
 
-__global__ void layernorm_backward_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
-                                          const float* mean, const float* rstd, int64_t N, int64_t D) {
+__global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumulate, const float* dout,
+                                          const float* inp, const float* weight, const float* mean, const float* rstd,
+                                          int64_t N, int64_t D) {
   const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
   if (n >= N) return;
   const float* x = inp + n * D;
@@ -222,7 +233,7 @@ __global__ void layernorm_backward_kernel(float* dinp, const float* dout, const 
   const float mean_g = warp_sum(sg) / static_cast<float>(D);
   const float mean_gx = warp_sum(sgx) / static_cast<float>(D);
   for (int64_t d = threadIdx.x; d < D; d += 32)
-    dinp[n * D + d] = r * (dy[d] * weight[d] - mean_g - ((x[d] - m) * r) * mean_gx);
+    store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - mean_g - ((x[d] - m) * r) * mean_gx), accumulate);
 }
 
 // ---- activations and SwiGLU (element math: ops_launch.cuh) --------------------------------------
@@ -384,11 +395,12 @@ void rmsnorm_forward_bf16_cuda(uint16_t* out, float* rstd, const float* inp, con
 }
 
 void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                           const float* rstd, int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch) {
+                           const float* rstd, int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch,
+                           bool accumulate, uint16_t* dinp_bf16) {
   if (N <= 0) return;
   if (dweight) colsum(dweight, dout, inp, nullptr, rstd, N, D, 1, stream, scratch);
-  rmsnorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(dinp, dout, inp, weight,
-                                                                                               rstd, N, D);
+  rmsnorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
+      dinp, dinp_bf16, accumulate, dout, inp, weight, rstd, N, D);
   check_launch();
 }
 
@@ -404,12 +416,12 @@ void layernorm_forward_bf16_cuda(uint16_t* out, float* mean, float* rstd, const 
 
 void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, const float* mean, const float* rstd, int64_t N, int64_t D,
-                             cudaStream_t stream, ReduceScratch scratch) {
+                             cudaStream_t stream, ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
   if (N <= 0) return;
   if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, 2, stream, scratch);
   if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream, scratch);
   layernorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      dinp, dout, inp, weight, mean, rstd, N, D);
+      dinp, dinp_bf16, accumulate, dout, inp, weight, mean, rstd, N, D);
   check_launch();
 }
 

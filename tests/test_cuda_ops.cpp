@@ -149,6 +149,22 @@ TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
   }
 }
 
+// A norm backward's accumulate mode and bf16 copy: run(dinp, accumulate, dinp_bf16) must give
+// pre + the overwritten result `over`, bit for bit, and the copy bf16 of that.
+template <class Run>
+void check_norm_accumulate(const std::vector<float>& over, Run run, const std::string& what) {
+  const auto pre = randn(over.size(), 17);
+  Dev<float> d_acc(pre);
+  Dev<uint16_t> d_16(over.size());
+  run(d_acc.p, true, d_16.p);
+  const auto acc = d_acc.host();
+  const auto b16 = d_16.host();
+  for (size_t i = 0; i < over.size(); ++i) {
+    ASSERT_EQ(acc[i], pre[i] + over[i]) << what << " accumulated, element " << i;
+    ASSERT_EQ(b16[i], __bfloat16_as_ushort(__float2bfloat16_rn(acc[i]))) << what << " bf16 copy, element " << i;
+  }
+}
+
 // N = 3001 uses a ReduceScratch: the parameter gradients are summed over 5 row chunks, then in order.
 TEST_F(CudaOps, Norms) {
   Dev<float> partials(static_cast<size_t>(cuda::kReduceChunks * 128));
@@ -170,6 +186,9 @@ TEST_F(CudaOps, Norms) {
       expect_close(d_rstd.host(), rstd, 1e-5, 0, "rmsnorm rstd");
       expect_close(d_dx.host(), dx, 1e-4, 1e-5, "rmsnorm dinp");
       expect_close(d_dg.host(), dg, 1e-4, gatol, "rmsnorm dweight");
+      check_norm_accumulate(d_dx.host(), [&](float* dinp, bool acc, uint16_t* d16) {
+        cuda::rmsnorm_backward_cuda(dinp, nullptr, d_dy.p, d_x.p, d_g.p, d_rstd.p, N, D, s, scratch, acc, d16);
+      }, "rmsnorm dinp");
       // LayerNorm
       std::vector<float> mean(N), dx2(N * D, 0.f), dg2 = dg, db2 = db;
       Dev<float> d_dg2(dg2), d_db2(db2);
@@ -183,6 +202,10 @@ TEST_F(CudaOps, Norms) {
       expect_close(d_dx.host(), dx2, 1e-4, 1e-5, "layernorm dinp");
       expect_close(d_dg2.host(), dg2, 1e-4, gatol, "layernorm dweight");
       expect_close(d_db2.host(), db2, 1e-5, gatol, "layernorm dbias");
+      check_norm_accumulate(d_dx.host(), [&](float* dinp, bool acc, uint16_t* d16) {
+        cuda::layernorm_backward_cuda(dinp, nullptr, nullptr, d_dy.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N, D, s,
+                                      scratch, acc, d16);
+      }, "layernorm dinp");
     }
 }
 
