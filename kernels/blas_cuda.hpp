@@ -1,8 +1,9 @@
 // blas_cuda.hpp: the cuBLAS handle and the linear layer on the device, out = inp W^T (+ bias),
 // W stored [O, I] (nn.Linear layout, like nn::linear_forward), with FP32, TF32 or BF16 tensor-core
-// products per handle. fp32 storage: BF16 rounds the operands inside cuBLAS, fp32 accumulate. The
-// typed overloads also take bf16 operands (the bf16 runner's activations): fp32 accumulate, output
-// fp32 or bf16.
+// products per handle. fp32 storage with BF16 asks for CUBLAS_COMPUTE_32F_FAST_16BF, which lets
+// cuBLAS round the operands to bf16 or use TF32 kernels (on the H100 it picked TF32); the bf16
+// runner uses it only for the head and PaTH's small w2 product. The typed overloads also take bf16
+// operands (the bf16 runner's activations): fp32 accumulate, output fp32 or bf16.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
