@@ -110,7 +110,10 @@ struct GpuRunner::Impl {
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dsmall;
-  Bf16Buf wb;  // bf16 precision: [params] bf16 copy of the parameters, made by each forward
+  // bf16 precision: bf16 copy of the parameters [wb_begin, wb_begin + wb.size()), the span of the
+  // layers' views (what the products read; embedding and head stay fp32), made by each forward.
+  Bf16Buf wb;
+  int64_t wb_begin = 0;
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
        bool train)
@@ -167,7 +170,15 @@ struct GpuRunner::Impl {
     for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
     x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
     hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
-    if (bf) wb.resize(model.params().size());
+    if (bf) {
+      int64_t end = 0;
+      wb_begin = model.params().size();
+      for (const ParamView& v : model.params().views()) {
+        if (v.name.rfind("layers.", 0) != 0) continue;
+        wb_begin = std::min(wb_begin, v.offset), end = std::max(end, v.offset + v.numel);
+      }
+      wb.resize(std::max<int64_t>(0, end - wb_begin));
+    }
     if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
     dx.resize(N * D), dh.resize(N * D);
     if (bf) {
@@ -214,7 +225,8 @@ struct GpuRunner::Impl {
   bool has(const std::string& name) const { return model.params().contains(name); }
   // A weight as a product's operand: from the bf16 mirror in bf16 precision.
   Operand W(const float* params, const std::string& name) const {
-    return bf16() ? bf16_operand(wb.data() + model.params().view(name).offset) : f32_operand(P(params, name));
+    return bf16() ? bf16_operand(wb.data() + (model.params().view(name).offset - wb_begin))
+                  : f32_operand(P(params, name));
   }
   // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
   // which every norm backward writes beside dx (norm_backward).
@@ -421,7 +433,7 @@ struct GpuRunner::Impl {
   // Embedding, layers and the final norm: fixed shapes, one CUDA graph.
   void forward_layers(const float* prm) {
     float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
-    if (bf16()) f32_to_bf16_cuda(wb.data(), prm, wb.size(), stream);  // this step's weights for the products
+    if (bf16()) f32_to_bf16_cuda(wb.data(), prm + wb_begin, wb.size(), stream);  // this step's layer weights
     embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       Layer& L = layers[l];

@@ -3,7 +3,7 @@
 // stream, norm statistics and parameter gradients stay fp32). Math is fp32: each op equals its fp32
 // version (ops_cuda.hpp) applied to the same bf16-exact inputs, with its output rounded to bf16 (bit for bit:
 // they share the fp32 ops' element math or kernels). Every pointer is a device pointer; every call is
-// asynchronous on `stream`. Definitions: ops_elementwise.cu (norms), ops_bf16.cu (activations, SwiGLU),
+// asynchronous on `stream`. Definitions: ops_elementwise.cu (norms), ops_act.cu (activations, SwiGLU),
 // ops_rope.cu (RoPE).
 #pragma once
 #include <cuda_runtime.h>

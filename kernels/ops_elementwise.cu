@@ -1,9 +1,9 @@
 // ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, RMSNorm,
-// LayerNorm, activations, SwiGLU, residual adds, bias, row gather / scatter; RoPE is in ops_rope.cu,
-// the PaTH w path and beta in ops_path_wpath.cu), and the bf16-output norm forwards of ops_bf16.hpp (the same
-// kernels; the bf16 activations and SwiGLU are in ops_bf16.cu). Declarations and gradient conventions:
-// kernels/ops_cuda.hpp. Parameter gradients are reduced over rows with fixed-order column sums (no atomics),
-// so every result is deterministic.
+// LayerNorm, residual adds, bias, row gather / scatter; activations and SwiGLU are in ops_act.cu, RoPE
+// in ops_rope.cu, the PaTH w path and beta in ops_path_wpath.cu), and the bf16 norm forwards of
+// ops_bf16.hpp (the same kernels). Declarations and gradient conventions: kernels/ops_cuda.hpp.
+// Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
+// result is deterministic.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -236,57 +236,6 @@ __global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp16, bool ac
     store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - mean_g - ((x[d] - m) * r) * mean_gx), accumulate);
 }
 
-// ---- activations and SwiGLU (element math: ops_launch.cuh) --------------------------------------
-template <Act A>
-__global__ void act_forward_kernel(float* out, const float* inp, int64_t n) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = act_value<A>(inp[i]);
-}
-
-template <Act A>
-__global__ void act_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t n) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) dinp[i] = act_grad<A>(dout[i], inp[i]);
-}
-
-__global__ void swiglu_forward_kernel(float* out, const float* inp, int64_t N, int64_t F) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= N * F) return;
-  const int64_t r = i / F, f = i % F;
-  out[i] = swiglu_value(inp[r * 2 * F + f], inp[r * 2 * F + F + f]);
-}
-
-__global__ void swiglu_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= N * F) return;
-  const int64_t r = i / F, f = i % F;
-  swiglu_grad(dout[i], inp[r * 2 * F + f], inp[r * 2 * F + F + f], dinp[r * 2 * F + f], dinp[r * 2 * F + F + f]);
-}
-
-// The same four columns at a time (where swiglu_vectorised(N, F, 4, pointers): 32-bit index
-// arithmetic); per element the same operations as the scalar kernels, so the results are identical.
-__global__ void swiglu_forward4_kernel(float4* out, const float4* inp, uint32_t n4, uint32_t F4) {
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n4) return;
-  const uint32_t r = i / F4, f = i - r * F4;
-  const float4 g = inp[2 * r * F4 + f], u = inp[2 * r * F4 + F4 + f];
-  out[i] = make_float4(swiglu_value(g.x, u.x), swiglu_value(g.y, u.y), swiglu_value(g.z, u.z), swiglu_value(g.w, u.w));
-}
-
-__global__ void swiglu_backward4_kernel(float4* dinp, const float4* dout, const float4* inp, uint32_t n4, uint32_t F4) {
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n4) return;
-  const uint32_t r = i / F4, f = i - r * F4;
-  const float4 g = inp[2 * r * F4 + f], u = inp[2 * r * F4 + F4 + f], dy = dout[i];
-  float4 dg, du;
-  swiglu_grad(dy.x, g.x, u.x, dg.x, du.x);
-  swiglu_grad(dy.y, g.y, u.y, dg.y, du.y);
-  swiglu_grad(dy.z, g.z, u.z, dg.z, du.z);
-  swiglu_grad(dy.w, g.w, u.w, dg.w, du.w);
-  dinp[2 * r * F4 + f] = dg;
-  dinp[2 * r * F4 + F4 + f] = du;
-}
-
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
@@ -422,48 +371,6 @@ void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const fl
   if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream, scratch);
   layernorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
       dinp, dinp_bf16, accumulate, dout, inp, weight, mean, rstd, N, D);
-  check_launch();
-}
-
-void act_forward_cuda(Act act, float* out, const float* inp, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  with_act(act, [&](auto a) {
-    act_forward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
-  });
-  check_launch();
-}
-
-void act_backward_cuda(Act act, float* dinp, const float* dout, const float* inp, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  with_act(act, [&](auto a) {
-    act_backward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n);
-  });
-  check_launch();
-}
-
-void swiglu_forward_cuda(float* out, const float* inp, int64_t N, int64_t F, cudaStream_t stream) {
-  if (N * F <= 0) return;
-  if (swiglu_vectorised(N, F, 4, {out, inp})) {
-    const int64_t n4 = N * F / 4;
-    swiglu_forward4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(inp), static_cast<uint32_t>(n4),
-        static_cast<uint32_t>(F / 4));
-  } else {
-    swiglu_forward_kernel<<<blocks_for(N * F), kThreads, 0, stream>>>(out, inp, N, F);
-  }
-  check_launch();
-}
-
-void swiglu_backward_cuda(float* dinp, const float* dout, const float* inp, int64_t N, int64_t F, cudaStream_t stream) {
-  if (N * F <= 0) return;
-  if (swiglu_vectorised(N, F, 4, {dinp, dout, inp})) {
-    const int64_t n4 = N * F / 4;
-    swiglu_backward4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(dinp), reinterpret_cast<const float4*>(dout), reinterpret_cast<const float4*>(inp),
-        static_cast<uint32_t>(n4), static_cast<uint32_t>(F / 4));
-  } else {
-    swiglu_backward_kernel<<<blocks_for(N * F), kThreads, 0, stream>>>(dinp, dout, inp, N, F);
-  }
   check_launch();
 }
 

@@ -1,4 +1,4 @@
-// ops_launch.cuh: what the per-token op kernels (ops_elementwise.cu, ops_rope.cu, ops_path_wpath.cu, ops_bf16.cu)
+// ops_launch.cuh: what the per-token op kernels (ops_elementwise.cu, ops_act.cu, ops_rope.cu, ops_path_wpath.cu)
 // share: launch sizes, the launch check, pointer alignment, warp sums, a stable sigmoid, the row-chunk count of the
 // fixed-order column sums (ReduceScratch, kernels/ops_cuda.hpp), bf16 storage (raw uint16_t bits) loads and
 // stores, and the element math of the activations and SwiGLU: the fp32 ops and their bf16 forms (ops_bf16.hpp)
