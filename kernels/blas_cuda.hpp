@@ -3,12 +3,15 @@
 // products per handle. fp32 storage with BF16 asks for CUBLAS_COMPUTE_32F_FAST_16BF, which lets
 // cuBLAS round the operands to bf16 or use TF32 kernels (on the H100 it picked TF32); the bf16
 // runner uses it only for the head and PaTH's small w2 product. The typed overloads also take bf16
-// operands (the bf16 runner's activations): fp32 accumulate, output fp32 or bf16.
+// operands (the bf16 runner's activations): fp32 accumulate, output fp32 or bf16. The residual form
+// adds the product to a residual stream in the GEMM's epilogue (cuBLASLt).
 #pragma once
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "kernels/ops_cuda.hpp"  // ReduceScratch
 
@@ -16,9 +19,11 @@ namespace sb::cuda {
 
 enum class MatmulPrecision { fp32, tf32, bf16 };
 
-// Owns one cuBLAS handle bound to one stream and its own fixed workspace (so GEMMs can be captured
-// in CUDA graphs without allocations during capture), and the column-sum scratch that the
-// parameter gradients on this stream share (ops_cuda.hpp). Not copyable.
+// Owns one cuBLAS handle and one cuBLASLt handle bound to one stream, their fixed workspace (so
+// GEMMs can be captured in CUDA graphs without allocations during capture), the cuBLASLt algorithms
+// found per shape, and the column-sum scratch that the parameter gradients on this stream share
+// (ops_cuda.hpp). Not copyable. STATEBENCH_BLAS_LT=0 turns the cuBLASLt path off (for A/B timing
+// and the fallback's test); other values than 0 / 1 are an Error naming the variable.
 class Blas {
  public:
   Blas(MatmulPrecision precision, cudaStream_t stream);
@@ -26,12 +31,21 @@ class Blas {
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
   cublasHandle_t handle() const { return handle_; }
+  cublasLtHandle_t lt_handle() const { return lt_; }
+  bool uses_lt() const { return use_lt_; }
   cudaStream_t stream() const { return stream_; }
   MatmulPrecision precision() const { return precision_; }
   ReduceScratch reduce_scratch() const { return {reduce_, kReduceFloats}; }
+  void* workspace() const { return workspace_; }
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's recommendation for Hopper
+  struct LtAlgos;  // blas_cuda.cpp: the cuBLASLt algorithm per problem (or none), found once
+  LtAlgos& lt_algos() const { return *lt_algos_; }
 
  private:
   cublasHandle_t handle_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  bool use_lt_ = true;
+  std::unique_ptr<LtAlgos> lt_algos_;
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   static constexpr int64_t kReduceFloats = kReduceChunks * 4096;  // 1 MiB
@@ -89,5 +103,16 @@ void linear_backward_cuda(const Blas& blas,
                           Operand inp,     // [N, I]
                           Operand weight,  // [O, I]
                           int64_t N, int64_t I, int64_t O, bool accumulate_dinp);
+
+// out = residual + inp @ weight^T (fp32 out and residual; inp and weight of one storage type): the
+// add runs in the product's epilogue (cuBLASLt, C = residual, D = out), so no [N, O] product is
+// written and read back. out may equal residual. Where cuBLASLt has no algorithm for the problem
+// (or with STATEBENCH_BLAS_LT=0) residual is copied to out and the product added by cublasGemmEx.
+void linear_forward_residual_cuda(const Blas& blas,
+                                  float* out,             // [N, O]
+                                  Operand inp,            // [N, I]
+                                  Operand weight,         // [O, I]
+                                  const float* residual,  // [N, O]
+                                  int64_t N, int64_t I, int64_t O);
 
 }  // namespace sb::cuda

@@ -98,7 +98,7 @@ struct GpuRunner::Impl {
   std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
   int next_slot = 0;
   StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
-  Buf x_final, hf, meanf, rstdf, hf_rows, losses, tmp;
+  Buf x_final, hf, meanf, rstdf, hf_rows, losses;
   Buf rope_cs;  // [T, Dh/2, 2] RoPE (cos, sin), filled once (rope_table_cuda)
   Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
   int64_t head_rows = 0;
@@ -168,7 +168,7 @@ struct GpuRunner::Impl {
     ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, embed_index = batch.data() + 3 * N;
     id_counts.resize(V);
     for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
-    x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N), tmp.resize(N * D);
+    x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N);
     hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
     if (bf) {
       int64_t end = 0;
@@ -381,8 +381,7 @@ struct GpuRunner::Impl {
       act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), N * F, stream);
     else
       act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), N * F, stream);
-    linear(f32_target(tmp.data()), in(L.s, L.sb), W(prm, w_out), nullptr, N, F, D);
-    add_cuda(x_next, L.x_mid.data(), tmp.data(), N * D, stream);
+    linear_forward_residual_cuda(blas, x_next, in(L.s, L.sb), W(prm, w_out), L.x_mid.data(), N, F, D);
   }
 
   void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p) {  // dx: d(x_next) -> d(x_mid)
@@ -440,8 +439,7 @@ struct GpuRunner::Impl {
       const std::string p = Transformer<float>::layer_prefix(l);
       norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1");
       attention_forward(prm, L, p);
-      linear(f32_target(tmp.data()), in(L.att, L.ob), W(prm, p + "attn.wo"), nullptr, N, HD, D);
-      add_cuda(L.x_mid.data(), L.x_in.data(), tmp.data(), N * D, stream);
+      linear_forward_residual_cuda(blas, L.x_mid.data(), in(L.att, L.ob), W(prm, p + "attn.wo"), L.x_in.data(), N, HD, D);
       float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
       if (c.mlp != MlpKind::none)
         mlp_forward(prm, L, p, x_next);

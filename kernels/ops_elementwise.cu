@@ -1,7 +1,7 @@
-// ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, RMSNorm,
-// LayerNorm, residual adds, bias, row gather / scatter; activations and SwiGLU are in ops_act.cu, RoPE
-// in ops_rope.cu, the PaTH w path and beta in ops_path_wpath.cu), and the bf16 norm forwards of
-// ops_bf16.hpp (the same kernels). Declarations and gradient conventions: kernels/ops_cuda.hpp.
+// ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, residual
+// adds, bias, row gather / scatter) and the fixed-order column sums that the parameter gradients
+// share (ops_launch.cuh); norms are in ops_norm.cu, activations and SwiGLU in ops_act.cu, RoPE in
+// ops_rope.cu, the PaTH w path and beta in ops_path_wpath.cu. Declarations: kernels/ops_cuda.hpp.
 // Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
 // result is deterministic.
 #include <cuda_runtime.h>
@@ -18,6 +18,75 @@ namespace ops_detail {
 int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch) {
   if (!scratch.data) return 1;
   return std::max<int64_t>(1, std::min<int64_t>({kReduceChunks, N / 512, scratch.floats / cols}));
+}
+
+// ---- column sums (parameter gradients of norms and biases) ---------------------------------------
+namespace {
+// sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
+// 2: a[n, d] * (b[n, d] - mu[n]) * r[n]. Block (32, 16): columns x rows, fixed reduction order.
+// partial == nullptr (one chunk): out[d] += sum; else partial[chunk, d] = sum.
+__global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
+                              const float* r, int64_t N, int64_t D, int64_t rows_per_chunk, int mode) {
+  __shared__ float part[16][33];
+  const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+  float acc = 0.f;
+  if (d < D)
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
+      const float x = a[n * D + d];
+      if (mode == 0)
+        acc += x;
+      else if (mode == 1)
+        acc += x * b[n * D + d] * r[n];
+      else
+        acc += x * ((b[n * D + d] - mu[n]) * r[n]);
+    }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && d < D) {
+    float s = 0.f;
+    for (int i = 0; i < 16; ++i) s += part[i][threadIdx.x];
+    if (partial)
+      partial[blockIdx.y * D + d] = s;
+    else
+      out[d] += s;
+  }
+}
+
+// out[d] += sum over chunks c of partial[c, d]. Block (32, 32): columns x chunk lanes; lane y sums
+// chunks y, y + 32, ... (coalesced over the columns), then the 32 lane sums are added in lane order:
+// a fixed order, and 32 times fewer dependent loads than one thread per column (the norms' fused
+// sums have up to 1024 chunks).
+__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D) {
+  __shared__ float part[32][33];
+  const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.f;
+  if (d < D)
+    for (int64_t c = threadIdx.y; c < chunks; c += 32) s += partial[c * D + d];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && d < D) {
+    float t = 0.f;
+    for (int i = 0; i < 32; ++i) t += part[i][threadIdx.x];
+    out[d] += t;
+  }
+}
+}  // namespace
+
+void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream) {
+  chunk_sum_kernel<<<blocks_for(D, 32), dim3(32, 32), 0, stream>>>(out, partial, chunks, D);
+  check_launch();
+}
+
+void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
+            int mode, cudaStream_t stream, ReduceScratch scratch) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
+  float* partial = chunks > 1 ? scratch.data : nullptr;
+  colsum_kernel<<<dim3(blocks_for(D, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
+      out, partial, a, b, mu, r, N, D, rows, mode);
+  check_launch();
+  if (partial) chunk_sum(out, partial, chunks, D, stream);
 }
 }  // namespace ops_detail
 
@@ -105,136 +174,6 @@ __global__ void embedding_slots_kernel(float* dwte, const float* slots, const in
   }
 }
 
-// ---- column sums (parameter gradients of norms and biases) ---------------------------------------
-// sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
-// 2: a[n, d] * (b[n, d] - mu[n]) * r[n]. Block (32, 16): columns x rows, fixed reduction order.
-// partial == nullptr (one chunk): out[d] += sum; else partial[chunk, d] = sum.
-__global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
-                              const float* r, int64_t N, int64_t D, int64_t rows_per_chunk, int mode) {
-  __shared__ float part[16][33];
-  const int64_t d = blockIdx.x * 32 + threadIdx.x;
-  const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
-  float acc = 0.f;
-  if (d < D)
-    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
-      const float x = a[n * D + d];
-      if (mode == 0)
-        acc += x;
-      else if (mode == 1)
-        acc += x * b[n * D + d] * r[n];
-      else
-        acc += x * ((b[n * D + d] - mu[n]) * r[n]);
-    }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && d < D) {
-    float s = 0.f;
-    for (int i = 0; i < 16; ++i) s += part[i][threadIdx.x];
-    if (partial)
-      partial[blockIdx.y * D + d] = s;
-    else
-      out[d] += s;
-  }
-}
-
-// out[d] += sum over chunks c (in order) of partial[c, d].
-__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D) {
-  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (d >= D) return;
-  float s = 0.f;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c * D + d];
-  out[d] += s;
-}
-
-void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
-            int mode, cudaStream_t stream, ReduceScratch scratch) {
-  if (N <= 0 || D <= 0) return;
-  const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
-  float* partial = chunks > 1 ? scratch.data : nullptr;
-  colsum_kernel<<<dim3(blocks_for(D, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
-      out, partial, a, b, mu, r, N, D, rows, mode);
-  check_launch();
-  if (partial) {
-    chunk_sum_kernel<<<blocks_for(D), kThreads, 0, stream>>>(out, partial, chunks, D);
-    check_launch();
-  }
-}
-
-// ---- norms: one warp per row; the forwards store out as O (float, or bf16 bits for ops_bf16.hpp) --
-
-template <class O>
-__global__ void rmsnorm_forward_kernel(O* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                                       int64_t D, double eps) {
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
-  if (n >= N) return;
-  const float* x = inp + n * D;
-  float ss = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += 32) ss += x[d] * x[d];
-  ss = warp_sum(ss);
-  const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(D) + eps));
-  if (threadIdx.x == 0) rstd[n] = r;
-  for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, x[d] * r * weight[d]);
-}
-
-// dinp[i] = v, or += v when accumulating (__fadd_rn: not contracted into an FMA with v's last
-// product, so the sum equals adding the overwritten result); dinp16 (nullable) gets bf16 of it.
-__device__ __forceinline__ void store_dinp(float* dinp, uint16_t* dinp16, int64_t i, float v, bool accumulate) {
-  if (accumulate) v = __fadd_rn(dinp[i], v);
-  dinp[i] = v;
-  if (dinp16) dinp16[i] = bf16_bits(v);
-}
-
-__global__ void rmsnorm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumulate, const float* dout,
-                                        const float* inp, const float* weight, const float* rstd, int64_t N,
-                                        int64_t D) {
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
-  if (n >= N) return;
-  const float* x = inp + n * D;
-  const float* dy = dout + n * D;
-  const float r = rstd[n];
-  float gx = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += 32) gx += dy[d] * weight[d] * x[d];
-  gx = warp_sum(gx);
-  const float mean_gx = gx * r / static_cast<float>(D);
-  for (int64_t d = threadIdx.x; d < D; d += 32)
-    store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - x[d] * (r * mean_gx)), accumulate);
-}
-
-template <class O>
-__global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                         const float* bias, int64_t N, int64_t D, double eps) {
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
-  if (n >= N) return;
-  const float* x = inp + n * D;
-  float s = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += 32) s += x[d];
-  const float m = warp_sum(s) / static_cast<float>(D);
-  float v = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += 32) v += (x[d] - m) * (x[d] - m);
-  v = warp_sum(v);
-  const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(v) / static_cast<double>(D) + eps));
-  if (threadIdx.x == 0) mean[n] = m, rstd[n] = r;
-  for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, (x[d] - m) * r * weight[d] + bias[d]);
-}
-
-__global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumulate, const float* dout,
-                                          const float* inp, const float* weight, const float* mean, const float* rstd,
-                                          int64_t N, int64_t D) {
-  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
-  if (n >= N) return;
-  const float* x = inp + n * D;
-  const float* dy = dout + n * D;
-  const float m = mean[n], r = rstd[n];
-  float sg = 0.f, sgx = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += 32) {
-    const float g = dy[d] * weight[d];
-    sg += g, sgx += g * ((x[d] - m) * r);
-  }
-  const float mean_g = warp_sum(sg) / static_cast<float>(D);
-  const float mean_gx = warp_sum(sgx) / static_cast<float>(D);
-  for (int64_t d = threadIdx.x; d < D; d += 32)
-    store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - mean_g - ((x[d] - m) * r) * mean_gx), accumulate);
-}
 
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -313,66 +252,6 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   check_launch();
 }
 
-namespace {
-template <class O>
-void rmsnorm_forward(O* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D, double eps,
-                     cudaStream_t stream) {
-  if (N <= 0) return;
-  rmsnorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(out, rstd, inp, weight,
-                                                                                              N, D, eps);
-  check_launch();
-}
-
-template <class O>
-void layernorm_forward(O* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                       int64_t N, int64_t D, double eps, cudaStream_t stream) {
-  if (N <= 0) return;
-  layernorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      out, mean, rstd, inp, weight, bias, N, D, eps);
-  check_launch();
-}
-}  // namespace
-
-void rmsnorm_forward_cuda(float* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D,
-                          double eps, cudaStream_t stream) {
-  rmsnorm_forward(out, rstd, inp, weight, N, D, eps, stream);
-}
-
-void rmsnorm_forward_bf16_cuda(uint16_t* out, float* rstd, const float* inp, const float* weight, int64_t N,
-                               int64_t D, double eps, cudaStream_t stream) {
-  rmsnorm_forward(out, rstd, inp, weight, N, D, eps, stream);
-}
-
-void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                           const float* rstd, int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch,
-                           bool accumulate, uint16_t* dinp_bf16) {
-  if (N <= 0) return;
-  if (dweight) colsum(dweight, dout, inp, nullptr, rstd, N, D, 1, stream, scratch);
-  rmsnorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      dinp, dinp_bf16, accumulate, dout, inp, weight, rstd, N, D);
-  check_launch();
-}
-
-void layernorm_forward_cuda(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                            const float* bias, int64_t N, int64_t D, double eps, cudaStream_t stream) {
-  layernorm_forward(out, mean, rstd, inp, weight, bias, N, D, eps, stream);
-}
-
-void layernorm_forward_bf16_cuda(uint16_t* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                 const float* bias, int64_t N, int64_t D, double eps, cudaStream_t stream) {
-  layernorm_forward(out, mean, rstd, inp, weight, bias, N, D, eps, stream);
-}
-
-void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                             const float* weight, const float* mean, const float* rstd, int64_t N, int64_t D,
-                             cudaStream_t stream, ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
-  if (N <= 0) return;
-  if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, 2, stream, scratch);
-  if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream, scratch);
-  layernorm_backward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      dinp, dinp_bf16, accumulate, dout, inp, weight, mean, rstd, N, D);
-  check_launch();
-}
 
 void add_cuda(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;

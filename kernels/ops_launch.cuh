@@ -39,6 +39,12 @@ constexpr int kRowsPerBlock = 8;  // one warp per row, 8 rows per block (norms, 
 
 // Row chunks for a sum of `cols` columns over N rows with this scratch (1: no scratch, one pass).
 int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch);
+// out[d] += sum_n term(n, d) in a fixed order (ops_elementwise.cu); mode 0: a[n, d]; 1: a[n, d] b[n, d] r[n];
+// 2: a[n, d] (b[n, d] - mu[n]) r[n]. Row chunks (reduce_chunks) are summed through scratch, in order.
+void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
+            int mode, cudaStream_t stream, ReduceScratch scratch);
+// out[d] += sum over c = 0 .. chunks - 1 of partial[c, d], in a fixed order (ops_elementwise.cu).
+void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream);
 
 // ---- storage: float, or bf16 as raw uint16_t bits (round to nearest even on every store) ---------
 __device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }

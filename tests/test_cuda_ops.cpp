@@ -3,6 +3,7 @@
 // dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser (the bf16 ops:
 // test_cuda_ops_bf16.cpp). Skips with a message when built without CUDA or when no device is
 // present. Independent of the attention kernels.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -17,8 +18,10 @@ TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA
 #include <vector>
 
 #include "cuda_ops_test_util.hpp"
+#include "core/error.hpp"
 #include "kernels/blas_cuda.hpp"
 #include "kernels/gpu_runner.hpp"
+#include "scoped_env.hpp"
 #include "kernels/ops_cuda.hpp"
 #include "model/param_store.hpp"
 #include "nn/ops_act.hpp"
@@ -149,6 +152,39 @@ TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
   }
 }
 
+// out = residual + x W^T in the product's epilogue (cuBLASLt) and through the fallback (residual copied,
+// then cublasGemmEx with beta 1; STATEBENCH_BLAS_LT=0), into a separate out and in place; a misaligned
+// weight view (one float off) must find an algorithm for its alignment or fall back, never fault.
+TEST_F(CudaOps, LinearResidualForward) {
+  for (const char* lt : {"1", "0"})
+    for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::tf32}) {
+      test::ScopedEnv env("STATEBENCH_BLAS_LT", lt);
+      cuda::Blas blas(prec, s);
+      EXPECT_EQ(blas.uses_lt(), lt[0] == '1');
+      const double tol = prec == cuda::MatmulPrecision::fp32 ? 1e-5 : 3e-3;
+      for (int64_t N : kTs)
+        for (auto [I, O] : {std::pair<int64_t, int64_t>{16, 48}, {130, 7}, {256, 256}})
+          for (int64_t w_off : {0, 1}) {
+            SCOPED_TRACE(fmt::format("lt {} N {} I {} O {} weight offset {}", lt, N, I, O, w_off));
+            const auto x = randn(N * I, 4), w = randn(O * I + 1, 5, 0.2f), res = randn(N * O, 6, 3.f);
+            std::vector<float> y(N * O);
+            nn::linear_forward(y.data(), x.data(), w.data() + w_off, static_cast<const float*>(nullptr), N, I, O);
+            for (int64_t i = 0; i < N * O; ++i) y[i] += res[i];
+            Dev<float> d_x(x), d_w(w), d_res(res), d_y(N * O);
+            const float* wp = d_w.p + w_off;
+            cuda::linear_forward_residual_cuda(blas, d_y.p, cuda::f32_operand(d_x.p), cuda::f32_operand(wp), d_res.p,
+                                               N, I, O);
+            expect_close(d_y.host(), y, tol, tol * 10, "residual linear");
+            EXPECT_EQ(d_res.host(), res) << "the residual was written";
+            cuda::linear_forward_residual_cuda(blas, d_res.p, cuda::f32_operand(d_x.p), cuda::f32_operand(wp), d_res.p,
+                                               N, I, O);
+            expect_close(d_res.host(), y, tol, tol * 10, "residual linear in place");
+          }
+    }
+  test::ScopedEnv env("STATEBENCH_BLAS_LT", "2");
+  EXPECT_THROW({ cuda::Blas bad(cuda::MatmulPrecision::fp32, s); }, Error);
+}
+
 // A norm backward's accumulate mode and bf16 copy: run(dinp, accumulate, dinp_bf16) must give
 // pre + the overwritten result `over`, bit for bit, and the copy bf16 of that.
 template <class Run>
@@ -165,13 +201,17 @@ void check_norm_accumulate(const std::vector<float>& over, Run run, const std::s
   }
 }
 
-// N = 3001 uses a ReduceScratch: the parameter gradients are summed over 5 row chunks, then in order.
+// Each shape runs twice: without a ReduceScratch (column sums in one pass, then the per-row kernel) and
+// with one (the backward sums the parameter gradients itself, per chunk of rows, then in order; at
+// D = 800 LayerNorm's two shared arrays exceed 48 KB, so it takes the column sums through the scratch).
 TEST_F(CudaOps, Norms) {
   Dev<float> partials(static_cast<size_t>(cuda::kReduceChunks * 128));
   for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{3001}})
-    for (int64_t D : {16, 64, 100}) {
-      const cuda::ReduceScratch scratch = N > 1000 ? cuda::ReduceScratch{partials.p, cuda::kReduceChunks * 128}
-                                                   : cuda::ReduceScratch{};
+    for (int64_t D : {16, 64, 100, 800})
+    for (bool use_scratch : {false, true}) {
+      SCOPED_TRACE(fmt::format("N {} D {} scratch {}", N, D, use_scratch));
+      const cuda::ReduceScratch scratch = use_scratch ? cuda::ReduceScratch{partials.p, cuda::kReduceChunks * 128}
+                                                      : cuda::ReduceScratch{};
       const double gatol = N > 1000 ? 2e-3 : 1e-4;  // parameter gradients: sums of N terms
       const auto x = randn(N * D, 11, 2.f), g = randn(D, 12), bias = randn(D, 13), dy = randn(N * D, 14);
       Dev<float> d_x(x), d_g(g), d_b(bias), d_dy(dy), d_out(N * D), d_mean(N), d_rstd(N), d_dx(N * D);

@@ -197,6 +197,13 @@ TEST_F(CudaOps, LinearOnBf16Operands) {
       cuda::linear_forward_cuda(blas, cuda::bf16_target(d_y16.p), cuda::bf16_operand(d_xb.p),
                                 cuda::bf16_operand(d_wb.p), nullptr, N, I, O);
       expect_close(widen(d_y16.host()), y, 1.0 / 256, 1e-5, "bf16 linear, bf16 out");
+      // The residual form (fp32 out = residual + product; cuBLASLt's epilogue on bf16 operands).
+      const auto res = randn(N * O, 11, 3.f);
+      Dev<float> d_res(res);
+      cuda::linear_forward_residual_cuda(blas, d_y.p, cuda::bf16_operand(d_xb.p), cuda::bf16_operand(d_wb.p), d_res.p,
+                                         N, I, O);
+      for (int64_t i = 0; i < N * O; ++i) y[i] += res[i];
+      expect_close(d_y.host(), y, 1e-4, 1e-4, "bf16 linear, fp32 residual out");
       // Backward: dinp accumulated into fp32, then overwritten in bf16; dweight accumulated.
       nn::linear_backward(dx.data(), dw.data(), static_cast<float*>(nullptr), dy.data(), x.data(), w.data(), N, I, O);
       cuda::linear_backward_cuda(blas, cuda::f32_target(d_dx.p), d_dw.p, cuda::bf16_operand(d_dyb.p),
@@ -211,6 +218,9 @@ TEST_F(CudaOps, LinearOnBf16Operands) {
     }
   Dev<float> f(64);
   Dev<uint16_t> h(64);
+  EXPECT_THROW(cuda::linear_forward_residual_cuda(blas, f.p, cuda::bf16_operand(h.p), cuda::f32_operand(f.p), f.p, 4,
+                                                  4, 4),
+               Error);
   EXPECT_THROW(cuda::linear_forward_cuda(blas, cuda::f32_target(f.p), cuda::bf16_operand(h.p), cuda::f32_operand(f.p),
                                          nullptr, 4, 4, 4),
                Error);
