@@ -16,10 +16,15 @@ namespace {
 
 constexpr int64_t kBlock = 64;
 int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
-// The PaTH backward's per-group accumulators stay within this unless that would leave a launch
-// with fewer than kMinWaves waves of the persistent grid (kernels/NOTES.md, "Backward head groups":
-// 128 MiB and 3 waves hold the peak at (2,8192,16,128) under 2x SDPA's for 7-9% more time there).
-constexpr int64_t kAccBudget = int64_t{128} << 20;
+// The PaTH backward's per-group accumulators stay within a budget (acc_budget) unless that would
+// leave a launch with fewer than kMinWaves waves of the persistent grid (kernels/NOTES.md, "Backward
+// head groups"): 256 MiB, or 128 MiB where one head's accumulators take more than 24 MiB (the long
+// sequences: 58.5 MB per head at (2,8192,16,128), where 128 MiB holds the peak under 2x SDPA's).
+// Fewer, larger groups fill the short launches (sc_bwd, factors, states) better: 256 against 128 MiB
+// took 4.18 -> 3.82 ms at (64,768,2,128), 6.03 -> 5.53 at (8,2048,16,64), 7.55 -> 7.19 at
+// (4,4096,16,64) for about 120 MiB more peak (version 42).
+constexpr int64_t kAccBudgetMiB = 256, kAccBudgetLongMiB = 128;
+constexpr int64_t kLongHeadAccBytes = int64_t{24} << 20;
 constexpr int64_t kMinWaves = 3;
 // With the wgmma inter-superchunk pass (xs_rows > 0) the floor is 1.5 waves (in half waves): its
 // wgmma launches keep the GPU busier per head than the per-block kernel, and at (2,8192,16,128) two
@@ -100,6 +105,15 @@ int inter_qchunk(int nb, int sc, int nsc, int64_t heads, int sms) {
 
 namespace {
 
+// The accumulator budget (bytes) for heads of a bytes each; the developer switch
+// STATEBENCH_PATH_ACC_BUDGET_MIB=N sets it to N MiB for A/B timing.
+int64_t acc_budget(int64_t a) {
+  const int64_t dflt = a > kLongHeadAccBytes ? kAccBudgetLongMiB : kAccBudgetMiB;
+  const int64_t mib = env_count_or("STATEBENCH_PATH_ACC_BUDGET_MIB", dflt, "a budget in MiB (1 or more)");
+  if (mib < 1) fail("STATEBENCH_PATH_ACC_BUDGET_MIB: '{}' is not a budget in MiB (1 or more)", mib);
+  return mib << 20;
+}
+
 // Developer / test switch STATEBENCH_PATH_BWD_GROUP=N: N heads (b, h) per backward group; 0 or
 // unset: the policy of path_bwd_group.
 int64_t bwd_group_override() {
@@ -140,7 +154,7 @@ bool path_inter_wgmma(const AttnDims& d, DType dt, int warps) {
   return !(env && std::string(env) == "0");
 }
 
-// Heads per backward group: all B H when their accumulators fit kAccBudget, else as many as fit
+// Heads per backward group: all B H when their accumulators fit acc_budget(), else as many as fit
 // but at least ceil(kMinWaves persistent / nqb) (waves of the persistent grid per launch; 1.5 waves
 // with the inter pass), at most B H; then evened out over the same number of launches (63, 63, 2
 // becomes 43, 43, 42).
@@ -148,10 +162,11 @@ int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, 
   const int64_t BH = d.B * d.H, forced = bwd_group_override();
   if (forced > 0) return std::min(forced, BH);
   const int64_t a = path_acc_row_bytes(d, nb, nsc, xs_rows);
-  if (a * BH <= kAccBudget) return BH;
+  const int64_t budget = acc_budget(a);
+  if (a * BH <= budget) return BH;
   const int64_t half_waves = xs_rows > 0 ? kMinHalfWavesInter : 2 * kMinWaves;
   const int64_t g_min = (half_waves * persistent + 2 * nqb - 1) / (2 * nqb);
-  const int64_t g = std::max<int64_t>(1, std::min(BH, std::max(g_min, kAccBudget / a)));
+  const int64_t g = std::max<int64_t>(1, std::min(BH, std::max(g_min, budget / a)));
   const int64_t launches = (BH + g - 1) / g;
   return (BH + launches - 1) / launches;
 }
@@ -216,7 +231,8 @@ ScPlan superchunk_plan_for(const AttnDims& d, bool wgmma, int64_t nqb, int64_t p
     if (inter) {  // memory first: only where its states fit the accumulator budget
       const int64_t rows = sc_state_row(s.nsc - 1, nb * kBlock, sc * kBlock);
       const int64_t g = path_bwd_group(d, nb, nqb, s.nsc, rows, persistent);
-      if (g * path_acc_row_bytes(d, nb, s.nsc, rows) <= kAccBudget) s.inter = true, s.xs_rows = rows;
+      const int64_t a = path_acc_row_bytes(d, nb, s.nsc, rows);
+      if (g * a <= acc_budget(a)) s.inter = true, s.xs_rows = rows;
     }
     return s;
   };

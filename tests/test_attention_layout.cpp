@@ -153,19 +153,29 @@ TEST(AttentionLayout, OnOffSwitch) {
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
-// 128 MiB; else as many as fit, at least 3 waves of the persistent grid, split evenly; the switch
-// overrides (capped at B H).
+// the budget (256 MiB; 128 MiB where one head's take more than 24 MiB); else as many as fit, at least
+// 3 waves of the persistent grid, split evenly; the switches override (capped at B H).
 TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   using cuda::detail::path_acc_row_bytes;
   using cuda::detail::path_bwd_group;
   // (2,8192,16,128): nb = 128 blocks, 11 superchunks, 64-row query blocks, 132 persistent CTAs.
   const cuda::AttnDims big{2, 8192, 16, 128};
   EXPECT_EQ(path_acc_row_bytes(big, 128, 11, 0), 27983872);        // 6 [Tp, Dh] + dz + dws (factored)
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 4);         // 4 fit 128 MiB = 3 waves -> 8 launches
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 4);         // 26.7 MiB a head: 4 fit 128 MiB -> 8 launches
   EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 1000), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
   const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
   EXPECT_EQ(path_acc_row_bytes(mid, 32, 4, 0), 4259840);
-  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 26);           // 31 fit -> 5 launches: 26 x 4, 24
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 43);           // 63 fit 256 MiB -> 3 launches: 43, 43, 42
+  // MQRAR (64,768,2,128) with the inter pass's states (1152 rows): 3.7 MB a head, 69 fit -> 2 x 64.
+  EXPECT_EQ(path_bwd_group({64, 768, 2, 128}, 12, 12, 4, 1152, 132), 64);
+  {
+    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", "128");
+    EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 26);  // 31 fit 128 MiB -> 5 launches: 26 x 4, 24
+  }
+  for (const char* bad : {"0", "-3", "2x"}) {
+    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", bad);
+    EXPECT_THROW(path_bwd_group(mid, 32, 32, 4, 0, 132), Error) << bad;
+  }
   EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 0, 132), 8);  // small: one group
   // The wgmma inter pass's states: superchunk b covers rows (b + 1) S .. Tp - 1, stored one after
   // the other; at (2,8192,16,128), 10 superchunks of 768 rows before the last: 39680 rows per head,
