@@ -75,6 +75,9 @@ bool lt_residual_gemm(const Blas& blas, int64_t m, int64_t n, int64_t k, Operand
   const cublasComputeType_t compute = compute_type(blas, A.type);
   const std::array<int64_t, 9> key{m, n, k, static_cast<int64_t>(A.type), static_cast<int64_t>(compute),
                                    alignment(A.data), alignment(B.data), alignment(C), alignment(D)};
+  auto& found = blas.lt_algos().found;
+  auto it = found.find(key);
+  if (it != found.end() && !it->second) return false;  // known to have no algorithm: no descriptors needed
   LtProblem p;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -83,8 +86,7 @@ bool lt_residual_gemm(const Blas& blas, int64_t m, int64_t n, int64_t k, Operand
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type(A.type), static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type(B.type), static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
-  auto [it, fresh] = blas.lt_algos().found.try_emplace(key);
-  if (fresh) {
+  if (it == found.end()) {  // cached only once the heuristic has answered (an error throws, caching nothing)
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t ws = Blas::kWorkspaceBytes;
@@ -104,7 +106,9 @@ bool lt_residual_gemm(const Blas& blas, int64_t m, int64_t n, int64_t k, Operand
     cublasLtMatmulPreferenceDestroy(pref);
     // No algorithm (NOT_SUPPORTED, or none returned) is an answer, not an error: the caller falls back.
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
-    if (st == CUBLAS_STATUS_SUCCESS && count > 0) it->second = result.algo;
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (st == CUBLAS_STATUS_SUCCESS && count > 0) algo = result.algo;
+    it = found.emplace(key, algo).first;
   }
   if (!it->second) return false;
   const float one = 1.f;
