@@ -1,5 +1,5 @@
 // ops_cuda.hpp: host API of the CUDA versions of the dense CPU ops in src/nn/ (embedding, RMSNorm,
-// LayerNorm, activations, SwiGLU, RoPE, PaTH w path and beta, residual adds, cross-entropy,
+// LayerNorm, activations, SwiGLU, RoPE, PaTH w path and beta, cross-entropy,
 // argmax, AdamW, gradient norm / clipping) on fp32 activations (their bf16 forms: ops_bf16.hpp); every pointer is a device pointer; every
 // call is asynchronous on `stream` and deterministic (no atomics; reductions in a fixed order).
 // Gradient conventions (differ from the CPU ops where noted):
@@ -105,10 +105,6 @@ void swiglu_backward_cuda(float* dinp,        // [N, 2F] (overwritten)
                           const float* dout,  // [N, F]
                           const float* inp,   // [N, 2F]
                           int64_t N, int64_t F, cudaStream_t stream);
-// out = a + b (out may alias a or b).
-void add_cuda(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream);  // [n]
-// dst += src.
-void accumulate_cuda(float* dst, const float* src, int64_t n, cudaStream_t stream);  // [n]
 // out[n, :] += bias (row broadcast).
 void add_bias_cuda(float* out,         // [N, O]
                    const float* bias,  // [O]

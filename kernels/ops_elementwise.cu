@@ -1,5 +1,5 @@
-// ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, residual
-// adds, bias, row gather / scatter) and the fixed-order column sums that the parameter gradients
+// ops_elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, bias,
+// row gather / scatter) and the fixed-order column sums that the parameter gradients
 // share (ops_launch.cuh); norms are in ops_norm.cu, activations and SwiGLU in ops_act.cu, RoPE in
 // ops_rope.cu, the PaTH w path and beta in ops_path_wpath.cu. Declarations: kernels/ops_cuda.hpp.
 // Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
@@ -175,14 +175,6 @@ __global__ void embedding_slots_kernel(float* dwte, const float* slots, const in
 }
 
 
-__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
-}
-__global__ void accumulate_kernel(float* dst, const float* src, int64_t n) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) dst[i] += src[i];
-}
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t O) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < N * O) out[i] += bias[i % O];
@@ -252,18 +244,6 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   check_launch();
 }
 
-
-void add_cuda(float* out, const float* a, const float* b, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, n);
-  check_launch();
-}
-
-void accumulate_cuda(float* dst, const float* src, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, src, n);
-  check_launch();
-}
 
 void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStream_t stream) {
   if (N * O <= 0) return;
