@@ -60,7 +60,8 @@ struct RunSpec {
 
 inline std::string summary_json(const RunSpec& r) {
   std::string evals, layers, params;
-  for (const auto& [key, value] : r.params) params += fmt::format(", \"{}\": \"{}\"", key, value);
+  std::string fingerprint = fmt::format("{}-{}-{}-{}-{}-{}-{}", r.task, r.attention, r.depth, r.length, r.seed, r.lr, r.d_model);
+  for (const auto& [key, value] : r.params) params += fmt::format(", \"{}\": \"{}\"", key, value), fingerprint += "-" + value;
   for (const auto& [key, e] : r.evals) evals += fmt::format("{}\"{}\": {}", evals.empty() ? "" : ", ", key, eval_json(e));
   for (int i = 0; i < r.depth; ++i) layers += fmt::format("{}\"{}\"", i ? ", " : "", r.attention);
   return fmt::format(
@@ -68,10 +69,10 @@ inline std::string summary_json(const RunSpec& r) {
       "\"tokens_per_second\": 1e5, \"final_train_loss\": 0.1, \"task\": \"{}\", "
       "\"task_params\": {{\"group\": \"A5\", \"length\": \"{}\"{}}}, "
       "\"model\": {{\"attention\": \"{}\", \"layers\": [{}], \"n_layers\": {}, \"d_model\": {}, \"n_heads\": 2, \"head_dim\": {}}}, "
-      "\"seed\": {}, \"lr\": {}, \"config_fingerprint\": \"abc\", \"eval\": {{{}}}, "
+      "\"seed\": {}, \"lr\": {}, \"config_fingerprint\": \"{}\", \"eval\": {{{}}}, "
       "\"provenance\": {{\"commit\": \"abc123\", \"device\": \"cpu (2 threads)\"}}}}\n",
       r.status, r.status == "diverged" ? "non-finite loss" : "", r.task, r.length, params, r.attention, layers, r.depth, r.d_model,
-      r.head_dim, r.seed, r.lr, evals);
+      r.head_dim, r.seed, r.lr, fingerprint, evals);
 }
 
 // "path_d1_L16_s0_lr0.0003", plus "_dm128" for a d_model other than 64 and "_VALUE" per param.

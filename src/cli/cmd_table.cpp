@@ -1,9 +1,12 @@
-// cmd_table.cpp: `statebench table DIR`: loads a sweep (or run) directory (report/results.hpp),
-// prints the expressivity tables as Markdown or CSV (report/tables.hpp) and writes the heatmaps
-// and length plots as SVG + PNG (report/study_plots.hpp). docs/tables.md is its manual.
+// cmd_table.cpp: `statebench table DIR...`: loads a sweep (or run) directory, or several pooled
+// (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp) and
+// writes the heatmaps and length plots as SVG + PNG (report/study_plots.hpp). docs/tables.md is its
+// manual.
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/cli.hpp"
 #include "core/error.hpp"
@@ -17,7 +20,8 @@ namespace sb::cli {
 namespace {
 
 struct TableArgs {
-  std::string dir, format = "md", out, plots, metric, keys, tables, spread = "std", min_depth_over = "best";
+  std::vector<std::string> dirs;
+  std::string format = "md", out, plots, metric, keys, tables, spread = "std", min_depth_over = "best";
   double threshold = -1;
   bool per_seed = false, no_plots = false, strict = false;
 };
@@ -33,7 +37,7 @@ std::vector<std::string> split_list(const std::string& s) {
 void run_table(const TableArgs& a) {
   report::LoadOptions load;
   load.strict = a.strict;
-  const report::Study study = report::load_study(a.dir, load);
+  const report::Study study = report::load_studies(a.dirs, load);
   for (const auto& w : study.warnings) std::fprintf(stderr, "statebench: warning: %s\n", w.c_str());
   report::TableOptions o;
   o.metric = a.metric;
@@ -45,8 +49,10 @@ void run_table(const TableArgs& a) {
   o.tables = split_list(a.tables);
   const std::vector<report::Table> tables = report::build_tables(study, o);
   const std::string text = a.format == "csv" ? report::render_csv(tables) : report::render_markdown(study, tables);
-  if (!a.no_plots) {
-    const std::string dir = a.plots.empty() ? (std::filesystem::path(a.dir) / "plots").string() : a.plots;
+  if (!a.no_plots && a.plots.empty() && a.dirs.size() > 1) {  // none of the directories owns the pooled plots
+    std::fprintf(stderr, "statebench: several directories: no plots (--plots DIR writes them)\n");
+  } else if (!a.no_plots) {
+    const std::string dir = a.plots.empty() ? (std::filesystem::path(a.dirs.front()) / "plots").string() : a.plots;
     const auto files = report::write_study_plots(study, o, dir);
     std::fprintf(stderr, "statebench: wrote %zu plot files to %s\n", files.size(), dir.c_str());
   }
@@ -64,10 +70,14 @@ void add_table_command(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<TableArgs>();
   CLI::App* cmd = app.add_subcommand(
       "table", "expressivity tables (Markdown/CSV) and plots (SVG/PNG) from a sweep or run directory");
-  cmd->add_option("DIR", args->dir, "sweep directory (manifest.json, cells/*/) or one run directory")->required();
+  cmd->add_option("DIR", args->dirs,
+                  "sweep directory (manifest.json, cells/*/) or one run directory; several: their runs pooled "
+                  "(e.g. a study and one that adds seeds)")
+      ->required();
   cmd->add_option("--format", args->format, "md (default) or csv")->check(CLI::IsMember({"md", "csv"}));
   cmd->add_option("--out", args->out, "write the tables to this file instead of stdout")->type_name("FILE");
-  cmd->add_option("--plots", args->plots, "directory for the SVG/PNG plots (default DIR/plots)")->type_name("DIR");
+  cmd->add_option("--plots", args->plots, "directory for the SVG/PNG plots (default DIR/plots; several DIRs: none)")
+      ->type_name("DIR");
   cmd->add_flag("--no-plots", args->no_plots, "write no plots");
   cmd->add_option("--metric", args->metric,
                   "KEY.FIELD, e.g. val.token_accuracy, sparse.error_rate, val@512.sequence_accuracy "
@@ -83,7 +93,8 @@ void add_table_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--tables", args->tables, "comma-separated: grid, min-depth, errors, length, runs (default: automatic)");
   cmd->add_flag("--strict", args->strict, "a corrupt summary.json is an error (default: warning, run skipped)");
   cmd->callback([args] {
-    if (!std::filesystem::is_directory(args->dir)) fail("no such directory '{}'", args->dir);
+    for (const std::string& dir : args->dirs)
+      if (!std::filesystem::is_directory(dir)) fail("no such directory '{}'", dir);
     run_table(*args);
   });
   (void)ctx;

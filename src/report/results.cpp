@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -368,6 +369,7 @@ void parse_summary(const std::string& text, RunRecord& r) {
   if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
   if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
   if (s["steps"] && !s["steps"].IsNull()) r.steps = to_integer(scalar_text(s["steps"]), "steps");
+  if (s["config_fingerprint"] && !s["config_fingerprint"].IsNull()) r.fingerprint = scalar_text(s["config_fingerprint"]);
   r.evals.clear();
   if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
     for (const auto& kv : ev) r.evals.push_back(parse_eval(kv.first.Scalar(), kv.second));
@@ -382,7 +384,10 @@ void parse_summary(const std::string& text, RunRecord& r) {
   }
 }
 
-Study load_study(const std::string& dir, const LoadOptions& options) {
+namespace {
+
+// DIR's runs and manifest information, not yet labelled (load_study, load_studies).
+Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   if (!fs::is_directory(dir)) fail("no such directory '{}'", dir);
   Study study;
   study.dir = dir;
@@ -409,12 +414,61 @@ Study load_study(const std::string& dir, const LoadOptions& options) {
                                           study.runs.size() == 1 ? "y" : "ies",
                                           unreadable ? fmt::format("; {} unreadable", unreadable) : ""));
   }
+  return study;
+}
+
+Study& finish(Study& study) {
   label_study(study);
   for (const RunRecord& r : study.runs)
     for (const EvalResult& e : r.evals)
       if (std::find(study.eval_keys.begin(), study.eval_keys.end(), e.key) == study.eval_keys.end())
         study.eval_keys.push_back(e.key);
   return study;
+}
+
+std::string threshold_text(const StudyInfo& i) { return i.threshold ? fmt::format("{}", *i.threshold) : "none"; }
+
+}  // namespace
+
+Study load_study(const std::string& dir, const LoadOptions& options) {
+  Study study = load_unlabelled(dir, options);
+  return finish(study);
+}
+
+Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& options) {
+  if (dirs.empty()) fail("no study directory given");
+  if (dirs.size() == 1) return load_study(dirs.front(), options);
+  Study all = load_unlabelled(dirs.front(), options);
+  std::vector<std::string> seen{fs::weakly_canonical(dirs.front()).string()};
+  // config_fingerprint -> (the directory's index, the run directory) of a run with a result
+  std::map<std::string, std::pair<size_t, std::string>> by_fingerprint;
+  const auto note_runs = [&](const Study& s, size_t index) {
+    for (const RunRecord& r : s.runs) {
+      if (r.fingerprint.empty() || !has_result(r.status)) continue;
+      const auto [it, fresh] = by_fingerprint.emplace(r.fingerprint, std::pair(index, r.dir));
+      if (!fresh && it->second.first != index)
+        fail("'{}' and '{}' are runs of the same config and seed (config_fingerprint {}): pooled, that seed would "
+             "count twice",
+             it->second.second, r.dir, r.fingerprint);
+    }
+  };
+  note_runs(all, 0);
+  for (size_t i = 1; i < dirs.size(); ++i) {
+    const std::string canonical = fs::is_directory(dirs[i]) ? fs::weakly_canonical(dirs[i]).string() : dirs[i];
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) fail("'{}' is given twice", dirs[i]);
+    seen.push_back(canonical);
+    Study s = load_unlabelled(dirs[i], options);
+    note_runs(s, i);
+    const StudyInfo &a = all.info, &b = s.info;
+    if (a.protocol != b.protocol || a.metric != b.metric || a.threshold != b.threshold)
+      all.warnings.push_back(fmt::format(
+          "'{}' has protocol '{}', metric '{}', threshold {}; the tables use '{}''s: '{}', '{}', {}", dirs[i],
+          b.protocol, b.metric, threshold_text(b), dirs.front(), a.protocol, a.metric, threshold_text(a)));
+    all.info.name += " + " + b.name;
+    for (RunRecord& r : s.runs) all.runs.push_back(std::move(r));
+    for (std::string& w : s.warnings) all.warnings.push_back(std::move(w));
+  }
+  return finish(all);
 }
 
 }  // namespace sb::report

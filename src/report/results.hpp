@@ -54,6 +54,7 @@ struct RunRecord {
   std::optional<int64_t> seed;      // train.seed
   std::optional<double> lr;         // optim.lr
   std::optional<int64_t> steps;     // summary.json "steps": optimizer steps taken (early stops end sooner)
+  std::string fingerprint;          // summary.json "config_fingerprint" (the training config, seed included); "" if absent
   // Other settings that may tell runs apart, by config key ("task.name", "task.params.group",
   // "model.d_model", or any manifest override key): see Study::model_label.
   std::map<std::string, std::string> settings;
@@ -99,6 +100,15 @@ struct LoadOptions {
 // Loads DIR (see the header comment). sb::Error naming the file for an unreadable manifest.json,
 // a missing directory, or DIR holding no run at all ("no runs found in 'DIR'").
 Study load_study(const std::string& dir, const LoadOptions& options = {});
+
+// Loads several directories as one study (`statebench table A B ...`, e.g. a study and a later one
+// that adds seeds): their runs pooled, so that runs of one model, depth and length from different
+// directories average together; the first directory's manifest information (protocol, metric,
+// threshold: a warning names each directory whose differ), the names joined by " + ". sb::Error
+// when a directory is given twice, or when two directories hold runs of the same training config
+// and seed (same config_fingerprint: pooled, that seed would count twice). One directory:
+// load_study.
+Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& options = {});
 
 // A setting's name in labels: the config key's last part ("model.d_model" -> "d_model").
 std::string setting_name(const std::string& key);
