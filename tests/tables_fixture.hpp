@@ -54,24 +54,26 @@ struct RunSpec {
   std::string task = "word_problem";
   int d_model = 64;
   int head_dim = 32;  // a derived setting: in summary.json, never in the manifest's overrides
+  int target_steps = 100;  // summary.json "target_steps" (the configured steps)
   std::vector<std::pair<std::string, std::string>> params;  // more task_params: {"num_kv_pairs", "4"}
   std::vector<std::pair<std::string, EvalSpec>> evals;
 };
 
 inline std::string summary_json(const RunSpec& r) {
   std::string evals, layers, params;
-  std::string fingerprint = fmt::format("{}-{}-{}-{}-{}-{}-{}", r.task, r.attention, r.depth, r.length, r.seed, r.lr, r.d_model);
+  std::string fingerprint = fmt::format("{}-{}-{}-{}-{}-{}-{}-{}", r.task, r.attention, r.depth, r.length, r.seed, r.lr,
+                                        r.d_model, r.target_steps);
   for (const auto& [key, value] : r.params) params += fmt::format(", \"{}\": \"{}\"", key, value), fingerprint += "-" + value;
   for (const auto& [key, e] : r.evals) evals += fmt::format("{}\"{}\": {}", evals.empty() ? "" : ", ", key, eval_json(e));
   for (int i = 0; i < r.depth; ++i) layers += fmt::format("{}\"{}\"", i ? ", " : "", r.attention);
   return fmt::format(
-      "{{\"status\": \"{}\", \"message\": \"{}\", \"steps\": 100, \"target_steps\": 100, \"wall_seconds\": 1.5, "
+      "{{\"status\": \"{}\", \"message\": \"{}\", \"steps\": 100, \"target_steps\": {}, \"wall_seconds\": 1.5, "
       "\"tokens_per_second\": 1e5, \"final_train_loss\": 0.1, \"task\": \"{}\", "
       "\"task_params\": {{\"group\": \"A5\", \"length\": \"{}\"{}}}, "
       "\"model\": {{\"attention\": \"{}\", \"layers\": [{}], \"n_layers\": {}, \"d_model\": {}, \"n_heads\": 2, \"head_dim\": {}}}, "
       "\"seed\": {}, \"lr\": {}, \"config_fingerprint\": \"{}\", \"eval\": {{{}}}, "
       "\"provenance\": {{\"commit\": \"abc123\", \"device\": \"cpu (2 threads)\"}}}}\n",
-      r.status, r.status == "diverged" ? "non-finite loss" : "", r.task, r.length, params, r.attention, layers, r.depth, r.d_model,
+      r.status, r.status == "diverged" ? "non-finite loss" : "", r.target_steps, r.task, r.length, params, r.attention, layers, r.depth, r.d_model,
       r.head_dim, r.seed, r.lr, fingerprint, evals);
 }
 

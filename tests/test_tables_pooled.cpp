@@ -1,7 +1,8 @@
 // test_tables_pooled.cpp: `statebench table A B ...` (report::load_studies): runs of several
 // directories pooled into one study (a study and a later one that adds seeds), the refusals (a
-// directory given twice, the same config and seed in two directories), the warning when the
-// directories' protocols differ, and the CLI (no plots unless --plots).
+// directory given twice, one table cell and seed in two directories), labels that keep studies of
+// other step counts apart, the warning when the directories' protocols differ, and the CLI (no
+// plots unless --plots).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "cli_run.hpp"
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 #include "report/results.hpp"
 #include "report/tables.hpp"
 #include "tables_fixture.hpp"
@@ -57,19 +59,38 @@ TEST(TablesPooled, SeedsFromSeveralDirectoriesAverageTogether) {
 
 TEST(TablesPooled, RefusesDoubleCountingAndWarnsOnDifferentProtocols) {
   const fs::path a = write_sweep("pool_a", seed_runs({0, 1}, 0.5, 0.2));
-  const fs::path again = write_sweep("pool_again", seed_runs({1}, 0.5, 0.2));  // seed 1 again: same fingerprints
-  try {
-    load_studies({a.string(), again.string()});
-    ADD_FAILURE() << "pooled the same config and seed twice";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("same config and seed"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("pool_a"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("pool_again"), std::string::npos) << msg;
+  const auto refused = [&](const fs::path& b, const std::string& why) {
+    try {
+      load_studies({a.string(), b.string()});
+      ADD_FAILURE() << "pooled seed 1 of one cell twice: " << why;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("both seed 1 of path at depth 2, L = 32"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("count twice"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(why), std::string::npos) << msg;
+      EXPECT_NE(msg.find((b / "cells").string()), std::string::npos) << msg;
+    }
+  };
+  refused(write_sweep("pool_again", seed_runs({1}, 0.5, 0.2)), "(the same config)");
+  // Seed 1 again under a config that differs where the labels do not look (another fingerprint).
+  const fs::path other = write_sweep("pool_other", seed_runs({1}, 0.5, 0.2));
+  for (const auto& e : fs::directory_iterator(other / "cells")) {
+    const std::string f = (e.path() / "summary.json").string();
+    std::string text = read_file(f);
+    text.replace(text.find("\"config_fingerprint\": \""), 23, "\"config_fingerprint\": \"x");
+    write_file_atomic(f, text);
   }
-  EXPECT_THROW(load_studies({a.string(), a.string()}), Error);                       // given twice
-  EXPECT_THROW(load_studies({a.string(), (a / "missing").string()}), Error);         // no such directory
+  refused(other, "differ in what the labels do not show");
+  EXPECT_THROW(load_studies({a.string(), a.string()}), Error);                // given twice
+  EXPECT_THROW(load_studies({a.string(), (a / "missing").string()}), Error);  // no such directory
   EXPECT_THROW(load_studies({}), Error);
+
+  // Trained for other numbers of steps: other labels, so seed 1 is no repeat.
+  std::vector<RunSpec> longer = seed_runs({1}, 0.8, 0.3);
+  for (RunSpec& r : longer) r.target_steps = 300;
+  const Study l = load_studies({a.string(), write_sweep("pool_longer", longer).string()});
+  EXPECT_EQ(l.models, (std::vector<std::string>{"path (steps=100)", "rope (steps=100)", "path (steps=300)",
+                                                "rope (steps=300)"}));
 
   const fs::path strict = write_sweep("pool_threshold", seed_runs({2}, 0.5, 0.2), {}, "grid", "{\"threshold\": 0.95}");
   const Study s = load_studies({a.string(), strict.string()});

@@ -369,6 +369,8 @@ void parse_summary(const std::string& text, RunRecord& r) {
   if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
   if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
   if (s["steps"] && !s["steps"].IsNull()) r.steps = to_integer(scalar_text(s["steps"]), "steps");
+  if (s["target_steps"] && !s["target_steps"].IsNull())  // the configured steps: studies pooled with different ones
+    apply_setting(r, "train.steps", scalar_text(s["target_steps"]));  // get different labels ("path (steps=30000)")
   if (s["config_fingerprint"] && !s["config_fingerprint"].IsNull()) r.fingerprint = scalar_text(s["config_fingerprint"]);
   r.evals.clear();
   if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
@@ -439,36 +441,39 @@ Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& opti
   if (dirs.empty()) fail("no study directory given");
   if (dirs.size() == 1) return load_study(dirs.front(), options);
   Study all = load_unlabelled(dirs.front(), options);
+  std::vector<size_t> origin(all.runs.size(), 0);  // each run's directory (index into dirs)
   std::vector<std::string> seen{fs::weakly_canonical(dirs.front()).string()};
-  // config_fingerprint -> (the directory's index, the run directory) of a run with a result
-  std::map<std::string, std::pair<size_t, std::string>> by_fingerprint;
-  const auto note_runs = [&](const Study& s, size_t index) {
-    for (const RunRecord& r : s.runs) {
-      if (r.fingerprint.empty() || !has_result(r.status)) continue;
-      const auto [it, fresh] = by_fingerprint.emplace(r.fingerprint, std::pair(index, r.dir));
-      if (!fresh && it->second.first != index)
-        fail("'{}' and '{}' are runs of the same config and seed (config_fingerprint {}): pooled, that seed would "
-             "count twice",
-             it->second.second, r.dir, r.fingerprint);
-    }
-  };
-  note_runs(all, 0);
   for (size_t i = 1; i < dirs.size(); ++i) {
     const std::string canonical = fs::is_directory(dirs[i]) ? fs::weakly_canonical(dirs[i]).string() : dirs[i];
     if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) fail("'{}' is given twice", dirs[i]);
     seen.push_back(canonical);
     Study s = load_unlabelled(dirs[i], options);
-    note_runs(s, i);
     const StudyInfo &a = all.info, &b = s.info;
     if (a.protocol != b.protocol || a.metric != b.metric || a.threshold != b.threshold)
       all.warnings.push_back(fmt::format(
           "'{}' has protocol '{}', metric '{}', threshold {}; the tables use '{}''s: '{}', '{}', {}", dirs[i],
           b.protocol, b.metric, threshold_text(b), dirs.front(), a.protocol, a.metric, threshold_text(a)));
     all.info.name += " + " + b.name;
-    for (RunRecord& r : s.runs) all.runs.push_back(std::move(r));
+    for (RunRecord& r : s.runs) all.runs.push_back(std::move(r)), origin.push_back(i);
     for (std::string& w : s.warnings) all.warnings.push_back(std::move(w));
   }
-  return finish(all);
+  finish(all);
+  // One table cell and seed from two directories would count that seed twice.
+  std::map<std::string, size_t> cells;  // model, depth, length, lr, seed -> index of the run
+  for (size_t k = 0; k < all.runs.size(); ++k) {
+    const RunRecord& r = all.runs[k];
+    if (!has_result(r.status)) continue;
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", r.model, r.depth, r.train_length,
+                                        r.lr ? fmt::format("{}", *r.lr) : "-", r.seed ? fmt::format("{}", *r.seed) : "-");
+    const auto [it, fresh] = cells.emplace(key, k);
+    const RunRecord& o = all.runs[it->second];
+    if (fresh || origin[it->second] == origin[k]) continue;
+    const bool same = !o.fingerprint.empty() && o.fingerprint == r.fingerprint;
+    fail("'{}' and '{}' are both seed {} of {} at depth {}, L = {}{}: pooled, that seed would count twice", o.dir, r.dir,
+         r.seed ? fmt::format("{}", *r.seed) : "(none)", r.model, r.depth, r.train_length,
+         same ? " (the same config)" : " (their configs differ in what the labels do not show)");
+  }
+  return all;
 }
 
 }  // namespace sb::report

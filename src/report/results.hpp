@@ -105,9 +105,10 @@ Study load_study(const std::string& dir, const LoadOptions& options = {});
 // that adds seeds): their runs pooled, so that runs of one model, depth and length from different
 // directories average together; the first directory's manifest information (protocol, metric,
 // threshold: a warning names each directory whose differ), the names joined by " + ". sb::Error
-// when a directory is given twice, or when two directories hold runs of the same training config
-// and seed (same config_fingerprint: pooled, that seed would count twice). One directory:
-// load_study.
+// when a directory is given twice, or when two directories hold a run of the same table cell (model
+// label, depth, length, learning rate) and seed: pooled, that seed would count twice. Runs get a
+// "train.steps" setting from summary.json's target_steps, so studies trained for different numbers
+// of steps keep apart ("path (steps=30000)"). One directory: load_study.
 Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& options = {});
 
 // A setting's name in labels: the config key's last part ("model.d_model" -> "d_model").
