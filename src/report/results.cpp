@@ -419,13 +419,13 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   return study;
 }
 
-Study& finish(Study& study) {
+// Labels the runs and collects the eval keys (after every directory's runs are in).
+void finish(Study& study) {
   label_study(study);
   for (const RunRecord& r : study.runs)
     for (const EvalResult& e : r.evals)
       if (std::find(study.eval_keys.begin(), study.eval_keys.end(), e.key) == study.eval_keys.end())
         study.eval_keys.push_back(e.key);
-  return study;
 }
 
 std::string threshold_text(const StudyInfo& i) { return i.threshold ? fmt::format("{}", *i.threshold) : "none"; }
@@ -434,7 +434,8 @@ std::string threshold_text(const StudyInfo& i) { return i.threshold ? fmt::forma
 
 Study load_study(const std::string& dir, const LoadOptions& options) {
   Study study = load_unlabelled(dir, options);
-  return finish(study);
+  finish(study);
+  return study;
 }
 
 Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& options) {
@@ -444,10 +445,10 @@ Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& opti
   std::vector<size_t> origin(all.runs.size(), 0);  // each run's directory (index into dirs)
   std::vector<std::string> seen{fs::weakly_canonical(dirs.front()).string()};
   for (size_t i = 1; i < dirs.size(); ++i) {
-    const std::string canonical = fs::is_directory(dirs[i]) ? fs::weakly_canonical(dirs[i]).string() : dirs[i];
+    Study s = load_unlabelled(dirs[i], options);  // (fails on a missing directory)
+    const std::string canonical = fs::weakly_canonical(dirs[i]).string();
     if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) fail("'{}' is given twice", dirs[i]);
     seen.push_back(canonical);
-    Study s = load_unlabelled(dirs[i], options);
     const StudyInfo &a = all.info, &b = s.info;
     if (a.protocol != b.protocol || a.metric != b.metric || a.threshold != b.threshold)
       all.warnings.push_back(fmt::format(
