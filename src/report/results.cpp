@@ -464,14 +464,15 @@ Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& opti
   for (size_t k = 0; k < all.runs.size(); ++k) {
     const RunRecord& r = all.runs[k];
     if (!has_result(r.status)) continue;
+    const std::string seed = r.seed ? fmt::format("{}", *r.seed) : "(none)";
     const std::string key = fmt::format("{}|{}|{}|{}|{}", r.model, r.depth, r.train_length,
-                                        r.lr ? fmt::format("{}", *r.lr) : "-", r.seed ? fmt::format("{}", *r.seed) : "-");
+                                        r.lr ? fmt::format("{}", *r.lr) : "-", seed);
     const auto [it, fresh] = cells.emplace(key, k);
     const RunRecord& o = all.runs[it->second];
     if (fresh || origin[it->second] == origin[k]) continue;
     const bool same = !o.fingerprint.empty() && o.fingerprint == r.fingerprint;
     fail("'{}' and '{}' are both seed {} of {} at depth {}, L = {}{}: pooled, that seed would count twice", o.dir, r.dir,
-         r.seed ? fmt::format("{}", *r.seed) : "(none)", r.model, r.depth, r.train_length,
+         seed, r.model, r.depth, r.train_length,
          same ? " (the same config)" : " (their configs differ in what the labels do not show)");
   }
   return all;
