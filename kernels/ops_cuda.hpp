@@ -155,6 +155,11 @@ void gather_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [M,
                       int64_t M, int64_t D, cudaStream_t stream);
 void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [N, D], [M, D], [M]
                        int64_t M, int64_t D, cudaStream_t stream);
+// The same for bf16 storage (raw 16-bit values).
+void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                      cudaStream_t stream);
+void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                       cudaStream_t stream);
 
 // ---- loss --------------------------------------------------------------------------------------
 // Every row is labelled (labels in [0, V), the caller gathers the labelled rows):

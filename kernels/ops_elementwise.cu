@@ -180,11 +180,13 @@ __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_
   if (i < N * O) out[i] += bias[i % O];
 }
 
-__global__ void gather_rows_kernel(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D) {
+template <class T>
+__global__ void gather_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < M * D) out[i] = inp[static_cast<int64_t>(rows[i / D]) * D + i % D];
 }
-__global__ void scatter_rows_kernel(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D) {
+template <class T>
+__global__ void scatter_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < M * D) out[static_cast<int64_t>(rows[i / D]) * D + i % D] = inp[i];
 }
@@ -256,16 +258,31 @@ void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, c
   colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
 }
 
-void gather_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+template <class T>
+void gather_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
   if (M * D <= 0) return;
   gather_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
   check_launch();
 }
-
-void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+template <class T>
+void scatter_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
   if (M * D <= 0) return;
   scatter_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
   check_launch();
+}
+void gather_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  gather_rows(out, inp, rows, M, D, stream);
+}
+void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                      cudaStream_t stream) {
+  gather_rows(out, inp, rows, M, D, stream);
+}
+void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  scatter_rows(out, inp, rows, M, D, stream);
+}
+void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                       cudaStream_t stream) {
+  scatter_rows(out, inp, rows, M, D, stream);
 }
 
 }  // namespace sb::cuda
