@@ -112,11 +112,11 @@ void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
 // PaTH attention at selected query rows only: the labelled rows of a sparse-label batch, where the
 // last layer's outputs are needed at those rows alone (MQRAR: 32 of 768). Keys, values, w, beta
 // and log_f are the whole sequences; the math is path_attention_forward_cuda's at those rows. One
-// warp per query walks its chain q <- H_j q over every earlier key in fp32: O(rows T Dh) work
+// lane group per query walks its chain q <- H_j q over every earlier key in fp32: O(rows T Dh) work
 // instead of the blockwise kernels' O(T^2 Dh). rows: device [M] row indices b T + t, ascending;
 // row_starts: device [B + 1], sequence b's rows are rows[row_starts[b] .. row_starts[b + 1]), at
 // most kPathRowsMaxPerSeq of them (the caller checks; rows beyond it are ignored).
-constexpr int64_t kPathRowsMaxPerSeq = 64;
+constexpr int64_t kPathRowsMaxPerSeq = 32;
 void path_attention_rows_forward_cuda(void* out_rows,           // [M, H, Dh] dt
                                       float* lse_rows,          // [M, H]
                                       const void* q,            // [B, T, H, Dh] dt
@@ -129,9 +129,8 @@ void path_attention_rows_forward_cuda(void* out_rows,           // [M, H, Dh] dt
                                       const int32_t* row_starts,  // [B + 1]
                                       int64_t M, const AttnDims& d, float scale, DType dt, cudaStream_t stream);
 
-// Workspace of the rows backward (fp32 checkpoints of each query's chain) for at most
-// max_rows_per_seq rows per sequence.
-size_t path_attention_rows_backward_workspace_bytes(const AttnDims& d, int64_t max_rows_per_seq);
+// Workspace of the rows backward: fp32 checkpoints of each query's chain every 8 keys.
+size_t path_attention_rows_backward_workspace_bytes(const AttnDims& d);
 
 // Its backward. OVERWRITES the whole-sequence gradients dq (0 off the selected rows), dk, dv, dw,
 // dbeta and dlog_f (required with log_f; position 0 is exactly 0). dout_rows, out_rows, lse_rows:
@@ -153,7 +152,7 @@ void path_attention_rows_backward_cuda(void* dq,                  // [B, T, H, D
                                        const float* log_f,        // [B, T, H] or nullptr
                                        const int32_t* rows,       // [M]
                                        const int32_t* row_starts,  // [B + 1]
-                                       int64_t M, int64_t max_rows_per_seq, const AttnDims& d, float scale, DType dt,
+                                       int64_t M, const AttnDims& d, float scale, DType dt,
                                        void* workspace,  // [path_attention_rows_backward_workspace_bytes]
                                        size_t workspace_bytes, cudaStream_t stream);
 

@@ -150,12 +150,11 @@ void GpuRunner::Impl::ensure_tail_rows() {
   if (bf16()) datt_rowsb.resize(head_rows * HD); else datt_rows.resize(head_rows * HD);
 }
 
-// Grows the rows attention's backward workspace to this batch's most labelled rows per sequence.
+// Allocates the rows attention's backward workspace on its first use.
 void GpuRunner::Impl::ensure_rows_workspace() {
-  if (max_rows_per_seq <= rows_ws_cap) return;
-  rows_ws_cap = max_rows_per_seq;
+  if (rows_ws.size() > 0) return;
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  rows_ws.resize(static_cast<int64_t>(path_attention_rows_backward_workspace_bytes(dims, rows_ws_cap)));
+  rows_ws.resize(static_cast<int64_t>(path_attention_rows_backward_workspace_bytes(dims)));
 }
 
 // Validates the batch on the host, stages it in pinned memory and uploads it (asynchronously).

@@ -88,7 +88,6 @@ struct GpuRunner::Impl {
   Buf x_rows, dres_rows, att_rows, datt_rows, lse_rows;  // [head_rows, D] x 2, [head_rows, HD] x 2, [head_rows, H]
   Bf16Buf att_rowsb, datt_rowsb;                          // bf16 precision: [head_rows, HD]
   DeviceArray<char> rows_ws;  // rows attention backward: path_attention_rows_backward_workspace_bytes
-  int64_t rows_ws_cap = 0;
   DeviceArray<char> ws;  // attention workspace (max over calls)
   size_t ws_bytes = 0;
   bool have_forward = false;

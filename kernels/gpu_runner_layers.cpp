@@ -274,7 +274,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
         gate ? dlogf.data() : nullptr, kernel_view(datt_rows, datt_rowsb), kernel_view(att_rows, att_rowsb),
         lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
-        L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, rows_ws_cap, dims, scale, attn_dt,
+        L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale, attn_dt,
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
   }

@@ -2,8 +2,8 @@
 // (path_attention_rows_forward_cuda / _backward_cuda) with the CPU reference run in double over the
 // whole sequence (nn::path_attention_*, Blockwise form): the output and lse at the selected rows, and
 // every whole-sequence gradient when dout is zero off those rows. Row patterns cover the first and
-// last position, a sequence with none, and more rows than the kernels' warps (32 forward, 16
-// backward), up to kPathRowsMaxPerSeq. Skips without CUDA or a device.
+// last position, a sequence with none, and up to kPathRowsMaxPerSeq rows (a lane group each).
+// Skips without CUDA or a device.
 #include <gtest/gtest.h>
 
 #ifdef STATEBENCH_HAVE_CUDA
@@ -59,8 +59,6 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
   std::vector<int32_t> starts;
   const std::vector<int32_t> rows = pick_rows(c, seed + 7, starts);
   const int64_t M = static_cast<int64_t>(rows.size()), H = c.H, Dh = c.Dh;
-  int64_t max_per_seq = 1;
-  for (int64_t b = 0; b < c.B; ++b) max_per_seq = std::max<int64_t>(max_per_seq, starts[b + 1] - starts[b]);
   // dout: random at the selected rows, zero elsewhere (what the rows tail's loss gives).
   Vec dout(in.nx(), 0.0), dout_rows(std::max<int64_t>(1, M) * H * Dh, 0.0);
   const Vec noise = randn(M * H * Dh, seed + 99);
@@ -83,14 +81,13 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
   const float* lf = c.gate ? logf.as<float>() : nullptr;
   const int32_t* pr = d_rows.as<int32_t>();
   const int32_t* ps = d_starts.as<int32_t>();
-  DeviceBuffer ws = poisoned(cuda::path_attention_rows_backward_workspace_bytes(d, max_per_seq));
+  DeviceBuffer ws = poisoned(cuda::path_attention_rows_backward_workspace_bytes(d));
   cuda::path_attention_rows_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
                                          beta.as<float>(), lf, pr, ps, M, d, static_cast<float>(scale), dt, nullptr);
   cuda::path_attention_rows_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
                                           c.gate ? dlogf.as<float>() : nullptr, dO.get(), out.get(), lse.as<float>(),
-                                          q.get(), k.get(), v.get(), w.as<float>(), beta.as<float>(), lf, pr, ps, M,
-                                          max_per_seq, d, static_cast<float>(scale), dt, ws.get(), ws.bytes(),
-                                          nullptr);
+                                          q.get(), k.get(), v.get(), w.as<float>(), beta.as<float>(), lf, pr, ps, M, d,
+                                          static_cast<float>(scale), dt, ws.get(), ws.bytes(), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 
   // Reference: the whole sequence in double, outputs read at the rows.
@@ -145,9 +142,9 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
 
 const std::vector<RowsCase>& rows_cases() {
   static const std::vector<RowsCase> cases = {
-      {1, 1, 1, 16, true, 1},       {2, 7, 3, 32, false, 3},       {3, 113, 2, 64, true, 40},
-      {2, 257, 2, 128, false, 5},   {3, 200, 1, 128, true, 64, 1.9, 1.999},
-      {4, 64, 2, 16, true, 17},     {1, 1000, 1, 64, true, 33},    {2, 33, 1, 32, true, 33, 1.9, 1.999},
+      {1, 1, 1, 16, true, 1},       {2, 7, 3, 32, false, 3},       {3, 113, 2, 64, true, 32},
+      {2, 257, 2, 128, false, 5},   {3, 200, 1, 128, true, 32, 1.9, 1.999},
+      {4, 64, 2, 16, true, 17},     {1, 1000, 1, 64, true, 32},    {2, 33, 1, 32, true, 31, 1.9, 1.999},
   };
   return cases;
 }
@@ -171,14 +168,13 @@ TEST(CudaPathRows, RejectsBadArguments) {
   const float* f = buf.as<float>();
   const int32_t* i = buf.as<int32_t>();
   float* o = buf.as<float>();
-  auto backward = [&](int64_t max_rows, void* w, size_t bytes, const float* log_f, float* dlog_f) {
-    cuda::path_attention_rows_backward_cuda(o, o, o, o, o, dlog_f, f, f, f, f, f, f, f, f, log_f, i, i, 1, max_rows, d,
-                                            1.f, DType::F32, w, bytes, nullptr);
+  auto backward = [&](void* w, size_t bytes, const float* log_f, float* dlog_f) {
+    cuda::path_attention_rows_backward_cuda(o, o, o, o, o, dlog_f, f, f, f, f, f, f, f, f, log_f, i, i, 1, d, 1.f,
+                                            DType::F32, w, bytes, nullptr);
   };
-  EXPECT_THROW(backward(1, ws.get(), ws.bytes(), nullptr, nullptr), Error);          // workspace too small
-  EXPECT_THROW(backward(0, buf.get(), buf.bytes(), nullptr, nullptr), Error);        // max rows < 1
-  EXPECT_THROW(backward(cuda::kPathRowsMaxPerSeq + 1, buf.get(), buf.bytes(), nullptr, nullptr), Error);
-  EXPECT_THROW(backward(1, buf.get(), buf.bytes(), f, nullptr), Error);              // gate without dlog_f
+  EXPECT_THROW(backward(ws.get(), ws.bytes(), nullptr, nullptr), Error);  // workspace too small
+  EXPECT_THROW(backward(nullptr, 0, nullptr, nullptr), Error);            // no workspace
+  EXPECT_THROW(backward(buf.get(), buf.bytes(), f, nullptr), Error);      // gate without dlog_f
   EXPECT_THROW(cuda::path_attention_rows_forward_cuda(o, o, f, f, f, f, f, nullptr, i, i, -1, d, 1.f, DType::F32,
                                                       nullptr),
                Error);
