@@ -250,7 +250,8 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   if (c.mlp != MlpKind::none)
     mlp_forward(prm, L, p, x_final.data(), M);
   else
-    CUDA_CHECK(cudaMemcpyAsync(x_final.data(), L.x_mid.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(
+        cudaMemcpyAsync(x_final.data(), L.x_mid.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", M);
 }
 

@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
 
   // Phase 0: dq zeroed (phase 2 writes the query rows); per query its dout row, delta = dout . out,
   // a zero adjoint, lse and position.
-  for (int64_t i = threadIdx.x; i < a.T * Dh; i += blockDim.x) st1<BF>(a.dq, (hd.s0 + (i / Dh) * a.H) * Dh + i % Dh, 0.f);
+  for (int64_t i = threadIdx.x; i < a.T * Dh; i += blockDim.x)
+    st1<BF>(a.dq, (hd.s0 + (i / Dh) * a.H) * Dh + i % Dh, 0.f);
   const int t0 = query_pos(a, hd, m);
   const bool has = m < hd.nq;
   {
