@@ -17,7 +17,6 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
   using S = Stage<Dh, BF>;
   extern __shared__ __align__(16) char smem[];
   __shared__ int top_slot;
-  auto stg = [&](int i) { return S{smem + i * S::bytes}; };
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = warp * kQW + (lane >> 3), sl = lane & 7;
   const Head hd = head_of<Dh>(a, sl);
   const int t0 = query_pos(a, hd, m), jtop = warp_max(t0);
@@ -28,18 +27,8 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;
   float mrun = -INFINITY, l = 0.f, gsum = 0.f;
-  const int ctop = top / kC;
-  float sc = fill(stg(0), a, hd, ctop * kC, 1);
-  cp_async_commit();
-  publish(stg(0).scal(), sc);
-  for (int c = ctop; c >= 0; --c) {
-    const S cur = stg((ctop - c) & 1);
-    const S nxt = stg((ctop - c + 1) & 1);
+  stream_down<Dh, BF>(smem, a, hd, top, 1, [&](const S& cur, int c) {
     const int base = c * kC;
-    if (c > 0) {
-      sc = fill(nxt, a, hd, base - kC, 1);
-      cp_async_commit();
-    }
     for (int j = min(base + kC - 1, jtop); j >= base; --j) {  // warp-uniform bounds
       const int i = j - base;
       const bool move = j < t0;  // X <- H_{j+1} X first
@@ -63,8 +52,7 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
       for (int e = 0; e < E; ++e) acc[e] = fmaf(acc[e], corr, p * vv[e]);
       mrun = mnew;
     }
-    if (c > 0) publish(nxt.scal(), sc);
-  }
+  });
   if (t0 < 0) return;
   const float inv = 1.f / l;
 #pragma unroll
@@ -249,17 +237,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
     float x[E], wv[E];
     ld<E, BF>(x, a.q, hd.e0 + static_cast<int64_t>(t0) * hd.es, sl, t0 >= 0);
     float gsum = 0.f;
-    float sc = fill(stg(0), a, hd, ctop * kC, 0);
-    cp_async_commit();
-    publish(stg(0).scal(), sc);
-    for (int c = ctop; c >= 0; --c) {
-      const S cur = stg((ctop - c) & 1);
-      const S nxt = stg((ctop - c + 1) & 1);
+    stream_down<Dh, BF>(sbase, a, hd, top, 0, [&](const S& cur, int c) {
       const int base = c * kC;
-      if (c > 0) {
-        sc = fill(nxt, a, hd, base - kC, 0);
-        cp_async_commit();
-      }
       for (int j = min(base + kC - 1, jtop); j >= base; --j) {
         const int i = j - base;
         if (j <= t0 && (j == t0 || i == kC - 1)) {
@@ -276,8 +255,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
         for (int e = 0; e < E; ++e) x[e] = fmaf(-bt * r[0], wv[e], x[e]);
         if (a.log_f) gsum += cur.scal()[kC + i];
       }
-      if (c > 0) publish(nxt.scal(), sc);
-    }
+    });
     __syncthreads();  // the checkpoints (global) before phase 2 stages them
   }
 

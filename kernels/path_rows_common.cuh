@@ -228,4 +228,26 @@ __device__ __forceinline__ void publish(float* scal, float sc) {
   __syncthreads();
 }
 
+// Streams the head's positions from the interval of `top` down to 0 through the two stages at
+// `smem`, kC at a time (the next stage fills while the current one is read), calling body(stage, c)
+// for each interval c from the top down. Every thread of the CTA calls it (it synchronises).
+template <int Dh, bool BF, class Body>
+__device__ __forceinline__ void stream_down(char* smem, const RowsArgs& a, const Head& hd, int top, int shift,
+                                            Body&& body) {
+  using S = Stage<Dh, BF>;
+  const int ctop = top / kC;
+  float sc = fill(S{smem}, a, hd, ctop * kC, shift);
+  cp_async_commit();
+  publish(S{smem}.scal(), sc);
+  for (int c = ctop; c >= 0; --c) {
+    const S cur{smem + ((ctop - c) & 1) * S::bytes}, nxt{smem + ((ctop - c + 1) & 1) * S::bytes};
+    if (c > 0) {
+      sc = fill(nxt, a, hd, (c - 1) * kC, shift);
+      cp_async_commit();
+    }
+    body(cur, c);
+    if (c > 0) publish(nxt.scal(), sc);
+  }
+}
+
 }  // namespace sb::cuda::rows_detail

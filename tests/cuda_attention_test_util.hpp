@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_cuda.hpp"
@@ -98,6 +100,27 @@ inline double rel_err(const Vec& got, const Vec& ref) {
     r += ref[i] * ref[i];
   }
   return std::sqrt(d) / std::max(std::sqrt(r), 1e-2 * std::sqrt(static_cast<double>(ref.size())));
+}
+
+// One compared output: its name, what the device gave, the reference and the tolerance.
+struct Checked {
+  const char* name;
+  Vec got;
+  const Vec* ref;
+  double tol;
+};
+// Expects each output within its tolerance (relative error, rel_err) and prints one line:
+// "<label>: name error ...".
+inline void expect_close(const std::vector<Checked>& items, const std::string& label) {
+  std::string line = label + ":";
+  for (const Checked& it : items) {
+    const double e = rel_err(it.got, *it.ref);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s %.2e", it.name, e);
+    line += buf;
+    EXPECT_LE(e, it.tol) << it.name << " relative error";
+  }
+  std::printf("%s\n", line.c_str());
 }
 
 }  // namespace sb::test

@@ -105,13 +105,7 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
 
   const Tol tol = tolerance(dt);
   int64_t bad = 0;
-  struct Item {
-    const char* name;
-    Vec got;
-    const Vec* ref;
-    double tol;
-  };
-  std::vector<Item> items;
+  std::vector<Checked> items;
   items.push_back({"out", download(out, nx, dt, bad), &r_out, tol.out});
   items.push_back({"lse", download(lse, ns, DType::F32, bad), &r_lse, tol.lse});
   items.push_back({"dq", download(dq, nx, dt, bad), &r_dq, tol.grad});
@@ -123,15 +117,7 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
   }
   if (s.gate) items.push_back({"dlog_f", download(dlogf, ns, DType::F32, bad), &r_df, tol.grad});
   EXPECT_EQ(bad, 0) << "outputs left unwritten (poison) or non-finite";
-  std::string line = std::string(path ? "PaTH    " : "softmax ") + describe(s, dt) + ":";
-  for (const Item& it : items) {
-    const double e = rel_err(it.got, *it.ref);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %s %.2e", it.name, e);
-    line += buf;
-    EXPECT_LE(e, it.tol) << it.name << " relative error";
-  }
-  std::printf("%s\n", line.c_str());
+  expect_close(items, std::string(path ? "PaTH    " : "softmax ") + describe(s, dt));
 }
 
 const std::vector<Shape>& path_shapes() {

@@ -111,13 +111,7 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
 
   const Tol tol = tolerance(dt);
   int64_t bad = 0;
-  struct Item {
-    const char* name;
-    Vec got;
-    const Vec* ref;
-    double tol;
-  };
-  std::vector<Item> items;
+  std::vector<Checked> items;
   if (M > 0) {
     items.push_back({"out", download(out, M * H * Dh, dt, bad), &ref_out, tol.out});
     items.push_back({"lse", download(lse, M * H, DType::F32, bad), &ref_lse, tol.lse});
@@ -129,15 +123,7 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
   items.push_back({"dbeta", download(dbeta, ns, DType::F32, bad), &r_db, tol.grad});
   if (c.gate) items.push_back({"dlog_f", download(dlogf, ns, DType::F32, bad), &r_df, tol.grad});
   EXPECT_EQ(bad, 0) << "outputs left unwritten (poison) or non-finite";
-  std::string line = "PaTH rows " + what + ":";
-  for (const Item& it : items) {
-    const double e = rel_err(it.got, *it.ref);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %s %.2e", it.name, e);
-    line += buf;
-    EXPECT_LE(e, it.tol) << it.name << " relative error";
-  }
-  std::printf("%s\n", line.c_str());
+  expect_close(items, "PaTH rows " + what);
 }
 
 const std::vector<RowsCase>& rows_cases() {
