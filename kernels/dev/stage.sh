@@ -7,22 +7,28 @@
 # (plain xz: 35 MB, which with the tracked tree's ~27 MB no longer fit the 64 MiB carry limit).
 # On the device: mkdir -p stage && tar xf DEST.tgz -C stage && stage/bin/run_device.sh tests ...
 # stage.sh BUILD_DIR DEST.tgz --statebench-only: statebench and its libraries alone, for sweep calls.
+# stage.sh BUILD_DIR DEST.tgz --tests NAME[,NAME...]: the named test programs alone (no statebench),
+# for parity calls: with the tracked tree at ~50 MB a call has ~13 MB left to carry (kernels/NOTES.md).
 set -euo pipefail
-build=$1 dest=$2 only=${3:-}
+build=$1 dest=$2 only=${3:-} tests=${4:-}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin/lib" "$tmp/tools"
 if [ "$only" = --statebench-only ]; then
   cp "$build/statebench" "$tmp/bin/"
+elif [ "$only" = --tests ]; then
+  for t in ${tests//,/ }; do cp "$build/tests/$t" "$tmp/bin/"; done
 else
   cp "$build/statebench" "$build"/tests/test_cuda_* "$src/kernels/dev/run_device.sh" "$tmp/bin/"
 fi
 cp "$src/tools/sdpa_bench.py" "$tmp/tools/"
-for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do
-  cp -L "$(ldd "$build/statebench" | awk -v l=$lib '$1 == l {print $3}')" "$tmp/bin/lib/"
+first=$( (ls "$tmp"/bin/statebench "$tmp"/bin/test_* 2>/dev/null || true) | head -1)
+for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do  # those the programs link
+  path=$(ldd "$first" | awk -v l=$lib '$1 == l {print $3}')
+  if [ -n "$path" ]; then cp -L "$path" "$tmp/bin/lib/"; fi
 done
-strip --strip-unneeded "$tmp"/bin/statebench "$tmp"/bin/test_cuda_* 2>/dev/null || true
+strip --strip-unneeded "$tmp"/bin/statebench "$tmp"/bin/test_* 2>/dev/null || true
 mkdir -p "$(dirname "$dest")"
 tar -I "xz -9 -T1" -cf "$dest" -C "$tmp" .
 du -sh "$dest"
