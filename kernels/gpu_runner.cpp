@@ -188,11 +188,13 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   CUDA_CHECK(cudaEventRecord(slot.copied, stream));
 }
 
-// A sparse-label batch (0 < M < N) ends the last layer on its M labelled rows (the rows tail, after
-// the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
+// A sparse-label batch (0 < M <= N / 2) ends the last layer on its M labelled rows (the rows tail,
+// after the graph); otherwise the whole stack runs in the graph and the head gathers its rows. Denser
+// batches (flip-flop labels every position but the last) would pay the tail's gathers and eager
+// launches for little saved work.
 int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
   upload_batch(in_ids, labels);
-  pruned = rows_tail && M > 0 && M < N && !layers.empty();
+  pruned = rows_tail && M > 0 && 2 * M <= N && !layers.empty();
   rows_attention = pruned && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
   ensure_head_rows(std::max<int64_t>(1, M));
   if (pruned) ensure_tail_rows();

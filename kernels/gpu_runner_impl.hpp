@@ -78,7 +78,7 @@ struct GpuRunner::Impl {
   Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
   int64_t head_rows = 0;
   DeviceArray<double> loss_sum;
-  // Sparse-label batches (0 < M < N): the last layer after its attention inputs runs on the M
+  // Sparse-label batches (0 < M <= N / 2): the last layer after its attention inputs runs on the M
   // labelled rows only (gpu_runner_layers.cpp, "rows tail"); with PaTH there, its attention too
   // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
   int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence

@@ -140,21 +140,27 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
 // with PaTH there through the rows attention while no sequence has more than kPathRowsMaxPerSeq
 // labelled rows, else through the whole-sequence kernels. Loss and every gradient must still match
 // the double CPU runner, for label patterns that take each path: the last rows of one sequence and
-// none in the other, position 0 alone, and 80 labelled rows per sequence.
+// none in the other (with a 1-layer model: the tail is the whole layer), position 0 alone, 50
+// labelled rows per sequence (the tail, but not the rows attention) and 80 (no tail: more than half
+// the rows).
 TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
   const int64_t V = 11, B = 2, T = 100;
   for (const char* tail : {"1", "0"})  // STATEBENCH_ROWS_TAIL=0: whole layers, the head gathers its rows
     for (bool variant : {false, true})
-      for (int pattern = 0; pattern < 3; ++pattern) {
+      for (int pattern = 0; pattern < 4; ++pattern) {
         test::ScopedEnv env("STATEBENCH_ROWS_TAIL", tail);
-        const ModelConfig cfg = two_layer(GetParam(), variant);
+        ModelConfig cfg = two_layer(GetParam(), variant);
+        if (pattern == 0) cfg.n_layers = 1;
         TwinModels m(cfg, V, 5);
         const int64_t n = m.f.params().size();
         std::vector<int32_t> ids, labels;
         batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
         for (int64_t i = 0; i < B * T; ++i) {
           const int64_t t = i % T;
-          const bool keep = pattern == 0 ? (i < T && t >= T - 5) : pattern == 1 ? (i == 0) : (t % 5 != 0);
+          const bool keep = pattern == 0   ? (i < T && t >= T - 5)
+                            : pattern == 1 ? (i == 0)
+                            : pattern == 2 ? (t % 2 == 0)
+                                           : (t % 5 != 0);
           if (!keep) labels[i] = -100;
         }
         TransformerRunner<double> cpu(m.d, B, T);
