@@ -188,20 +188,15 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   CUDA_CHECK(cudaEventRecord(slot.copied, stream));
 }
 
-// A sparse-label batch (0 < M <= N / 2) ends the last layer on its M labelled rows (the rows tail,
-// after the graph); otherwise the whole stack runs in the graph and the head gathers its rows. Denser
-// batches (flip-flop labels every position but the last) would pay the tail's gathers and eager
-// launches for little saved work.
+// A sparse-label batch (pruned()) ends the last layer on its M labelled rows (the rows tail, after
+// the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
 int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
   upload_batch(in_ids, labels);
-  pruned = rows_tail && M > 0 && 2 * M <= N && !layers.empty();
-  rows_attention = pruned && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
   ensure_head_rows(std::max<int64_t>(1, M));
-  if (pruned) ensure_tail_rows();
-  const void* mode = reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned + rows_attention));
-  forward_graph.run(stream, {prm, mode}, [&] { forward_layers(prm); });
+  if (pruned()) ensure_tail_rows();
+  forward_graph.run(stream, {prm, graph_mode()}, [&] { forward_layers(prm); });
   const float* head_in = hf.data();
-  if (pruned) {
+  if (pruned()) {
     forward_rows_tail(prm);  // writes hf_rows
     head_in = hf_rows.data();
   } else if (!all_rows()) {
@@ -219,7 +214,7 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
   if (!have_forward) fail("gpu runner: backward needs a forward first");
   crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
   float* dhead = G(grads, head_name());
-  if (pruned) {  // dh holds the M rows' d(final norm output)
+  if (pruned()) {  // dh holds the M rows' d(final norm output)
     linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M, D,
                          V, false);
     backward_rows_tail(prm, grads);
@@ -232,8 +227,7 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
                          D, V, false);
     scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
   }
-  const void* mode = reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned + rows_attention));
-  backward_graph.run(stream, {prm, grads, mode}, [&] { backward_layers(prm, grads); });
+  backward_graph.run(stream, {prm, grads, graph_mode()}, [&] { backward_layers(prm, grads); });
 }
 
 

@@ -83,7 +83,6 @@ struct GpuRunner::Impl {
   // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
   int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence
   int64_t max_rows_per_seq = 0;
-  bool pruned = false, rows_attention = false;  // this batch's mode
   bool rows_tail = detail::env_switch_or("STATEBENCH_ROWS_TAIL", true);  // 0: whole layers always (A/B timing)
   Buf x_rows, dres_rows, att_rows, datt_rows, lse_rows;  // [head_rows, D] x 2, [head_rows, HD] x 2, [head_rows, H]
   Bf16Buf att_rowsb, datt_rowsb;                          // bf16 precision: [head_rows, HD]
@@ -157,6 +156,17 @@ struct GpuRunner::Impl {
 
   const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
   bool all_rows() const { return M == N; }
+  // The last batch's mode, from M and its rows per sequence: a rows tail where at most half the rows
+  // are labelled (denser batches, e.g. flip-flop's, would pay its gathers and eager launches for little
+  // saved work), with PaTH's rows attention where no sequence has more than kPathRowsMaxPerSeq.
+  bool pruned() const { return rows_tail && M > 0 && 2 * M <= N && !layers.empty(); }
+  bool rows_attention() const {
+    return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
+  }
+  // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
+  const void* graph_mode() const {
+    return reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned() + rows_attention()));
+  }
   int64_t batch_ints() const { return 3 * N + (B + 1) + embedding_index_ints(N); }
   void upload_batch(const int32_t* in_ids, const int32_t* labels);
   int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels);

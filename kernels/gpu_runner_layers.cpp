@@ -180,7 +180,7 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
   norm_backward(prm, grads, dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", true, n);
 }
 
-// Embedding, layers and the final norm: fixed shapes, one CUDA graph. With a rows tail (pruned)
+// Embedding, layers and the final norm: fixed shapes, one CUDA graph. With a rows tail (pruned())
 // the last layer stops after its attention inputs (and, without rows attention, its attention).
 void GpuRunner::Impl::forward_layers(const float* prm) {
   float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
@@ -191,8 +191,8 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
     const std::string p = Transformer<float>::layer_prefix(l);
     norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1", N);
     attention_inputs(prm, L, p);
-    if (pruned && l + 1 == c.n_layers) {
-      if (!rows_attention) attention_kernel_forward(L);
+    if (pruned() && l + 1 == c.n_layers) {
+      if (!rows_attention()) attention_kernel_forward(L);
       return;
     }
     attention_kernel_forward(L);
@@ -210,7 +210,7 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
 // the embedding gradient: fixed shapes, one CUDA graph.
 void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
   int64_t l = c.n_layers - 1;
-  if (pruned) {
+  if (pruned()) {
     const std::string p = Transformer<float>::layer_prefix(l);
     attention_inputs_backward(prm, grads, layers[l], p);
     --l;
@@ -235,7 +235,7 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   Layer& L = layers.back();
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   void* o_rows = kernel_view(att_rows, att_rowsb);
-  if (rows_attention)
+  if (rows_attention())
     path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
                                      kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
                                      uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale,
@@ -268,7 +268,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
   scatter_rows_cuda(dx.data(), dres_rows.data(), rows, M, D, stream);
-  if (rows_attention) {
+  if (rows_attention()) {
     ensure_rows_workspace();
     const bool gate = uses_gate(L.kind);
     path_attention_rows_backward_cuda(
