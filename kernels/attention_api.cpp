@@ -278,6 +278,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     p.dkt_acc = ws.at<float>(L.dkt), p.dy_acc = ws.at<float>(L.dy), p.dw_acc = ws.at<float>(L.dw);
     p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
     p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
+    p.dqt = ws.at<float>(L.dqt);
     detail::ScArgs sa = sc_args(o, w, d);
     if (cfg.sc > 0) {
       sa.dke_acc = ws.at<float>(L.dke), sa.dws_acc = ws.at<float>(L.dws);
@@ -312,9 +313,10 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
         prof.mark("inter pairs");
         p.inter = 2;
       }
-      detail::launch_bwd<true>(p, cfg, d.Dh, stream);
-      prof.mark("fused");
+      if (nb > 1) detail::launch_bwd<true>(p, cfg, d.Dh, stream), prof.mark("fused");  // the pairs
       if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
+      detail::launch_path_own_bwd(p, cfg, d.Dh, stream);
+      prof.mark("own");
       detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);
       prof.mark("factors");
       detail::launch_acc_to_output(dv, p.dv_acc, d.B, d.T, d.H, d.Dh, bh0, nbh, bf16, stream);

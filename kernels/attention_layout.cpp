@@ -171,6 +171,12 @@ int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, 
   return (BH + launches - 1) / launches;
 }
 
+int64_t stages_override() {
+  const int64_t v = env_count_or("STATEBENCH_ATTN_BWD_STAGES", 0, "1 or 2 pipeline stages (0 = default)");
+  if (v > 2) fail("STATEBENCH_ATTN_BWD_STAGES: '{}' is not 1 or 2 pipeline stages (0 = default)", v);
+  return v;
+}
+
 namespace {
 
 // Developer / test switch STATEBENCH_PATH_SUPERCHUNK=N: superchunks of N blocks (0 = off); -1 when
@@ -182,21 +188,17 @@ int64_t superchunk_override() {
   return v;
 }
 
-// Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 disables the
-// backward's double-buffered pipeline (key blocks for PaTH, query blocks for softmax).
-bool one_stage_override() {
-  const char* env = std::getenv("STATEBENCH_ATTN_BWD_STAGES");
-  return env && std::string(env) == "1";
-}
 
-// The PaTH backward kernel's query block (warps), pipeline depth and shared memory on this device:
-// the largest query block that fits, double-buffered when possible; its persistent grid.
+// The PaTH pairs kernel's query block (warps), pipeline depth and shared memory on this device:
+// the largest query block that fits, double-buffered unless one stage lets more CTAs share an SM
+// (STATEBENCH_ATTN_BWD_STAGES=1 / 2 forces one / two where they fit); its persistent grid.
 struct PathBwdShape {
   int warps = 4, stages = 2, smem = 0;
   int64_t nqb = 0, persistent = 0;
 };
 PathBwdShape path_bwd_shape(const AttnDims& d, DType dt, const DeviceInfo& dev) {
   const bool f32 = dt == DType::F32, dense = path_dense(d.Dh);
+  const int64_t forced = stages_override();
   PathBwdShape s;
   for (int warps : {4, 2, 1}) {
     for (int stages : {2, 1})
@@ -209,11 +211,12 @@ PathBwdShape path_bwd_shape(const AttnDims& d, DType dt, const DeviceInfo& dev) 
   if (!s.smem)
     fail("attention backward: needs {} bytes of shared memory, the device allows {}",
          path_bwd_smem_bytes(d.Dh, f32, dense, 1, 1), dev.max_smem);
-  if (one_stage_override() && s.stages == 2) {
-    s.stages = 1;
-    s.smem = path_bwd_smem_bytes(d.Dh, f32, dense, s.warps, 1);
+  int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, s.warps, s.smem));
+  if (s.stages == 2 && forced != 2) {
+    const int smem1 = path_bwd_smem_bytes(d.Dh, f32, dense, s.warps, 1);
+    const int occ1 = std::max(1, path_bwd_occupancy(d.Dh, f32, s.warps, smem1));
+    if (forced == 1 || occ1 > occ) s.stages = 1, s.smem = smem1, occ = occ1;
   }
-  const int occ = std::max(1, path_bwd_occupancy(d.Dh, f32, s.warps, s.smem));
   s.nqb = (d.T + 16 * s.warps - 1) / (16 * s.warps);
   s.persistent = static_cast<int64_t>(dev.sms) * occ;
   return s;
@@ -255,7 +258,7 @@ ScPlan superchunk_plan(const AttnDims& d, DType dt) {
 
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   const DeviceInfo dev = device_info();
-  const bool f32 = dt == DType::F32, one_stage = one_stage_override();
+  const bool f32 = dt == DType::F32, one_stage = stages_override() == 1;
   BwdConfig cfg;
   if (!path) {  // key-centric: one CTA of 4 warps per (64-key block, head)
     cfg.stages = !one_stage && softmax_bwd_smem_bytes(d.Dh, f32, 2) <= dev.max_smem ? 2 : 1;
@@ -268,6 +271,14 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   }
   const PathBwdShape shape = path_bwd_shape(d, dt, dev);
   cfg.warps = shape.warps, cfg.stages = shape.stages, cfg.smem = shape.smem;
+  for (int warps : {4, 2, 1})
+    if (path_own_smem_bytes(d.Dh, f32, warps) <= dev.max_smem) {
+      cfg.own_warps = warps, cfg.own_smem = path_own_smem_bytes(d.Dh, f32, warps);
+      break;
+    }
+  if (!cfg.own_smem)
+    fail("attention backward: the own-block kernel needs {} bytes of shared memory, the device allows {}",
+         path_own_smem_bytes(d.Dh, f32, 1), dev.max_smem);
   const int64_t Bq = 16 * cfg.warps, nqb = shape.nqb, persistent = shape.persistent;
   const int64_t nb = (d.T + kBlock - 1) / kBlock, nbmax = nb - 1;
   const ScPlan plan = superchunk_plan_for(d, path_inter_wgmma(d, dt, cfg.warps), nqb, persistent);
@@ -361,6 +372,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
     if (cfg.sc > 0) w.sc_scratch = w.scratch;
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
+    if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);
   }
   w.total = o.end;
   return w;

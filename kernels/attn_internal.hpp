@@ -180,6 +180,7 @@ struct BwdParams {
   float* dz_acc = nullptr;   // [nbh, nb, 64, 64]
   float* dp_acc = nullptr;   // [nbh, nb, Dh, Dh] (dense)
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
+  float* dqt = nullptr;      // [nbh, Tp, Dh] dL/dQt (pulled-back queries) from the pairs, rows of blocks n > 0
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query states (fp32; bf16 pairs in bf16 mode)
   // PaTH: the group of rows bh0 .. bh0 + nbh - 1 this launch works on; the PaTH accumulators are
   // [nbh, ...] (local row bh - bh0). Softmax ignores them (its dq_acc is [BH, Tp, Dh]).
@@ -237,6 +238,7 @@ struct BwdConfig {
   // its grid for one group (persistent: occupancy x SMs, at most the group's query blocks).
   int states_stages = 0, states_smem = 0;
   int64_t states_grid = 0;
+  int own_warps = 4, own_smem = 0;  // PaTH's own-block kernel (launch_path_own_bwd)
 };
 // The superchunks of a PaTH call (forward and backward agree: the factors are kept between them):
 // sc blocks each (0: none, when nb <= sc), nsc of them, and whether the backward runs the pairs
@@ -288,6 +290,7 @@ struct Workspace {
   size_t dke = 0, dws = 0, dxs = 0, acc_end = 0;
   size_t sc_scratch = 0;  // superchunks
   size_t xs = 0;          // the wgmma inter-superchunk pass's query states (one group, bf16)
+  size_t dqt = 0;         // PaTH: dL/dQt of one group (fp32; written before it is read, not zeroed)
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
@@ -393,6 +396,16 @@ BwdParams with_dq_map(const BwdParams& p, float* dst, int64_t rows, int64_t Dh);
 void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
 // That launch's pipeline stages, shared memory and resident CTAs per SM on this device (bf16, Dh 64
 // or 128; asked once per backward by bwd_config).
+// Developer switch for A/B timing (kernels/NOTES.md): STATEBENCH_ATTN_BWD_STAGES=1 / 2 forces the
+// backward's pipeline to one / two stages where they fit (key blocks for PaTH's pairs kernel, query
+// blocks for softmax); 0 or unset (returned as 0): two for softmax, and for PaTH two unless one lets
+// more CTAs share an SM. Anything else is an Error naming the variable.
+int64_t stages_override();
+// The own-block kernel (path_own_bwd.cu, after the pairs kernel and sc_bwd of a group, before the
+// factor backward): its shared memory for query blocks of 16 * warps rows (bwd_config picks the
+// largest that fits), and its launch (one CTA per query block of the group's heads).
+int path_own_smem_bytes(int64_t Dh, bool f32, int warps);
+void launch_path_own_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
 struct PathStatesShape {
   int stages = 2, smem = 0, occupancy = 1;
 };

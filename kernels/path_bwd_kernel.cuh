@@ -1,18 +1,19 @@
-// path_bwd_kernel.cuh: the fused causal PaTH attention backward kernel (internal, instantiated in
-// path_attention_bwd.cu; softmax attention has its own key-centric one). With superchunks (p.sc),
+// path_bwd_kernel.cuh: the fused causal PaTH attention backward kernel over the pairs (query
+// block n, key block m < n) (internal, instantiated in path_attention_bwd.cu; the own blocks m = n
+// are path_own_bwd.cu's, softmax attention has its own key-centric kernel). With superchunks (p.sc),
 // key blocks in earlier superchunks see one query state per superchunk and keys pushed to its end
 // (plain attention per pair; path_superchunk.cu turns their gradients back). Persistent CTAs walk
-// the (query block, head) items of one group of heads (p.nbh rows from p.bh0) heaviest first; a
-// query block of 16 * warps rows recomputes its probabilities from lse and its transported queries
-// X_m (m = n-1 .. 0) from per-CTA checkpoints (segments of `seg` blocks, see NOTES.md). Key blocks
-// are then visited left to right carrying G = dL/dX (the adjoint of the transports): per block,
-// dV += P^T dO, dKt += dS^T X and the block-product gradient (dense dP += X^T G, or factored dW,
-// dY) go to the group's fp32 accumulators by atomics; G <- G P^T + dS Kt. The own block then yields
-// dq (written directly) and the own-block terms of dK, dV, dW, dY, dZ. Everything is in
-// unscaled-query space: dS_raw = scale * dS. With p.inter (bf16 on sm_90) the pairs with earlier
-// superchunks move to softmax_bwd_wgmma_kernel<Dh, true>: a first launch (inter = 1) only writes the
-// states X_{e_b}, a second (inter = 2) reads them back and adds their gradients from dxs instead of
-// visiting those keys.
+// the (query block, head) items with n > 0 of one group of heads (p.nbh rows from p.bh0) heaviest
+// first; a query block of 16 * warps rows recomputes its probabilities from lse and its transported
+// queries X_m (m = n-1 .. 0) from per-CTA checkpoints (segments of `seg` blocks, see NOTES.md). Key
+// blocks are then visited left to right carrying G = dL/dX (the adjoint of the transports): per
+// block, dV += P^T dO, dKt += dS^T X and the block-product gradient (dense dP += X^T G, or factored
+// dW, dY) go to the group's fp32 accumulators by atomics; G <- G P^T + dS Kt. The final G, dL/dQt
+// of the queries pulled back to their block's start, goes to p.dqt for the own-block kernel.
+// Everything is in unscaled-query space: dS_raw = scale * dS. With p.inter (bf16 on sm_90) the
+// pairs with earlier superchunks move to softmax_bwd_wgmma_kernel<Dh, true>: a first launch
+// (inter = 1) only writes the states X_{e_b}, a second (inter = 2) reads them back and adds their
+// gradients from dxs instead of visiting those keys.
 #pragma once
 #include <cmath>
 
@@ -29,19 +30,35 @@ struct BwdSmem : KeyTiles {
   int bytes = 0;
 };
 
+// Q and dO; the pipeline's stages (Kb, Vb and the transport operands) with the item start's W and
+// Y (the pull-back) overlaid on them; the per-pair tiles X, G, P, dS, and for factored transports
+// A and dA (-G Y^T and X W^T).
 __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool dense, int Bq,
                                             int stages) {
   Carve cv{base, 0};
   BwdSmem s;
   s.Q = cv.tile(Bq, Dh, f32);
   s.dO = cv.tile(Bq, Dh, f32);
-  static_cast<KeyTiles&>(s) = carve_key_tiles(cv, Dh, f32, true, dense, stages);
+  const int start = cv.off;
+  s.W = cv.tile(kL, Dh, true);
+  s.Y = cv.tile(kL, Dh, true);
+  const int own_end = cv.off;
+  cv.off = start;
+  s.Kb = cv.tile(kL, Dh, f32);
+  s.Vb = cv.tile(kL, Dh, f32);
+  if (dense) s.Cb = cv.tile(Dh, Dh, true);
+  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  if (cv.off < own_end) cv.off = own_end;
   s.X = cv.tile(Bq, Dh, f32);
   s.G = cv.tile(Bq, Dh, f32);
   s.P = cv.tile(Bq, kL, f32);
   s.dS = cv.tile(Bq, kL, f32);
-  s.A = cv.tile(Bq, kL, true);  // -G Y^T (factored chain) | A (own block)
-  s.dA = cv.tile(Bq, kL, f32);  // X W^T (factored chain) | dA (own block)
+  if (!dense) {
+    s.A = cv.tile(Bq, kL, true);  // -G Y^T
+    s.dA = cv.tile(Bq, kL, f32);  // X W^T
+  }
   s.colb = cv.floats(2 * kL);
   s.bytes = cv.off;
   return s;
@@ -142,7 +159,6 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3, r0 = 16 * warp;
   const int64_t Tp = static_cast<int64_t>(p.nb) * kL, rs = p.H * Dh;
   const int64_t nitems = static_cast<int64_t>(p.nqb) * p.nbh;
-  constexpr size_t esz = bf ? 2 : 4;
   const float sl2 = p.scale * kLog2e;
   float* slots = p.scratch ? p.scratch + static_cast<int64_t>(blockIdx.x) * p.slot_floats : nullptr;
 
@@ -153,7 +169,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
     const int64_t i0 = static_cast<int64_t>(qb) * Bq, head0 = (b * p.T * p.H + h) * Dh;
     const int n = static_cast<int>(i0 / kL), q0 = static_cast<int>(i0 % kL);
     const int64_t kn0 = static_cast<int64_t>(n) * kL;
-    if (kStates && n < p.sc) continue;  // no earlier superchunk: no state to write
+    if (kStates ? n < p.sc : n == 0) continue;  // no earlier superchunk (states) / key block
     const int nvalid = static_cast<int>(min64(Bq, p.T - i0));
     const int kvalid = static_cast<int>(min64(kL, p.T - kn0));
     const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
@@ -357,40 +373,10 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
       }
     }
 
-    // ---- own block ----
-    if constexpr (kStates) continue;  // (not reached: n >= sc there)
-    __syncthreads();
-    load_input_tile<bf>(sm.K, kL, Dh, input_at<bf>(p.k, head0 + kn0 * rs), rs, kvalid, tid);
-    load_input_tile<bf>(sm.V, kL, Dh, input_at<bf>(p.v, head0 + kn0 * rs), rs, kvalid, tid);
-    load_w_tile<Dh, kCall>(sm.W, p.w + head0 + kn0 * rs, rs, kvalid, tid);
-    load_planes_tile(sm.Y, kL, Dh, p.y_hi, p.y_lo, (bh * Tp + kn0) * Dh, tid);
-    load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
-    cp_async_commit();
-    fill_colbias(sm.colb, gh, kn0, p.T, gref, tid);
-    cp_async_wait<0>();
-    __syncthreads();
-    {
-      float S[8][4], dS[8][4], A[8][4];
-      zero(S);
-      zero(dS);
-      mma_sA<8, false, BL::NK>(S, sm.Q, r0, 0, KTD, sm.K, 0, 0, f32, lane);
-      zero(A);
-      mma_sA<8, false, BL::NK>(A, sm.Q, r0, 0, KTD, sm.W, 0, 0, true, lane);
-      mask_lower(A, q0 + r0, lane);
-      mma_rA<4, 8, BL::KN>(S, A, -1.f, sm.Z, 0, 0, f32, lane);
-      mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, sm.V, 0, 0, f32, lane);
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int rr = e >> 1, row = r0 + g + 8 * rr, col = nt * 8 + 2 * tq + (e & 1);
-          const bool ok = col <= q0 + row && row < nvalid;
-          S[nt][e] = ok ? fast_exp2(S[nt][e] * sl2 + rb2[rr] - sm.colb[col] - lse2[rr]) : 0.f;
-          dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
-          dgr[rr] += dS[nt][e];
-        }
+    // ---- G = dL/dQt for the own-block kernel; the pairs' share of the gate's row sums ----
+    if constexpr (!kStates) {
+      store_frag_global(p.dqt + (lb * Tp + i0) * Dh, Dh, false, r0, nvalid, G, 1.f, lane);
       if (gh) {
-        add_column_sums(p.dg + bh * Tp + kn0, dS, -1.f, kL, lane);
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           const float sum = quad_sum(dgr[rr]);
@@ -398,33 +384,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
           if (tq == 0 && row < nvalid) atomicAdd(p.dg + bh * Tp + i0 + row, sum);
         }
       }
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dS[nt][e] *= p.scale;
-      store_frag(sm.P, r0, S, 1.f, lane);
-      store_frag(sm.dS, r0, dS, 1.f, lane);
-      // G = dQt here; dA = lower(-dS_raw Z^T - dQt Y^T)
-      store_frag(sm.A, r0, A, 1.f, lane);
-      store_frag(sm.G, r0, G, 1.f, lane);
-      float dA[8][4];
-      zero(dA);
-      mma_rA<4, 8, BL::NK>(dA, dS, -1.f, sm.Z, 0, 0, f32, lane);
-      mma_rA<KTD, 8, BL::NK>(dA, G, -1.f, sm.Y, 0, 0, f32, lane);
-      mask_lower(dA, q0 + r0, lane);
-      store_frag(sm.dA, r0, dA, 1.f, lane);
-      mma_rA<4, NTD, BL::KN>(G, dA, 1.f, sm.W, 0, 0, f32, lane);  // dq += dA W
-      mma_rA<4, NTD, BL::KN>(G, dS, 1.f, sm.K, 0, 0, f32, lane);  // dq += dS_raw K
-      store_frag_global(static_cast<unsigned char*>(p.dq) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, G, 1.f,
-                        lane);
     }
-    __syncthreads();
-    own_atb_atomic<NTD, kCall>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    own_atb_atomic<NTD, kCall>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    own_atb_atomic<8, kCall>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane,
-                             p.vec4);
-    own_atb_atomic<NTD, kCall>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
-    own_atb_atomic<NTD, kCall>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -150,6 +151,41 @@ TEST(AttentionLayout, OnOffSwitch) {
       EXPECT_NE(std::string(e.what()).find("STATEBENCH_ATTN_STAGGER"), std::string::npos) << e.what();
     }
   }
+}
+
+// STATEBENCH_ATTN_BWD_STAGES: 1 or 2 forces the backward's pipeline depth, 0 or unset is the default,
+// anything else names the variable.
+TEST(AttentionLayout, BackwardStagesSwitch) {
+  using cuda::detail::stages_override;
+  EXPECT_EQ(stages_override(), 0);
+  for (auto [value, stages] : {std::pair{"0", 0}, {"1", 1}, {"2", 2}}) {
+    ScopedEnv env("STATEBENCH_ATTN_BWD_STAGES", value);
+    EXPECT_EQ(stages_override(), stages) << value;
+  }
+  for (const char* bad : {"3", "two", "-1", ""}) {
+    ScopedEnv env("STATEBENCH_ATTN_BWD_STAGES", bad);
+    try {
+      stages_override();
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("STATEBENCH_ATTN_BWD_STAGES"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The split PaTH backward's occupancy by design (bf16, Dh 64, 4-warp query blocks): the own-block
+// kernel, and the pairs kernel at one pipeline stage, each fit twice in an H100 SM's 228 KiB of shared
+// memory (1 KiB reserved per CTA); two stages of the pairs kernel do not.
+TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
+  using cuda::detail::path_bwd_smem_bytes;
+  using cuda::detail::path_own_smem_bytes;
+  constexpr int two_per_sm = (228 - 2) * 1024 / 2;
+  EXPECT_LE(path_own_smem_bytes(64, false, 4), two_per_sm);
+  EXPECT_LE(path_bwd_smem_bytes(64, false, true, 4, 1), two_per_sm);
+  EXPECT_GT(path_bwd_smem_bytes(64, false, true, 4, 2), two_per_sm);
+  // fp32 (split planes everywhere) needs more than bf16 at every head dim and query block
+  for (int Dh : {16, 32, 64, 128})
+    for (int warps : {1, 2, 4}) EXPECT_GT(path_own_smem_bytes(Dh, true, warps), path_own_smem_bytes(Dh, false, warps));
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit

@@ -7,7 +7,7 @@
 # (plain xz: 35 MB, which with the tracked tree's ~27 MB no longer fit the 64 MiB carry limit).
 # On the device: mkdir -p stage && tar xf DEST.tgz -C stage && stage/bin/run_device.sh tests ...
 # stage.sh BUILD_DIR DEST.tgz --statebench-only: statebench and its libraries alone, for sweep calls.
-# stage.sh BUILD_DIR DEST.tgz --tests NAME[,NAME...]: the named test programs alone (no statebench),
+# stage.sh BUILD_DIR DEST.tgz --tests NAME[,NAME...]: the named test programs (and statebench if named),
 # for parity calls: with the tracked tree at ~50 MB a call has ~13 MB left to carry (kernels/NOTES.md).
 set -euo pipefail
 build=$1 dest=$2 only=${3:-} tests=${4:-}
@@ -18,7 +18,9 @@ mkdir -p "$tmp/bin/lib" "$tmp/tools"
 if [ "$only" = --statebench-only ]; then
   cp "$build/statebench" "$tmp/bin/"
 elif [ "$only" = --tests ]; then
-  for t in ${tests//,/ }; do cp "$build/tests/$t" "$tmp/bin/"; done
+  for t in ${tests//,/ }; do  # statebench itself may be named too
+    if [ "$t" = statebench ]; then cp "$build/statebench" "$tmp/bin/"; else cp "$build/tests/$t" "$tmp/bin/"; fi
+  done
 else
   cp "$build/statebench" "$build"/tests/test_cuda_* "$src/kernels/dev/run_device.sh" "$tmp/bin/"
 fi
