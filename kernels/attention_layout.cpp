@@ -124,15 +124,21 @@ int64_t bwd_group_override() {
 // The PaTH backward's accumulators for g heads, taken from o: dv, dk, dkt, dy, dw ([g, Tp, Dh] fp32
 // each), dz ([g, nb, 64, 64]), dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]),
 // dws ([g, nsc, Dh, Dh]) and for the wgmma inter pass dxs ([g, xs_rows, Dh]).
+// The own block's dK and dZ terms ([g, Tp, Dh], [g, nb, 64, 64]): only the own-block kernel writes
+// them, whole blocks at a time when its query blocks are whole blocks (no zeroing needed then).
+void take_own_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t g) {
+  w.dk = o.take(static_cast<size_t>(g * nb * kBlock * d.Dh) * 4);
+  w.dz = o.take(static_cast<size_t>(g * nb * kBlock * kBlock) * 4);
+}
+
+// The other accumulators of g heads, added to by several kernels (zeroed before each group).
 void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t nsc, int64_t g,
                             int64_t xs_rows) {
   const size_t rows = static_cast<size_t>(g * nb * kBlock * d.Dh) * 4, mats = static_cast<size_t>(g * d.Dh * d.Dh) * 4;
   w.dv = o.take(rows);
-  w.dk = o.take(rows);
   w.dkt = o.take(rows);
   w.dy = o.take(rows);
   w.dw = o.take(rows);
-  w.dz = o.take(static_cast<size_t>(g * nb * kBlock * kBlock) * 4);
   w.dp = o.take(path_dense(d.Dh) ? static_cast<size_t>(nb) * mats : 0);
   if (nsc > 0) w.dke = o.take(rows), w.dws = o.take(static_cast<size_t>(nsc) * mats);
   w.dxs = o.take(static_cast<size_t>(g * xs_rows * d.Dh) * 4);
@@ -144,6 +150,7 @@ void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t
 int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc, int64_t xs_rows) {
   Workspace w;
   Offsets o;
+  take_own_accumulators(w, o, d, nb, 1);
   take_path_accumulators(w, o, d, nb, nsc, 1, xs_rows);
   return static_cast<int64_t>(o.end) + xs_rows * d.Dh * 2;
 }
@@ -358,11 +365,14 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
   if (path && !external_factors) w.factors = o.take(factor_layout(d, dt, backward).total);
   if (backward) {
     const BwdConfig cfg = bwd_config(d, dt, path);
+    const bool own_whole = path && cfg.own_warps * 16 == kBlock;  // path_own_bwd.cu stores dK, dZ
+    if (own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);
     w.acc_begin = o.end;
     w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);  // all heads (zeroed once)
     w.group_begin = o.end;
-    if (path) {
-      take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group, cfg.xs_rows);  // one group of heads
+    if (path) {  // one group of heads
+      if (!own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);
+      take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group, cfg.xs_rows);
     } else {
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }

@@ -2,7 +2,8 @@
 // (query block of 16 * warps rows, head of the group) takes dL/dQt from the pairs kernel
 // (path_bwd_kernel.cuh, p.dqt; zero in the first block), forms the block's probabilities
 // S = lower(Q K^T) - A Z with A = lower(Q W^T), writes dq = dQt + dA W + dS K, and adds the own
-// block's terms of dV, dK, dZ, dY, dW (and the gate's) to the group's accumulators by atomics.
+// block's terms of dV, dY, dW (and the gate's) to the group's accumulators by atomics; dK and dZ are
+// its alone (stored when its query blocks are whole blocks).
 #include <algorithm>
 
 #include "kernels/attn_common.cuh"
@@ -44,6 +45,20 @@ __host__ __device__ inline OwnSmem own_smem(unsigned char* base, int Dh, bool f3
   s.dA = cv.tile(Bq, kL, f32);
   s.bytes = std::max(in_end, cv.off);
   return s;
+}
+
+// dst (64 x 8NT) = mul * A^T B over the query rows, stored: with 4-warp query blocks the CTA is
+// the only writer of its key block's rows of the own-only accumulators (dK, dZ), which are then
+// not zeroed beforehand (attention_layout.cpp, take_own_accumulators).
+template <int NT>
+__device__ __forceinline__ void cta_atb_store(float* dst, int64_t ld, const Tile& A, const Tile& B, int kt, float mul,
+                                              bool split, int warp, int warps, int lane) {
+  for (int mt = warp; mt < 4; mt += warps) {
+    float acc[NT][4];
+    zero(acc);
+    mma_sA<NT, true, BL::KN>(acc, A, 16 * mt, 0, kt, B, 0, 0, split, lane);
+    store_frag_global(dst, ld, false, 16 * mt, kL, acc, mul, lane);
+  }
 }
 
 template <int Dh, bool kF32>
@@ -142,9 +157,15 @@ __global__ void __launch_bounds__(128) path_own_bwd_kernel(const BwdParams p) {
   store_frag(sm.dA, r0, dA, 1.f, lane);
   __syncthreads();
   own_atb_atomic<NTD, false>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-  own_atb_atomic<NTD, false>(p.dk_acc + (lb * Tp + kn0) * Dh, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-  own_atb_atomic<8, false>(p.dz_acc + (lb * p.nb + n) * kL * kL, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane,
-                           p.vec4);
+  float* dk = p.dk_acc + (lb * Tp + kn0) * Dh;
+  float* dz = p.dz_acc + (lb * p.nb + n) * kL * kL;
+  if (Bq == kL) {
+    cta_atb_store<NTD>(dk, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane);
+    cta_atb_store<8>(dz, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane);
+  } else {
+    own_atb_atomic<NTD, false>(dk, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    own_atb_atomic<8, false>(dz, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
+  }
   own_atb_atomic<NTD, false>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
   own_atb_atomic<NTD, false>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
 }

@@ -26,11 +26,11 @@ else
 fi
 cp "$src/tools/sdpa_bench.py" "$tmp/tools/"
 first=$( (ls "$tmp"/bin/statebench "$tmp"/bin/test_* 2>/dev/null || true) | head -1)
-for lib in libfmt.so.9 libyaml-cpp.so.0.7 libstdc++.so.6 libgcc_s.so.1; do  # those the programs link
+for lib in libfmt.so.9 libyaml-cpp.so.0.7; do  # not on the device (its libstdc++ is g++ 13's, newer than ours)
   path=$(ldd "$first" | awk -v l=$lib '$1 == l {print $3}')
   if [ -n "$path" ]; then cp -L "$path" "$tmp/bin/lib/"; fi
 done
 strip --strip-unneeded "$tmp"/bin/statebench "$tmp"/bin/test_* 2>/dev/null || true
 mkdir -p "$(dirname "$dest")"
-tar -I "xz -9 -T1" -cf "$dest" -C "$tmp" .
+tar -I "xz -9e -T1" -cf "$dest" -C "$tmp" .
 du -sh "$dest"
