@@ -14,8 +14,12 @@ namespace sb::cuda::detail {
 
 namespace {
 
-// Q, dO, P, dS, A, G and the column biases; the block's K, V, W (split), Y, Z, which are dead once dq
-// is formed, with dA overlaid on them.
+// At Dh <= 32 the dL/dQt tile G is written after dq, over the dead inputs, so that the kernel fits
+// three CTAs per SM (71 KB at Dh 32); above, it is written first (no registers held across dq).
+constexpr bool late_g(int Dh) { return Dh <= 32; }
+
+// Q, dO, P, dS, A (and G) and the column biases; the block's K, V, W (split), Y, Z, which are dead
+// once dq is formed, with dA (and G) overlaid on them.
 struct OwnSmem {
   Tile Q, dO, P, dS, A, G;
   Tile K, V, W, Y, Z;
@@ -32,7 +36,7 @@ __host__ __device__ inline OwnSmem own_smem(unsigned char* base, int Dh, bool f3
   s.P = cv.tile(Bq, kL, f32);
   s.dS = cv.tile(Bq, kL, f32);
   s.A = cv.tile(Bq, kL, f32);
-  s.G = cv.tile(Bq, Dh, f32);
+  if (!late_g(Dh)) s.G = cv.tile(Bq, Dh, f32);
   s.colb = cv.floats(kL);
   const int start = cv.off;
   s.K = cv.tile(kL, Dh, f32);
@@ -43,6 +47,7 @@ __host__ __device__ inline OwnSmem own_smem(unsigned char* base, int Dh, bool f3
   const int in_end = cv.off;
   cv.off = start;
   s.dA = cv.tile(Bq, kL, f32);
+  if (late_g(Dh)) s.G = cv.tile(Bq, Dh, f32);
   s.bytes = std::max(in_end, cv.off);
   return s;
 }
@@ -62,7 +67,7 @@ __device__ __forceinline__ void cta_atb_store(float* dst, int64_t ld, const Tile
 }
 
 template <int Dh, bool kF32>
-__global__ void __launch_bounds__(128) path_own_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(128, late_g(Dh) ? 3 : 2) path_own_bwd_kernel(const BwdParams p) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   constexpr bool f32 = kF32;  // split every product (fp32 inputs)
   constexpr bool bf = !kF32;  // element type of q, k, v, dout, dq
@@ -144,17 +149,31 @@ __global__ void __launch_bounds__(128) path_own_bwd_kernel(const BwdParams p) {
   store_frag(sm.P, r0, S, 1.f, lane);
   store_frag(sm.dS, r0, dS, 1.f, lane);
   store_frag(sm.A, r0, A, 1.f, lane);
-  store_frag(sm.G, r0, G, 1.f, lane);
+  if constexpr (!late_g(Dh)) store_frag(sm.G, r0, G, 1.f, lane);
   // dA = lower(-dS_raw Z^T - dQt Y^T); dq = dQt + dA W + dS_raw K
   zero(dA);
   mma_rA<4, 8, BL::NK>(dA, dS, -1.f, sm.Z, 0, 0, f32, lane);
   mma_rA<KTD, 8, BL::NK>(dA, G, -1.f, sm.Y, 0, 0, f32, lane);
   mask_lower(dA, q0 + r0, lane);
-  mma_rA<4, NTD, BL::KN>(G, dA, 1.f, sm.W, 0, 0, f32, lane);
-  mma_rA<4, NTD, BL::KN>(G, dS, 1.f, sm.K, 0, 0, f32, lane);
-  store_frag_global(static_cast<unsigned char*>(p.dq) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, G, 1.f, lane);
-  __syncthreads();  // every warp is done with K, V, W, Y, Z: dA goes over them
+  auto write_dq = [&](float (&dq)[NTD][4]) {  // dq holds dQt on entry
+    mma_rA<4, NTD, BL::KN>(dq, dA, 1.f, sm.W, 0, 0, f32, lane);
+    mma_rA<4, NTD, BL::KN>(dq, dS, 1.f, sm.K, 0, 0, f32, lane);
+    store_frag_global(static_cast<unsigned char*>(p.dq) + (head0 + i0 * rs) * esz, rs, bf, r0, nvalid, dq, 1.f,
+                      lane);
+  };
+  if constexpr (late_g(Dh)) {  // G is still to be stored
+    float dq[NTD][4];
+#pragma unroll
+    for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[nt][e] = G[nt][e];
+    write_dq(dq);
+  } else {
+    write_dq(G);
+  }
+  __syncthreads();  // every warp is done with K, V, W, Y, Z: dA (and G) go over them
   store_frag(sm.dA, r0, dA, 1.f, lane);
+  if constexpr (late_g(Dh)) store_frag(sm.G, r0, G, 1.f, lane);
   __syncthreads();
   own_atb_atomic<NTD, false>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
   float* dk = p.dk_acc + (lb * Tp + kn0) * Dh;

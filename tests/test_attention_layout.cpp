@@ -173,13 +173,15 @@ TEST(AttentionLayout, BackwardStagesSwitch) {
   }
 }
 
-// The split PaTH backward's occupancy by design (bf16, Dh 64, 4-warp query blocks): the own-block
+// The split PaTH backward's occupancy by design (bf16, 4-warp query blocks): at Dh 64 the own-block
 // kernel, and the pairs kernel at one pipeline stage, each fit twice in an H100 SM's 228 KiB of shared
-// memory (1 KiB reserved per CTA); two stages of the pairs kernel do not.
+// memory (1 KiB reserved per CTA), two stages of the pairs kernel do not; at Dh 32 the own-block
+// kernel fits three times.
 TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
   using cuda::detail::path_bwd_smem_bytes;
   using cuda::detail::path_own_smem_bytes;
-  constexpr int two_per_sm = (228 - 2) * 1024 / 2;
+  constexpr int two_per_sm = (228 - 2) * 1024 / 2, three_per_sm = (228 - 3) * 1024 / 3;
+  EXPECT_LE(path_own_smem_bytes(32, false, 4), three_per_sm);
   EXPECT_LE(path_own_smem_bytes(64, false, 4), two_per_sm);
   EXPECT_LE(path_bwd_smem_bytes(64, false, true, 4, 1), two_per_sm);
   EXPECT_GT(path_bwd_smem_bytes(64, false, true, 4, 2), two_per_sm);
