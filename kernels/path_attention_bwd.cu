@@ -1,8 +1,9 @@
-// path_attention_bwd.cu: instantiates the fused attention backward kernel for PaTH (one
-// instantiation per head dim) with its launcher, shared-memory size and occupancy query, and the
-// wgmma pass over its inter-superchunk pairs (softmax_bwd_wgmma_kernel<Dh, true>). The kernels are
-// in path_bwd_kernel.cuh and softmax_wgmma.cuh; attention_api.cpp sequences them with the factor
-// kernels. The states launch before that pass is the kernel's chain-only instantiation.
+// path_attention_bwd.cu: instantiates the PaTH attention backward's pairs kernel (one
+// instantiation per head dim; the own blocks are path_own_bwd.cu's) with its launcher, shared-memory
+// size and occupancy query, and the wgmma pass over its inter-superchunk pairs
+// (softmax_bwd_wgmma_kernel<Dh, true>). The kernels are in path_bwd_kernel.cuh and softmax_wgmma.cuh;
+// attention_api.cpp sequences them with the factor kernels. The states launch before that pass is
+// the kernel's chain-only instantiation.
 #include <algorithm>
 
 #include "kernels/path_bwd_kernel.cuh"
