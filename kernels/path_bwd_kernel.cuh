@@ -175,14 +175,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
     const double* gh = p.gcum ? p.gcum + bh * p.T : nullptr;
     const double gref = gh ? gh[kn0] : 0.0;
     float lse2[2], dl[2], rb2[2], dgr[2] = {0.f, 0.f};
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int64_t i = i0 + r0 + g + 8 * rr;
-      const bool ok = i < p.T;
-      lse2[rr] = ok ? p.lse[bh * p.T + i] * kLog2e : INFINITY;  // padded rows: P = 0
-      dl[rr] = ok ? p.delta[bh * p.T + i] : 0.f;
-      rb2[rr] = (gh && ok) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-    }
+    load_row_stats(lse2, dl, rb2, p, bh, i0, r0, g, gh, gref);
 
     __syncthreads();  // the previous item is done with shared memory
     load_input_tile<bf>(sm.Q, Bq, Dh, input_at<bf>(p.q, head0 + i0 * rs), rs, nvalid, tid);

@@ -1,9 +1,11 @@
-// path_bwd_parts.cuh: per-warp and per-CTA pieces of the fused PaTH backward kernel (internal,
-// path_bwd_kernel.cuh): query states in the per-CTA scratch, the CTA-wide A^T B products added to
-// the fp32 accumulators by atomics, and the out-of-line copies of the code that runs once per item
-// (the kernel's instruction footprint, kernels/NOTES.md "Instruction issue and footprint").
+// path_bwd_parts.cuh: per-warp and per-CTA pieces of the PaTH backward kernels (internal: the pairs
+// kernel path_bwd_kernel.cuh and the own-block kernel path_own_bwd.cu): the query rows' statistics,
+// query states in the per-CTA scratch, the CTA-wide A^T B products added to the fp32 accumulators by
+// atomics, and the out-of-line copies of the code that runs once per item (the instruction
+// footprint, kernels/NOTES.md "Instruction issue and footprint").
 #pragma once
 #include "kernels/attn_common.cuh"
+#include "kernels/attn_internal.hpp"
 
 namespace sb::cuda::detail {
 
@@ -46,6 +48,21 @@ __device__ __forceinline__ void load_state(float (&X)[NTD][4], const float* base
     }
   }
 }
+// Per-thread statistics of the query rows i0 + r0 + g and + 8 of head bh: lse and the gate's row
+// bias (gcum relative to gref) in log2 units, and delta; rows past T get lse = +inf (P = 0).
+__device__ __forceinline__ void load_row_stats(float (&lse2)[2], float (&dl)[2], float (&rb2)[2], const BwdParams& p,
+                                               int64_t bh, int64_t i0, int r0, int g, const double* gh,
+                                               double gref) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int64_t i = i0 + r0 + g + 8 * rr;
+    const bool ok = i < p.T;
+    lse2[rr] = ok ? p.lse[bh * p.T + i] * kLog2e : INFINITY;
+    dl[rr] = ok ? p.delta[bh * p.T + i] : 0.f;
+    rb2[rr] = (gh && ok) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+  }
+}
+
 // One CTA-wide product out (M x 8NT, M = 16 * mtiles) = A^T B with A stored [k][m] and B [k][n]
 // (k = the Bq query rows), added to dst rows by atomics.
 template <int NT>

@@ -98,14 +98,7 @@ __global__ void __launch_bounds__(128, late_g(Dh) ? 3 : 2) path_own_bwd_kernel(c
   load_tri_tile(sm.Z, p.z + (bh * p.nb + n) * kTriFloats, 0.f, nullptr, tid, blockDim.x);
   fill_colbias(sm.colb, gh, kn0, p.T, gref, tid);
   float lse2[2], dl[2], rb2[2], dgr[2] = {0.f, 0.f};
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int64_t i = i0 + r0 + g + 8 * rr;
-    const bool ok = i < p.T;
-    lse2[rr] = ok ? p.lse[bh * p.T + i] * kLog2e : INFINITY;  // padded rows: P = 0
-    dl[rr] = ok ? p.delta[bh * p.T + i] : 0.f;
-    rb2[rr] = (gh && ok) ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-  }
+  load_row_stats(lse2, dl, rb2, p, bh, i0, r0, g, gh, gref);
   float G[NTD][4];  // dL/dQt: the pairs' share (no key block before the first block)
   if (n > 0)
     load_frag_global(G, p.dqt + (lb * Tp + i0) * Dh, Dh, false, r0, nvalid, lane);
