@@ -18,12 +18,14 @@ constexpr int64_t kBlock = 64;
 int64_t g_checkpoint_budget = 0;  // set_path_checkpoint_budget (0 = default)
 // The PaTH backward's per-group accumulators stay within a budget (acc_budget) unless that would
 // leave a launch with fewer than kMinWaves waves of the persistent grid (kernels/NOTES.md, "Backward
-// head groups"): 256 MiB, or 128 MiB where one head's accumulators take more than 24 MiB (the long
+// head groups"): 512 MiB, or 128 MiB where one head's accumulators take more than 24 MiB (the long
 // sequences: 58.5 MB per head at (2,8192,16,128), where 128 MiB holds the peak under 2x SDPA's).
 // Fewer, larger groups fill the short launches (sc_bwd, factors, states) better: 256 against 128 MiB
 // took 4.18 -> 3.82 ms at (64,768,2,128), 6.03 -> 5.53 at (8,2048,16,64), 7.55 -> 7.19 at
-// (4,4096,16,64) for about 120 MiB more peak (version 42).
-constexpr int64_t kAccBudgetMiB = 256, kAccBudgetLongMiB = 128;
+// (4,4096,16,64) for about 120 MiB more peak (version 42); after the split backward, 512 against
+// 256 MiB took 4.76 -> 4.51 ms at (8,2048,16,64), 6.16 -> 5.85 at (4,4096,16,64), 2.29 -> 2.21 at
+// (128,256,8,64) for 130-260 MiB more, within 1% at the Dh 128 shapes (version 46).
+constexpr int64_t kAccBudgetMiB = 512, kAccBudgetLongMiB = 128;
 constexpr int64_t kLongHeadAccBytes = int64_t{24} << 20;
 constexpr int64_t kMinWaves = 3;
 // With the wgmma inter-superchunk pass (xs_rows > 0) the floor is 1.5 waves (in half waves): its

@@ -191,7 +191,7 @@ TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
-// the budget (256 MiB; 128 MiB where one head's take more than 24 MiB); else as many as fit, at least
+// the budget (512 MiB; 128 MiB where one head's take more than 24 MiB); else as many as fit, at least
 // 3 waves of the persistent grid, split evenly; the switches override (capped at B H).
 TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   using cuda::detail::path_acc_row_bytes;
@@ -203,12 +203,16 @@ TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 1000), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
   const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
   EXPECT_EQ(path_acc_row_bytes(mid, 32, 4, 0), 4259840);
-  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 43);           // 63 fit 256 MiB -> 3 launches: 43, 43, 42
-  // MQRAR (64,768,2,128) with the inter pass's states (1152 rows): 3.7 MB a head, 69 fit -> 2 x 64.
-  EXPECT_EQ(path_bwd_group({64, 768, 2, 128}, 12, 12, 4, 1152, 132), 64);
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 64);           // 126 fit 512 MiB -> 2 launches of 64
+  // MQRAR (64,768,2,128) with the inter pass's states (1152 rows): 3.7 MB a head, all 128 fit.
+  EXPECT_EQ(path_bwd_group({64, 768, 2, 128}, 12, 12, 4, 1152, 132), 128);
   {
     ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", "128");
     EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 26);  // 31 fit 128 MiB -> 5 launches: 26 x 4, 24
+  }
+  {
+    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", "256");
+    EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 43);  // 63 fit 256 MiB -> 3 launches: 43, 43, 42
   }
   for (const char* bad : {"0", "-3", "2x"}) {
     ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", bad);
