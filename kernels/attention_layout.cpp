@@ -123,9 +123,7 @@ int64_t bwd_group_override() {
                       "a number of heads per backward group (0 = automatic, or 1 and more)");
 }
 
-// The PaTH backward's accumulators for g heads, taken from o: dv, dk, dkt, dy, dw ([g, Tp, Dh] fp32
-// each), dz ([g, nb, 64, 64]), dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]),
-// dws ([g, nsc, Dh, Dh]) and for the wgmma inter pass dxs ([g, xs_rows, Dh]).
+// The PaTH backward's accumulators for g heads, taken from o, in two sets (fp32 each).
 // The own block's dK and dZ terms ([g, Tp, Dh], [g, nb, 64, 64]): only the own-block kernel writes
 // them, whole blocks at a time when its query blocks are whole blocks (no zeroing needed then).
 void take_own_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t g) {
@@ -133,7 +131,9 @@ void take_own_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t 
   w.dz = o.take(static_cast<size_t>(g * nb * kBlock * kBlock) * 4);
 }
 
-// The other accumulators of g heads, added to by several kernels (zeroed before each group).
+// The others, added to by several kernels (zeroed before each group): dv, dkt, dy, dw ([g, Tp, Dh]),
+// dense dp ([g, nb, Dh, Dh]), with superchunks dke ([g, Tp, Dh]) and dws ([g, nsc, Dh, Dh]), and for
+// the wgmma inter pass dxs ([g, xs_rows, Dh]).
 void take_path_accumulators(Workspace& w, Offsets& o, const AttnDims& d, int64_t nb, int64_t nsc, int64_t g,
                             int64_t xs_rows) {
   const size_t rows = static_cast<size_t>(g * nb * kBlock * d.Dh) * 4, mats = static_cast<size_t>(g * d.Dh * d.Dh) * 4;
@@ -196,7 +196,6 @@ int64_t superchunk_override() {
   if (v == 1) fail("STATEBENCH_PATH_SUPERCHUNK: '1' is not {}", what);
   return v;
 }
-
 
 // The PaTH pairs kernel's query block (warps), pipeline depth and shared memory on this device:
 // the largest query block that fits, double-buffered unless one stage lets more CTAs share an SM

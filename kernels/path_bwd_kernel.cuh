@@ -149,7 +149,7 @@ template <int Dh, bool kF32, bool kStates = false>
 __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const BwdParams p) {
   static_assert(!(kStates && kF32), "the states launch is bf16 only");
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
-  constexpr bool kCall = Dh <= 64;  // once-per-item code out of line (cta_atb_atomic_call)
+  constexpr bool kCall = Dh <= 64;  // the item start's W tile load out of line (load_w_tile)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq

@@ -1,8 +1,8 @@
 // path_bwd_parts.cuh: per-warp and per-CTA pieces of the PaTH backward kernels (internal: the pairs
 // kernel path_bwd_kernel.cuh and the own-block kernel path_own_bwd.cu): the query rows' statistics,
 // query states in the per-CTA scratch, the CTA-wide A^T B products added to the fp32 accumulators by
-// atomics, and the out-of-line copies of the code that runs once per item (the instruction
-// footprint, kernels/NOTES.md "Instruction issue and footprint").
+// atomics, and the out-of-line W tile load that runs once per item (the instruction footprint,
+// kernels/NOTES.md "Instruction issue and footprint").
 #pragma once
 #include "kernels/attn_common.cuh"
 #include "kernels/attn_internal.hpp"
@@ -76,29 +76,9 @@ __device__ __forceinline__ void cta_atb_atomic(float* dst, int64_t ld, int mtile
     atomic_frag(dst, ld, 16 * mt, acc, mul, lane, vec4);
   }
 }
-// The same as one out-of-line copy, for the own block's five products at Dh <= 64: they run once per
-// query block, and inlined they made the kernel's instruction footprint (~10 k executed
-// instructions) miss the instruction cache (Nsight: "no instruction" was 40% of the stalls at
-// (128,256,8,64)). Not in the key-block loop, nor at Dh = 128: the call's register spills cost
-// more there (NOTES.md version 31).
-template <int NT>
-__device__ __noinline__ void cta_atb_atomic_call(float* dst, int64_t ld, int mtiles, const Tile A, const Tile B,
-                                                 int kt, float mul, bool split, int warp, int warps, int lane,
-                                                 bool vec4) {
-  cta_atb_atomic<NT>(dst, ld, mtiles, A, B, kt, mul, split, warp, warps, lane, vec4);
-}
-template <int NT, bool kCall>
-__device__ __forceinline__ void own_atb_atomic(float* dst, int64_t ld, const Tile& A, const Tile& B, int kt,
-                                               float mul, bool split, int warp, int warps, int lane, bool vec4) {
-  if constexpr (kCall)
-    cta_atb_atomic_call<NT>(dst, ld, 4, A, B, kt, mul, split, warp, warps, lane, vec4);
-  else
-    cta_atb_atomic<NT>(dst, ld, 4, A, B, kt, mul, split, warp, warps, lane, vec4);
-}
-
-// The W tile of a query's own block (fp32 w, split into planes), loaded at the start of an item and
-// again for the own block: one out-of-line copy at Dh <= 64, like cta_atb_atomic_call (each inlined
-// batched load is ~430 instructions of the footprint).
+// The W tile of a query's own block (fp32 w, split into planes), loaded at the start of a pairs
+// kernel item for the pull-back: one out-of-line copy at Dh <= 64 (each inlined batched load is ~430
+// instructions of the footprint, NOTES.md version 31).
 template <int Dh>
 __device__ __noinline__ void load_w_tile_call(const Tile T, const float* src, int64_t rs, int valid, int tid) {
   load_tile(T, kL, Dh, src, rs, false, valid, tid, blockDim.x);

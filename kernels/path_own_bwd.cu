@@ -168,18 +168,18 @@ __global__ void __launch_bounds__(128, late_g(Dh) ? 3 : 2) path_own_bwd_kernel(c
   store_frag(sm.dA, r0, dA, 1.f, lane);
   if constexpr (late_g(Dh)) store_frag(sm.G, r0, G, 1.f, lane);
   __syncthreads();
-  own_atb_atomic<NTD, false>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+  cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
   float* dk = p.dk_acc + (lb * Tp + kn0) * Dh;
   float* dz = p.dz_acc + (lb * p.nb + n) * kL * kL;
   if (Bq == kL) {
     cta_atb_store<NTD>(dk, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane);
     cta_atb_store<8>(dz, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane);
   } else {
-    own_atb_atomic<NTD, false>(dk, Dh, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
-    own_atb_atomic<8, false>(dz, kL, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<NTD>(dk, Dh, 4, sm.dS, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+    cta_atb_atomic<8>(dz, kL, 4, sm.A, sm.dS, kt, -1.f, f32, warp, warps, lane, p.vec4);
   }
-  own_atb_atomic<NTD, false>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
-  own_atb_atomic<NTD, false>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
+  cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.A, sm.G, kt, -1.f, f32, warp, warps, lane, p.vec4);
+  cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + kn0) * Dh, Dh, 4, sm.dA, sm.Q, kt, 1.f, f32, warp, warps, lane, p.vec4);
 }
 
 template <int Dh>
