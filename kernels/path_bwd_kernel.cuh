@@ -30,27 +30,33 @@ struct BwdSmem : KeyTiles {
   int bytes = 0;
 };
 
-// Q and dO; the pipeline's stages (Kb, Vb and the transport operands) with the item start's W and
-// Y (the pull-back) overlaid on them; the per-pair tiles X, G, P, dS, and for factored transports
-// A and dA (-G Y^T and X W^T).
+// The item start's W and Y (the pull-back, split) overlaid on `stages` pipeline stages: the pushed
+// keys and values (with_kv) and the transport operands (C dense; W, Y factored, back to back:
+// superchunk_tile). Leaves the carver after the larger of the two.
+__host__ __device__ inline void carve_stages(Carve& cv, BwdSmem& s, int Dh, bool f32, bool dense, int stages,
+                                             bool with_kv) {
+  const int start = cv.off;
+  s.W = cv.tile(kL, Dh, true);
+  s.Y = cv.tile(kL, Dh, true);
+  const int pull_back_end = cv.off;
+  cv.off = start;
+  if (with_kv) s.Kb = cv.tile(kL, Dh, f32), s.Vb = cv.tile(kL, Dh, f32);
+  if (dense) s.Cb = cv.tile(Dh, Dh, true);
+  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
+  s.stage_bytes = cv.off - start;
+  cv.off = start + stages * s.stage_bytes;
+  if (cv.off < pull_back_end) cv.off = pull_back_end;
+}
+
+// Q and dO, the stages, the per-pair tiles X, G, P, dS, and for factored transports A and dA
+// (-G Y^T and X W^T).
 __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f32, bool dense, int Bq,
                                             int stages) {
   Carve cv{base, 0};
   BwdSmem s;
   s.Q = cv.tile(Bq, Dh, f32);
   s.dO = cv.tile(Bq, Dh, f32);
-  const int start = cv.off;
-  s.W = cv.tile(kL, Dh, true);
-  s.Y = cv.tile(kL, Dh, true);
-  const int own_end = cv.off;
-  cv.off = start;
-  s.Kb = cv.tile(kL, Dh, f32);
-  s.Vb = cv.tile(kL, Dh, f32);
-  if (dense) s.Cb = cv.tile(Dh, Dh, true);
-  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);
-  s.stage_bytes = cv.off - start;
-  cv.off = start + stages * s.stage_bytes;
-  if (cv.off < own_end) cv.off = own_end;
+  carve_stages(cv, s, Dh, f32, dense, stages, true);
   s.X = cv.tile(Bq, Dh, f32);
   s.G = cv.tile(Bq, Dh, f32);
   s.P = cv.tile(Bq, kL, f32);
@@ -64,23 +70,14 @@ __host__ __device__ inline BwdSmem bwd_smem(unsigned char* base, int Dh, bool f3
   return s;
 }
 
-// The states launch (inter = 1, path_bwd_kernel<Dh, false, true>) needs only Q and, overlaid, the
-// own block's W and Y or the pipeline's transport operands (C dense; W, Y factored): a third of the
-// full layout at Dh = 64, so several CTAs share an SM.
+// The states launch (inter = 1, path_bwd_kernel<Dh, false, true>) needs only Q and the stages
+// without keys and values: a third of the full layout at Dh = 64, so several CTAs share an SM.
 __host__ __device__ inline BwdSmem states_smem(unsigned char* base, int Dh, bool dense, int Bq, int stages) {
   Carve cv{base, 0};
   BwdSmem s;
   s.Q = cv.tile(Bq, Dh, false);
-  const int start = cv.off;
-  s.W = cv.tile(kL, Dh, true);
-  s.Y = cv.tile(kL, Dh, true);
-  const int own_end = cv.off;
-  cv.off = start;
-  if (dense) s.Cb = cv.tile(Dh, Dh, true);
-  else s.Wb = cv.tile(kL, Dh, true), s.Yb = cv.tile(kL, Dh, true);  // back to back: superchunk_tile
-  s.stage_bytes = cv.off - start;
-  cv.off = start + stages * s.stage_bytes;
-  s.bytes = cv.off > own_end ? cv.off : own_end;
+  carve_stages(cv, s, Dh, false, dense, stages, false);
+  s.bytes = cv.off;
   return s;
 }
 
@@ -197,172 +194,170 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
       mma_rA<4, NTD, BL::KN>(X, A, -1.f, sm.Y, 0, 0, true, lane);
     }
 
-    // ---- key blocks m < n, left to right ----
-    __syncthreads();  // the own-block tiles alias the pipeline buffers
+    // ---- key blocks m < n, left to right (n > 0 for every item here) ----
+    __syncthreads();  // the pull-back's W and Y tiles alias the pipeline buffers
     const bool two = p.stages == 2;
-    if (n > 0) {
-      // Transports X through blocks hi, hi-1, .., lo+1 (pipelined), saving X_m into slot
-      // slot_of(m) first when that is >= 0.
-      auto chain = [&](int hi, int lo, auto slot_of) {
-        if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, false, tid);
-        for (int j = hi, it = 0; j >= lo; --j, ++it) {
-          const int64_t slot = slot_of(j);
-          if (slot >= 0) save_state<bf>(X, slots, slot, Bq, Dh, warp, lane);
-          if (j == lo) break;
-          const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
-                                                       false, false, tid);
-          transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cur * sm.stage_bytes, p.dense, lane);
+    // Transports X through blocks hi, hi-1, .., lo+1 (pipelined), saving X_m into slot
+    // slot_of(m) first when that is >= 0.
+    auto chain = [&](int hi, int lo, auto slot_of) {
+      if (two && hi > lo) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, hi, 0, false, false, tid);
+      for (int j = hi, it = 0; j >= lo; --j, ++it) {
+        const int64_t slot = slot_of(j);
+        if (slot >= 0) save_state<bf>(X, slots, slot, Bq, Dh, warp, lane);
+        if (j == lo) break;
+        const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, j, j - 1, j - 1 > lo,
+                                                     false, false, tid);
+        transport_rows<Dh>(X, sm.Cb, sm.Wb, sm.Yb, cur * sm.stage_bytes, p.dense, lane);
+        __syncthreads();
+      }
+    };
+    const int a = p.sc > 0 ? n / p.sc : 0, s_a = a * p.sc;
+    auto sc_slot = [&](int b) -> int64_t { return p.ck_slots + p.sc + b; };
+    const int seg = p.seg, nseg = (n + seg - 1) / seg;
+    // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
+    const int64_t S = static_cast<int64_t>(p.sc) * kL;
+    auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
+    if constexpr (kStates) {  // X_{e_{a-1}}, then X_{e_{b-1}} = X_{e_b} W_b, straight to xs (bf16)
+      chain(n - 1, s_a - 1, [](int) -> int64_t { return -1; });
+      store_frag_global(p.xs + xs_row(a - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+      for (int b = a - 1; b >= 1; --b) {
+        const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
+        transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+        store_frag_global(p.xs + xs_row(b - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+      }
+      continue;
+    }
+    if (a > 0 && p.inter == 2) {  // own superchunk only: X_{e_b} are in xs (the states launch)
+      chain(n - 1, s_a, [&](int m) -> int64_t { return p.ck_slots + (m - s_a); });
+    } else if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
+      chain(n - 1, s_a - 1, [&](int m) -> int64_t { return m >= s_a ? p.ck_slots + (m - s_a) : sc_slot(a - 1); });
+      for (int b = a - 1; b >= 1; --b) {  // X_{e_{b-1}} = X_{e_b} W_b
+        const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
+        transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+        save_state<bf>(X, slots, sc_slot(b - 1), Bq, Dh, warp, lane);
+      }
+    } else if (nseg > 1) {  // pass 1: checkpoints X_top(s) of every segment s
+      chain(n - 1, seg - 1, [&](int m) -> int64_t {
+        const int s = m / seg;
+        return m == min(n, (s + 1) * seg) - 1 ? s : -1;
+      });
+    }
+    // Phases, left to right: superchunks b < a (inter) then the own one from s_a; or segments.
+    const int nphase = a > 0 ? a + 1 : nseg;
+    for (int ph = 0; ph < nphase; ++ph) {
+      const bool inter = ph < a;
+      const int lo = a > 0 ? (inter ? ph * p.sc : s_a) : ph * seg;
+      const int hi = inter ? lo + p.sc - 1 : (a > 0 ? n - 1 : min(n, lo + seg) - 1);
+      if (hi < lo) continue;
+      if (inter) {
+        if (p.inter == 2)  // the same bf16 values the states launch computed (bf16 mode)
+          load_frag_global(X, p.xs + xs_row(ph) * Dh, Dh, true, r0, nvalid, lane);
+        else
+          load_state<bf>(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
+        if (ph > 0) {  // G = dL/dX_{e_{b-1}}: dW_b += X_{e_b}^T G, G <- G W_b^T (= G - G Cs_b^T)
+          const Tile cs = load_sc<Dh>(sm, p, bh, ph, tid);
+          store_frag(sm.X, r0, X, 1.f, lane);
+          store_frag(sm.G, r0, G, 1.f, lane);
           __syncthreads();
+          cta_atb_atomic<NTD>(p.dws_acc + (lb * p.nsc + ph) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+                              warps, lane, p.vec4);
+          float Tm[NTD][4];
+          zero(Tm);
+          mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, cs, 0, 0, true, lane);
+#pragma unroll
+          for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
+          __syncthreads();  // the Cs_b tile and X / G tiles are reused
         }
-      };
-      const int a = p.sc > 0 ? n / p.sc : 0, s_a = a * p.sc;
-      auto sc_slot = [&](int b) -> int64_t { return p.ck_slots + p.sc + b; };
-      const int seg = p.seg, nseg = (n + seg - 1) / seg;
-      // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
-      const int64_t S = static_cast<int64_t>(p.sc) * kL;
-      auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
-      if constexpr (kStates) {  // X_{e_{a-1}}, then X_{e_{b-1}} = X_{e_b} W_b, straight to xs (bf16)
-        chain(n - 1, s_a - 1, [](int) -> int64_t { return -1; });
-        store_frag_global(p.xs + xs_row(a - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
-        for (int b = a - 1; b >= 1; --b) {
-          const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
-          transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
-          store_frag_global(p.xs + xs_row(b - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+        if (p.inter == 2) {  // G += dL/dX_{e_b} over this superchunk's keys (the wgmma pass)
+          float D[NTD][4];
+          load_frag_global(D, p.dxs + xs_row(ph) * Dh, Dh, false, r0, nvalid, lane);
+#pragma unroll
+          for (int nt = 0; nt < NTD; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) G[nt][e] += D[nt][e];
+          continue;
         }
-        continue;
+      } else if (a == 0) {  // this segment's states X_hi .. X_lo
+        if (nseg > 1) load_state<bf>(X, slots, lo / seg, Bq, Dh, warp, lane);
+        chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
       }
-      if (a > 0 && p.inter == 2) {  // own superchunk only: X_{e_b} are in xs (the states launch)
-        chain(n - 1, s_a, [&](int m) -> int64_t { return p.ck_slots + (m - s_a); });
-      } else if (a > 0) {  // superchunks: n's own from s_a, earlier ones b < a by X_{e_b}
-        chain(n - 1, s_a - 1, [&](int m) -> int64_t { return m >= s_a ? p.ck_slots + (m - s_a) : sc_slot(a - 1); });
-        for (int b = a - 1; b >= 1; --b) {  // X_{e_{b-1}} = X_{e_b} W_b
-          const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
-          transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
-          save_state<bf>(X, slots, sc_slot(b - 1), Bq, Dh, warp, lane);
+      // Key blocks lo .. hi. Own superchunk / segment: X_m from slot ck_slots + (m - lo), pushed
+      // keys Kt_m and the block transports' adjoints. Earlier superchunk (inter): X = X_{e_b}
+      // fixed, keys pushed to the superchunk's end (Ke_m), no transports.
+      if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, inter, tid);
+      for (int m = lo, it = 0; m <= hi; ++m, ++it) {
+        const int64_t k0 = static_cast<int64_t>(m) * kL;
+        if (!inter) load_state<bf>(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
+        const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
+                                                     inter, tid);
+        const int cb = cur * sm.stage_bytes;
+        const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
+        const float* colb = sm.colb + cur * kL;
+
+        float S[8][4], dS[8][4];
+        zero(S);
+        zero(dS);
+        mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);
+        mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, Vc, 0, 0, f32, lane);  // dP = dO V^T
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int rr = e >> 1;
+            S[nt][e] = fast_exp2(S[nt][e] * sl2 + rb2[rr] - colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
+            dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
+            dgr[rr] += dS[nt][e];
+          }
+        if (gh) add_column_sums(p.dg + bh * Tp + k0, dS, -1.f, kL, lane);
+        store_frag(sm.P, r0, S, 1.f, lane);
+        store_frag(sm.dS, r0, dS, p.scale, lane);
+        store_frag(sm.X, r0, X, 1.f, lane);
+        const bool tr = !inter && m > 0;  // a block transport precedes this block's state
+        if (tr) {
+          store_frag(sm.G, r0, G, 1.f, lane);
+          if (!p.dense) {
+            float T2[8][4];
+            zero(T2);
+            mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
+            store_frag(sm.A, r0, T2, -1.f, lane);
+            zero(T2);
+            mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
+            store_frag(sm.dA, r0, T2, 1.f, lane);
+          }
         }
-      } else if (nseg > 1) {  // pass 1: checkpoints X_top(s) of every segment s
-        chain(n - 1, seg - 1, [&](int m) -> int64_t {
-          const int s = m / seg;
-          return m == min(n, (s + 1) * seg) - 1 ? s : -1;
-        });
-      }
-      // Phases, left to right: superchunks b < a (inter) then the own one from s_a; or segments.
-      const int nphase = a > 0 ? a + 1 : nseg;
-      for (int ph = 0; ph < nphase; ++ph) {
-        const bool inter = ph < a;
-        const int lo = a > 0 ? (inter ? ph * p.sc : s_a) : ph * seg;
-        const int hi = inter ? lo + p.sc - 1 : (a > 0 ? n - 1 : min(n, lo + seg) - 1);
-        if (hi < lo) continue;
-        if (inter) {
-          if (p.inter == 2)  // the same bf16 values the states launch computed (bf16 mode)
-            load_frag_global(X, p.xs + xs_row(ph) * Dh, Dh, true, r0, nvalid, lane);
-          else
-            load_state<bf>(X, slots, sc_slot(ph), Bq, Dh, warp, lane);
-          if (ph > 0) {  // G = dL/dX_{e_{b-1}}: dW_b += X_{e_b}^T G, G <- G W_b^T (= G - G Cs_b^T)
-            const Tile cs = load_sc<Dh>(sm, p, bh, ph, tid);
-            store_frag(sm.X, r0, X, 1.f, lane);
-            store_frag(sm.G, r0, G, 1.f, lane);
-            __syncthreads();
-            cta_atb_atomic<NTD>(p.dws_acc + (lb * p.nsc + ph) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
+        __syncthreads();
+
+        // CTA-wide products over the query rows, into the accumulators.
+        cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
+        cta_atb_atomic<NTD>((inter ? p.dke_acc : p.dkt_acc) + (lb * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32,
+                            warp, warps, lane, p.vec4);
+        if (tr) {
+          if (p.dense) {
+            cta_atb_atomic<NTD>(p.dp_acc + (lb * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
                                 warps, lane, p.vec4);
+          } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
+            cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
+                                lane, p.vec4);
+            cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
+                                lane, p.vec4);
+          }
+          // G <- G P_m^T
+          if (p.dense) {
             float Tm[NTD][4];
             zero(Tm);
-            mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, cs, 0, 0, true, lane);
+            mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
 #pragma unroll
             for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
               for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
-            __syncthreads();  // the Cs_b tile and X / G tiles are reused
+          } else {
+            mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
           }
-          if (p.inter == 2) {  // G += dL/dX_{e_b} over this superchunk's keys (the wgmma pass)
-            float D[NTD][4];
-            load_frag_global(D, p.dxs + xs_row(ph) * Dh, Dh, false, r0, nvalid, lane);
-#pragma unroll
-            for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) G[nt][e] += D[nt][e];
-            continue;
-          }
-        } else if (a == 0) {  // this segment's states X_hi .. X_lo
-          if (nseg > 1) load_state<bf>(X, slots, lo / seg, Bq, Dh, warp, lane);
-          chain(hi, lo, [&](int m) -> int64_t { return p.ck_slots + (m - lo); });
         }
-        // Key blocks lo .. hi. Own superchunk / segment: X_m from slot ck_slots + (m - lo), pushed
-        // keys Kt_m and the block transports' adjoints. Earlier superchunk (inter): X = X_{e_b}
-        // fixed, keys pushed to the superchunk's end (Ke_m), no transports.
-        if (two) issue_block<Dh, bf>(sm, p, bh, head0, rs, gh, gref, lo, 0, true, inter, tid);
-        for (int m = lo, it = 0; m <= hi; ++m, ++it) {
-          const int64_t k0 = static_cast<int64_t>(m) * kL;
-          if (!inter) load_state<bf>(X, slots, p.ck_slots + (m - lo), Bq, Dh, warp, lane);
-          const int cur = pipeline_next<Dh, bf>(sm, p, bh, head0, rs, gh, gref, it, m, m + 1, m < hi, true,
-                                                       inter, tid);
-          const int cb = cur * sm.stage_bytes;
-          const Tile Kc = shifted(sm.Kb, cb), Vc = shifted(sm.Vb, cb);
-          const float* colb = sm.colb + cur * kL;
-
-          float S[8][4], dS[8][4];
-          zero(S);
-          zero(dS);
-          mma_rA<KTD, 8, BL::NK>(S, X, 1.f, Kc, 0, 0, f32, lane);
-          mma_sA<8, false, BL::NK>(dS, sm.dO, r0, 0, KTD, Vc, 0, 0, f32, lane);  // dP = dO V^T
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int rr = e >> 1;
-              S[nt][e] = fast_exp2(S[nt][e] * sl2 + rb2[rr] - colb[nt * 8 + 2 * tq + (e & 1)] - lse2[rr]);
-              dS[nt][e] = S[nt][e] * (dS[nt][e] - dl[rr]);
-              dgr[rr] += dS[nt][e];
-            }
-          if (gh) add_column_sums(p.dg + bh * Tp + k0, dS, -1.f, kL, lane);
-          store_frag(sm.P, r0, S, 1.f, lane);
-          store_frag(sm.dS, r0, dS, p.scale, lane);
-          store_frag(sm.X, r0, X, 1.f, lane);
-          const bool tr = !inter && m > 0;  // a block transport precedes this block's state
-          if (tr) {
-            store_frag(sm.G, r0, G, 1.f, lane);
-            if (!p.dense) {
-              float T2[8][4];
-              zero(T2);
-              mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
-              store_frag(sm.A, r0, T2, -1.f, lane);
-              zero(T2);
-              mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
-              store_frag(sm.dA, r0, T2, 1.f, lane);
-            }
-          }
-          __syncthreads();
-
-          // CTA-wide products over the query rows, into the accumulators.
-          cta_atb_atomic<NTD>(p.dv_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.P, sm.dO, kt, 1.f, f32, warp, warps, lane, p.vec4);
-          cta_atb_atomic<NTD>((inter ? p.dke_acc : p.dkt_acc) + (lb * Tp + k0) * Dh, Dh, 4, sm.dS, sm.X, kt, 1.f, f32,
-                              warp, warps, lane, p.vec4);
-          if (tr) {
-            if (p.dense) {
-              cta_atb_atomic<NTD>(p.dp_acc + (lb * p.nb + m) * Dh * Dh, Dh, Dh / 16, sm.X, sm.G, kt, 1.f, f32, warp,
-                                  warps, lane, p.vec4);
-            } else {  // dW -= (G Y^T)^T X,  dY -= (X W^T)^T G
-              cta_atb_atomic<NTD>(p.dw_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.A, sm.X, kt, 1.f, f32, warp, warps,
-                                  lane, p.vec4);
-              cta_atb_atomic<NTD>(p.dy_acc + (lb * Tp + k0) * Dh, Dh, 4, sm.dA, sm.G, kt, -1.f, f32, warp, warps,
-                                  lane, p.vec4);
-            }
-            // G <- G P_m^T
-            if (p.dense) {
-              float Tm[NTD][4];
-              zero(Tm);
-              mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
-#pragma unroll
-              for (int nt = 0; nt < NTD; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
-            } else {
-              mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
-            }
-          }
-          mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt (or Ke)
-          __syncthreads();  // stage `cur` and the P / dS / X / G tiles are reused next
-        }
+        mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt (or Ke)
+        __syncthreads();  // stage `cur` and the P / dS / X / G tiles are reused next
       }
     }
 
