@@ -283,7 +283,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     if (cfg.sc > 0) {
       sa.dke_acc = ws.at<float>(L.dke), sa.dws_acc = ws.at<float>(L.dws);
       sa.dkt_acc = p.dkt_acc, sa.dp_acc = p.dp_acc, sa.dw_acc = p.dw_acc, sa.dy_acc = p.dy_acc;
-      sa.scratch = ws.at<float>(L.sc_scratch);
+      sa.scratch = ws.at<float>(L.sc_scratch), sa.parts = cfg.sc_parts;
+      sa.dps = dense ? nullptr : ws.at<float>(L.sc_dps);
       p.ke_hi = sa.ke_hi, p.ke_lo = sa.ke_lo, p.cs_hi = sa.cs_hi, p.cs_lo = sa.cs_lo;
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;
@@ -314,7 +315,14 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
         p.inter = 2;
       }
       if (nb > 1) detail::launch_bwd<true>(p, cfg, d.Dh, stream), prof.mark("fused");  // the pairs
-      if (cfg.sc > 0) detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
+      if (cfg.sc > 0) {  // the pairs kernel is done with the scratch region that holds dps
+        if (sa.dps) {
+          const size_t bytes = static_cast<size_t>(detail::sc_bwd_dps_floats(nbh, cfg.sc, cfg.nsc, d.Dh)) * 4;
+          CUDA_CHECK(cudaMemsetAsync(sa.dps, 0, bytes, stream));
+        }
+        detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16, stream), prof.mark("superchunk bwd");
+        if (sa.dps) detail::launch_sc_dwdy(sa, d.Dh, stream), prof.mark("superchunk dW dY");
+      }
       detail::launch_path_own_bwd(p, cfg, d.Dh, stream);
       prof.mark("own");
       detail::launch_path_factors_bwd(fa, d.B, d.T, d.H, d.Dh, bf16, stream);

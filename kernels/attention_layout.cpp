@@ -186,6 +186,15 @@ int64_t stages_override() {
   return v;
 }
 
+int sc_bwd_parts(int64_t Dh) {
+  constexpr const char* what = "1, 2 or 4 CTAs per (head, superchunk) of sc_bwd (0 = default)";
+  const int64_t v = env_count_or("STATEBENCH_PATH_SC_PARTS", 0, what);
+  if (v == 0) return Dh >= 128 ? 4 : Dh >= 64 ? 2 : 1;
+  if (v != 1 && v != 2 && v != 4) fail("STATEBENCH_PATH_SC_PARTS: '{}' is not {}", v, what);
+  // A part holds 16 to 64 rows (the kernel's tiles; 128 rows do not fit its shared memory).
+  return static_cast<int>(std::clamp<int64_t>(v, std::max<int64_t>(1, Dh / 64), std::max<int64_t>(1, Dh / 16)));
+}
+
 namespace {
 
 // Developer / test switch STATEBENCH_PATH_SUPERCHUNK=N: superchunks of N blocks (0 = off); -1 when
@@ -307,7 +316,8 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     // with the wgmma pass: those states are in xs).
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
     cfg.slot_floats = (1 + cfg.sc + (cfg.inter ? 0 : cfg.nsc)) * state;
-    const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * sc_bwd_parts(d.Dh);
+    cfg.sc_parts = sc_bwd_parts(d.Dh);
+    const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * cfg.sc_parts;
     cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
     return cfg;
   }
@@ -378,10 +388,13 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }
     w.acc_end = o.end;
-    // sc_bwd runs after the fused kernel of its group on the same stream: one region serves both.
-    const size_t sc_bytes = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid * sc_bwd_scratch_floats(cfg.sc, d.Dh)) * 4 : 0;
+    // sc_bwd (and sc_dwdy) run after the fused kernel of their group on the same stream: one
+    // region serves both, the sc_bwd grid's slots and then the group's dP_m (factored).
+    const size_t sc_slots = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid * sc_bwd_slot_floats(cfg.sc, d.Dh, cfg.sc_parts)) * 4 : 0;
+    const size_t sc_dps = cfg.sc > 0 ? static_cast<size_t>(sc_bwd_dps_floats(cfg.bh_group, cfg.sc, cfg.nsc, d.Dh)) * 4 : 0;
+    const size_t sc_bytes = sc_slots + sc_dps;
     w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
-    if (cfg.sc > 0) w.sc_scratch = w.scratch;
+    if (cfg.sc > 0) w.sc_scratch = w.scratch, w.sc_dps = w.scratch + sc_slots;
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
     if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);
   }

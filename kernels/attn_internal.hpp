@@ -230,6 +230,7 @@ struct BwdConfig {
   int warps = 4, stages = 2, smem = 0, grid = 1, seg = 1, ck_slots = 1;
   int64_t slot_floats = 0;
   int sc = 0, nsc = 0, sc_grid = 0;  // superchunks (PaTH, 0 = none) and the sc_bwd kernel's grid
+  int sc_parts = 1;                  // sc_bwd's CTAs per (head, superchunk)
   int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
   bool inter = false;                // PaTH: inter-superchunk pairs on wgmma (BwdParams::inter)
   int64_t xs_rows = 0;               // their query states per head (sc_state_row)
@@ -289,6 +290,7 @@ struct Workspace {
   size_t acc_begin = 0, dg = 0, group_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0;
   size_t dke = 0, dws = 0, dxs = 0, acc_end = 0;
   size_t sc_scratch = 0;  // superchunks
+  size_t sc_dps = 0;      // factored superchunks: ScArgs::dps, inside the scratch region
   size_t xs = 0;          // the wgmma inter-superchunk pass's query states (one group, bf16)
   size_t dqt = 0;         // PaTH: dL/dQt of one group (fp32; written before it is read, not zeroed)
   size_t scratch = 0, total = 0;
@@ -371,19 +373,32 @@ struct ScArgs {
   float* dp_acc = nullptr;   // dense: [nbh, nb, Dh, Dh]
   float* dw_acc = nullptr;   // factored: [nbh, Tp, Dh]
   float* dy_acc = nullptr;   // [nbh, Tp, Dh]
-  float* scratch = nullptr;  // sc_bwd: [grid, sc_bwd_scratch_floats(sc, Dh)] fp32
+  float* scratch = nullptr;  // sc_bwd: [grid, sc_bwd_slot_floats(sc, Dh, parts)] fp32
+  // factored: dP_m of the blocks of superchunks b < nsc - 1, [nbh, (nsc - 1) sc, Dh, Dh] fp32,
+  // summed over the parts by sc_bwd's atomics (zeroed before it), read by sc_dwdy.
+  float* dps = nullptr;
   int64_t bh0 = 0, nbh = 0;  // sc_bwd: the group, rows bh0 .. bh0 + nbh - 1 (sc_prep: all B H rows)
   int64_t B = 0, T = 0, H = 0;
   int nb = 0, sc = 0, nsc = 0;
+  int parts = 1;  // sc_bwd: CTAs per (head, superchunk), sc_bwd_parts
   bool dense = false;
 };
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
-// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk); a CTA's
-// scratch holds its rows of A_m for the sc blocks of a superchunk and one dP_m (floats).
-constexpr int sc_bwd_parts(int64_t Dh) { return Dh >= 64 ? 2 : 1; }
-constexpr int64_t sc_bwd_scratch_floats(int64_t sc, int64_t Dh) { return sc * (Dh / sc_bwd_parts(Dh)) * Dh + Dh * Dh; }
+// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk): 4 at
+// Dh 128, 2 at Dh 64, 1 below (kernels/NOTES.md, session 23); STATEBENCH_PATH_SC_PARTS=N asks for
+// 1, 2 or 4 (anything else is an Error naming the variable), kept to Dh / 64 .. Dh / 16 (16 to 64
+// rows per part). A CTA's scratch holds
+// its rows of A_m for the sc blocks of a superchunk (sc_bwd_slot_floats floats); factored
+// transports add the group's dP_m (sc_bwd_dps_floats) after the grid's slots.
+int sc_bwd_parts(int64_t Dh);
+constexpr int64_t sc_bwd_slot_floats(int64_t sc, int64_t Dh, int parts) { return sc * (Dh / parts) * Dh; }
+constexpr int64_t sc_bwd_dps_floats(int64_t nbh, int64_t sc, int64_t nsc, int64_t Dh) {
+  return path_dense(Dh) ? 0 : nbh * (nsc - 1) * sc * Dh * Dh;
+}
 void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream);
-int sc_bwd_smem_bytes(int64_t Dh, bool f32);
+// Factored transports: dW_m -= Y_m dP_m^T and dY_m -= W_m dP_m for the blocks of a.dps (after sc_bwd).
+void launch_sc_dwdy(const ScArgs& a, int64_t Dh, cudaStream_t stream);
+int sc_bwd_smem_bytes(int64_t Dh, bool f32, int parts);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
 // launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);

@@ -190,6 +190,44 @@ TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
     for (int warps : {1, 2, 4}) EXPECT_GT(path_own_smem_bytes(Dh, true, warps), path_own_smem_bytes(Dh, false, warps));
 }
 
+// sc_bwd's CTAs per (head, superchunk): 4 at Dh 128, 2 at Dh 64, 1 below; STATEBENCH_PATH_SC_PARTS
+// asks for 1, 2 or 4, kept to 16-64 rows per part; anything else names the variable. Every part
+// size it can give fits an H100 SM's shared memory (a part of 128 rows would not: hence the clamp),
+// and the factored transports' dP buffer is the group's (nsc - 1) sc blocks of Dh x Dh (dense: none).
+TEST(AttentionLayout, SuperchunkBackwardParts) {
+  using cuda::detail::sc_bwd_parts;
+  using cuda::detail::sc_bwd_smem_bytes;
+  EXPECT_EQ(sc_bwd_parts(128), 4);
+  EXPECT_EQ(sc_bwd_parts(64), 2);
+  EXPECT_EQ(sc_bwd_parts(32), 1);
+  EXPECT_EQ(sc_bwd_parts(16), 1);
+  for (auto [value, p128, p64, p32, p16] :
+       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 4, 2, 1, 1}}) {
+    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", value);
+    EXPECT_EQ(sc_bwd_parts(128), p128) << value;
+    EXPECT_EQ(sc_bwd_parts(64), p64) << value;
+    EXPECT_EQ(sc_bwd_parts(32), p32) << value;
+    EXPECT_EQ(sc_bwd_parts(16), p16) << value;
+  }
+  for (const char* bad : {"3", "8", "-1", "four", ""}) {
+    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", bad);
+    try {
+      sc_bwd_parts(64);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("STATEBENCH_PATH_SC_PARTS"), std::string::npos) << e.what();
+    }
+  }
+  constexpr int one_per_sm = 227 * 1024;
+  for (int Dh : {16, 32, 64, 128})
+    for (int parts : {1, 2, 4})
+      if (Dh / parts >= 16 && Dh / parts <= 64)
+        for (bool f32 : {false, true}) EXPECT_LE(sc_bwd_smem_bytes(Dh, f32, parts), one_per_sm) << Dh << " " << parts;
+  EXPECT_GT(sc_bwd_smem_bytes(128, false, 1), one_per_sm);
+  EXPECT_EQ(cuda::detail::sc_bwd_dps_floats(2, 12, 11, 128), int64_t{2} * 10 * 12 * 128 * 128);
+  EXPECT_EQ(cuda::detail::sc_bwd_dps_floats(2, 6, 6, 64), 0);
+}
+
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // the budget (512 MiB; 128 MiB where one head's take more than 24 MiB); else as many as fit, at least
 // 3 waves of the persistent grid, split evenly; the switches override (capped at B H).

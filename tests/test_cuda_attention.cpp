@@ -195,6 +195,25 @@ TEST(CudaAttention, PathSuperchunks) {
   }
 }
 
+// The superchunk backward's rows split over 1, 2 or 4 CTAs per (head, superchunk)
+// (STATEBENCH_PATH_SC_PARTS, kept to 16-64 rows a part; PathSuperchunks runs the defaults): the
+// parts' shares of dP_m and dKt_m must add up to the CPU's gradients, in dense (Dh <= 64) and
+// factored (Dh 128, through sc_dwdy) transports, both precisions, with a gate and two head groups.
+TEST(CudaAttention, PathSuperchunkParts) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<Shape> shapes = {{2, 257, 1, 32, false},          {1, 1000, 1, 64, true},
+                                     {1, 257, 1, 128, true, 1.9, 1.999}, {2, 449, 2, 128, false}};
+  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
+  uint64_t seed = 4700;
+  for (const char* parts : {"1", "2", "4"}) {
+    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", parts);
+    SCOPED_TRACE(std::string("sc_bwd parts ") + parts);
+    for (const Shape& s : shapes)
+      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10);
+  }
+}
+
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
 // PathBackwardHeadGroups cover that path), the mma.sync path they replace must still agree with the
 // CPU: it runs on other GPUs and in fp32.
