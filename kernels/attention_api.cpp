@@ -279,6 +279,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     p.dz_acc = ws.at<float>(L.dz), p.dp_acc = dense ? ws.at<float>(L.dp) : nullptr;
     p.scratch = cfg.slot_floats > 0 ? ws.at<float>(L.scratch) : nullptr;
     p.dqt = ws.at<float>(L.dqt);
+    p.tickets = ws.at<unsigned int>(L.tickets);
     detail::ScArgs sa = sc_args(o, w, d);
     if (cfg.sc > 0) {
       sa.dke_acc = ws.at<float>(L.dke), sa.dws_acc = ws.at<float>(L.dws);
@@ -291,6 +292,10 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       if (cfg.inter) {
         p.xs = ws.at<detail::bf16_raw>(L.xs), p.dxs = ws.at<float>(L.dxs), p.xs_rows = cfg.xs_rows;
         p.qchunk = cfg.inter_qchunk;
+        int* order = ws.at<int>(L.item_order);
+        const auto weights = detail::path_item_weights(cfg.sc, cfg.nsc, p.nqb * cfg.bh_group, cfg.grid);
+        detail::launch_path_item_order(order, nb, cfg.sc, cfg.nsc, weights, stream);
+        p.item_order = order;
       }
     }
     detail::FactorsBwdArgs fa;

@@ -186,10 +186,20 @@ int64_t stages_override() {
   return v;
 }
 
+ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid) {
+  constexpr const char* what = "0 (by block), 1 (by position in the superchunk) or 2 (cost 2 j + a)";
+  int64_t v = env_count_or("STATEBENCH_PATH_ITEM_ORDER", -1, what);
+  if (v > 2) fail("STATEBENCH_PATH_ITEM_ORDER: '{}' is not {}", v, what);
+  if (v < 0) v = items < kCostOrderItemsPerCta * grid ? 2 : 0;
+  if (v == 0) return {1, std::max(sc, 1)};
+  if (v == 1) return {std::max(nsc, 1), 1};
+  return {2, 1};
+}
+
 int sc_bwd_parts(int64_t Dh) {
   constexpr const char* what = "1, 2 or 4 CTAs per (head, superchunk) of sc_bwd (0 = default)";
   const int64_t v = env_count_or("STATEBENCH_PATH_SC_PARTS", 0, what);
-  if (v == 0) return Dh >= 128 ? 4 : Dh >= 64 ? 2 : 1;
+  if (v == 0) return Dh >= 64 ? 2 : 1;
   if (v != 1 && v != 2 && v != 4) fail("STATEBENCH_PATH_SC_PARTS: '{}' is not {}", v, what);
   // A part holds 16 to 64 rows (the kernel's tiles; 128 rows do not fit its shared memory).
   return static_cast<int>(std::clamp<int64_t>(v, std::max<int64_t>(1, Dh / 64), std::max<int64_t>(1, Dh / 16)));
@@ -384,6 +394,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     if (path) {  // one group of heads
       if (!own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);
       take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group, cfg.xs_rows);
+      w.tickets = o.take(2 * sizeof(unsigned int));  // BwdParams::tickets
     } else {
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }
@@ -397,6 +408,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     if (cfg.sc > 0) w.sc_scratch = w.scratch, w.sc_dps = w.scratch + sc_slots;
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
     if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);
+    if (path && cfg.inter) w.item_order = o.take(static_cast<size_t>(nb) * 4);
   }
   w.total = o.end;
   return w;

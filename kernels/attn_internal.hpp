@@ -182,6 +182,12 @@ struct BwdParams {
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
   float* dqt = nullptr;      // [nbh, Tp, Dh] dL/dQt (pulled-back queries) from the pairs, rows of blocks n > 0
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query states (fp32; bf16 pairs in bf16 mode)
+  // PaTH: the item counters of the states and the pairs launch ([2], zeroed with the group's
+  // accumulators); their persistent CTAs take (query block, head) items in cost order (path_item).
+  unsigned int* tickets = nullptr;
+  // With the wgmma pass: the query blocks in the order those launches take them ([nb],
+  // launch_path_item_order); null: from the last block.
+  const int* item_order = nullptr;
   // PaTH: the group of rows bh0 .. bh0 + nbh - 1 this launch works on; the PaTH accumulators are
   // [nbh, ...] (local row bh - bh0). Softmax ignores them (its dq_acc is [BH, Tp, Dh]).
   int64_t bh0 = 0, nbh = 0;
@@ -288,11 +294,12 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
 struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
   size_t acc_begin = 0, dg = 0, group_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0;
-  size_t dke = 0, dws = 0, dxs = 0, acc_end = 0;
+  size_t dke = 0, dws = 0, dxs = 0, tickets = 0, acc_end = 0;
   size_t sc_scratch = 0;  // superchunks
   size_t sc_dps = 0;      // factored superchunks: ScArgs::dps, inside the scratch region
   size_t xs = 0;          // the wgmma inter-superchunk pass's query states (one group, bf16)
   size_t dqt = 0;         // PaTH: dL/dQt of one group (fp32; written before it is read, not zeroed)
+  size_t item_order = 0;  // PaTH with the wgmma pass: BwdParams::item_order
   size_t scratch = 0, total = 0;
 };
 Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward, bool external_factors);
@@ -384,8 +391,8 @@ struct ScArgs {
   bool dense = false;
 };
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
-// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk): 4 at
-// Dh 128, 2 at Dh 64, 1 below (kernels/NOTES.md, session 23); STATEBENCH_PATH_SC_PARTS=N asks for
+// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk): 2 at
+// Dh >= 64, 1 below (4 at Dh 128 measured no faster, kernels/NOTES.md session 23); STATEBENCH_PATH_SC_PARTS=N asks for
 // 1, 2 or 4 (anything else is an Error naming the variable), kept to Dh / 64 .. Dh / 16 (16 to 64
 // rows per part). A CTA's scratch holds
 // its rows of A_m for the sc blocks of a superchunk (sc_bwd_slot_floats floats); factored
@@ -402,6 +409,20 @@ int sc_bwd_smem_bytes(int64_t Dh, bool f32, int parts);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
 // launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);
+// The order in which the states and pairs launches take their query blocks when the wgmma pass runs
+// (path_attention_bwd.cu): heaviest first by the cost wj j + wa a of block a sc + j (a superchunk,
+// j its position there), ties by larger j. path_item_weights: (wj, wa) for a launch of `items`
+// (query block, head) items on `grid` persistent CTAs: the cost 2 j + a where a CTA gets fewer than
+// kCostOrderItemsPerCta items (their balance sets the launch's length), else by block (wj 1, wa sc:
+// from the last), which measured faster there (kernels/NOTES.md, session 23).
+// STATEBENCH_PATH_ITEM_ORDER=0 (by block), 1 (by position: wj nsc, wa 1) or 2 (2 j + a) sets them;
+// anything else is an Error naming the variable.
+struct ItemWeights {
+  int wj = 1, wa = 1;
+};
+constexpr int64_t kCostOrderItemsPerCta = 4;
+ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid);
+void launch_path_item_order(int* order, int nb, int sc, int nsc, ItemWeights w, cudaStream_t stream);
 // p with dq_map describing dst as a row-major fp32 [rows, Dh] matrix in boxes of 16 rows x 32
 // columns with the 128-byte swizzle (the wgmma backward's dQ staging, tma_add_frag); dq_bulk is
 // cleared where the driver cannot encode it (the kernel then adds dQ by atomics).

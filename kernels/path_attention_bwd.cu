@@ -29,6 +29,7 @@ int path_bwd_occupancy(int64_t Dh, bool f32, int warps, int smem) {
 template <>
 void launch_bwd<true>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   check_head_group(p.bh0, p.nbh, p.B * p.H, "PaTH attention backward: bad group of heads");
+  if (!p.tickets) throw_error("PaTH attention backward: no item counters (tickets)");
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? path_bwd_kernel<D, false> : path_bwd_kernel<D, true>;
@@ -44,7 +45,7 @@ namespace {
 // and the group's xs / dxs buffers.
 void check_inter_pass(const BwdParams& p, int64_t Dh) {
   check_head_group(p.bh0, p.nbh, p.B * p.H, "PaTH attention backward: bad group of heads");
-  if (!p.bf16 || (Dh != 64 && Dh != 128) || p.sc < 2 || p.nsc < 2 || !p.xs || !p.dxs || p.warps != 4)
+  if (!p.bf16 || (Dh != 64 && Dh != 128) || p.sc < 2 || p.nsc < 2 || !p.xs || !p.dxs || !p.tickets || p.warps != 4)
     throw_error("PaTH attention backward: the wgmma inter-superchunk pass needs bf16, Dh 64 or 128 and superchunks");
 }
 
@@ -84,6 +85,30 @@ void launch_path_states(const BwdParams& p0, const BwdConfig& cfg, int64_t Dh, c
     kernel<<<grid, 128, cfg.states_smem, stream>>>(p);
     SB_CUDA_CHECK_LAUNCH();
   });
+}
+
+namespace {
+
+// One thread: the blocks n = a sc + j < nb by cost wj j + wa a from the highest, ties by larger j.
+__global__ void path_item_order_kernel(int* order, int nb, int sc, int nsc, ItemWeights w) {
+  int r = 0;
+  for (int c = w.wj * (sc - 1) + w.wa * (nsc - 1); c >= 0; --c)
+    for (int j = min(sc - 1, c / w.wj); j >= 0; --j) {
+      const int rest = c - w.wj * j;
+      if (rest % w.wa) continue;
+      const int a = rest / w.wa, n = a * sc + j;
+      if (a >= nsc) break;  // a grows as j falls
+      if (n < nb) order[r++] = n;
+    }
+}
+
+}  // namespace
+
+void launch_path_item_order(int* order, int nb, int sc, int nsc, ItemWeights w, cudaStream_t stream) {
+  if (sc < 1 || nsc < 1 || w.wj < 1 || w.wa < 1 || static_cast<int64_t>(sc) * nsc < nb)
+    throw_error("PaTH attention backward: bad superchunks or weights for the item order");
+  path_item_order_kernel<<<1, 1, 0, stream>>>(order, nb, sc, nsc, w);
+  SB_CUDA_CHECK_LAUNCH();
 }
 
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) {

@@ -190,19 +190,19 @@ TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
     for (int warps : {1, 2, 4}) EXPECT_GT(path_own_smem_bytes(Dh, true, warps), path_own_smem_bytes(Dh, false, warps));
 }
 
-// sc_bwd's CTAs per (head, superchunk): 4 at Dh 128, 2 at Dh 64, 1 below; STATEBENCH_PATH_SC_PARTS
+// sc_bwd's CTAs per (head, superchunk): 2 at Dh >= 64, 1 below; STATEBENCH_PATH_SC_PARTS
 // asks for 1, 2 or 4, kept to 16-64 rows per part; anything else names the variable. Every part
 // size it can give fits an H100 SM's shared memory (a part of 128 rows would not: hence the clamp),
 // and the factored transports' dP buffer is the group's (nsc - 1) sc blocks of Dh x Dh (dense: none).
 TEST(AttentionLayout, SuperchunkBackwardParts) {
   using cuda::detail::sc_bwd_parts;
   using cuda::detail::sc_bwd_smem_bytes;
-  EXPECT_EQ(sc_bwd_parts(128), 4);
+  EXPECT_EQ(sc_bwd_parts(128), 2);
   EXPECT_EQ(sc_bwd_parts(64), 2);
   EXPECT_EQ(sc_bwd_parts(32), 1);
   EXPECT_EQ(sc_bwd_parts(16), 1);
   for (auto [value, p128, p64, p32, p16] :
-       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 4, 2, 1, 1}}) {
+       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 2, 2, 1, 1}}) {
     ScopedEnv env("STATEBENCH_PATH_SC_PARTS", value);
     EXPECT_EQ(sc_bwd_parts(128), p128) << value;
     EXPECT_EQ(sc_bwd_parts(64), p64) << value;
@@ -226,6 +226,34 @@ TEST(AttentionLayout, SuperchunkBackwardParts) {
   EXPECT_GT(sc_bwd_smem_bytes(128, false, 1), one_per_sm);
   EXPECT_EQ(cuda::detail::sc_bwd_dps_floats(2, 12, 11, 128), int64_t{2} * 10 * 12 * 128 * 128);
   EXPECT_EQ(cuda::detail::sc_bwd_dps_floats(2, 6, 6, 64), 0);
+}
+
+// The order of the query blocks with the wgmma pass: by the cost 2 j + a where the persistent CTAs
+// get fewer than 4 items each ((2,8192,16,128): 256 items on 132 CTAs), else by block (wa = sc: from
+// the last); STATEBENCH_PATH_ITEM_ORDER picks 0 / 1 / 2, anything else names the variable.
+TEST(AttentionLayout, ItemOrderSwitch) {
+  using cuda::detail::path_item_weights;
+  auto w = path_item_weights(12, 11, 256, 132);
+  EXPECT_EQ(w.wj, 2);
+  EXPECT_EQ(w.wa, 1);
+  w = path_item_weights(6, 6, 64 * 32, 264);
+  EXPECT_EQ(w.wj, 1);
+  EXPECT_EQ(w.wa, 6);
+  for (auto [value, wj, wa] : {std::tuple{"0", 1, 12}, {"1", 11, 1}, {"2", 2, 1}}) {
+    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", value);
+    w = path_item_weights(12, 11, 256, 132);
+    EXPECT_EQ(w.wj, wj) << value;
+    EXPECT_EQ(w.wa, wa) << value;
+  }
+  for (const char* bad : {"3", "-1", "j", ""}) {
+    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", bad);
+    try {
+      path_item_weights(12, 11, 256, 132);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("STATEBENCH_PATH_ITEM_ORDER"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit

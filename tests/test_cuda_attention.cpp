@@ -214,6 +214,22 @@ TEST(CudaAttention, PathSuperchunkParts) {
   }
 }
 
+// The states and pairs launches take their query blocks from a counter in a cost order when the
+// wgmma pass runs (STATEBENCH_PATH_ITEM_ORDER 0 / 1 / 2): every order must visit each block once,
+// over two head groups, with superchunks of 3 (bf16, Dh 64 and 128; elsewhere the pass is off).
+TEST(CudaAttention, PathItemOrders) {
+  SKIP_WITHOUT_DEVICE();
+  const std::vector<Shape> shapes = {{1, 1000, 1, 64, true}, {2, 449, 2, 128, false}};
+  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
+  uint64_t seed = 4900;
+  for (const char* order : {"0", "1", "2"}) {
+    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", order);
+    SCOPED_TRACE(std::string("item order ") + order);
+    for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+  }
+}
+
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
 // PathBackwardHeadGroups cover that path), the mma.sync path they replace must still agree with the
 // CPU: it runs on other GPUs and in fp32.
