@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -195,39 +196,39 @@ TEST(CudaAttention, PathSuperchunks) {
   }
 }
 
+// check_case (PaTH) over `shapes` in each of `dtypes`, with superchunks of 3 blocks and head groups
+// of 3, at each of `values` of the developer switch `var`.
+void check_path_switch(const char* var, std::initializer_list<const char*> values, const std::vector<Shape>& shapes,
+                       std::initializer_list<DType> dtypes, uint64_t seed) {
+  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
+  for (const char* value : values) {
+    ScopedEnv env(var, value);
+    SCOPED_TRACE(std::string(var) + "=" + value);
+    for (const Shape& s : shapes)
+      for (DType dt : dtypes) check_case(s, dt, true, seed += 10);
+  }
+}
+
 // The superchunk backward's rows split over 1, 2 or 4 CTAs per (head, superchunk)
 // (STATEBENCH_PATH_SC_PARTS, kept to 16-64 rows a part; PathSuperchunks runs the defaults): the
 // parts' shares of dP_m and dKt_m must add up to the CPU's gradients, in dense (Dh <= 64) and
 // factored (Dh 128, through sc_dwdy) transports, both precisions, with a gate and two head groups.
 TEST(CudaAttention, PathSuperchunkParts) {
   SKIP_WITHOUT_DEVICE();
-  const std::vector<Shape> shapes = {{2, 257, 1, 32, false},          {1, 1000, 1, 64, true},
-                                     {1, 257, 1, 128, true, 1.9, 1.999}, {2, 449, 2, 128, false}};
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
-  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
-  uint64_t seed = 4700;
-  for (const char* parts : {"1", "2", "4"}) {
-    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", parts);
-    SCOPED_TRACE(std::string("sc_bwd parts ") + parts);
-    for (const Shape& s : shapes)
-      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10);
-  }
+  check_path_switch("STATEBENCH_PATH_SC_PARTS", {"1", "2", "4"},
+                    {{2, 257, 1, 32, false}, {1, 1000, 1, 64, true}, {1, 257, 1, 128, true, 1.9, 1.999},
+                     {2, 449, 2, 128, false}},
+                    {DType::F32, DType::BF16}, 4700);
 }
 
 // The states and pairs launches take their query blocks from a counter in a cost order when the
 // wgmma pass runs (STATEBENCH_PATH_ITEM_ORDER 0 / 1 / 2): every order must visit each block once,
-// over two head groups, with superchunks of 3 (bf16, Dh 64 and 128; elsewhere the pass is off).
+// over two head groups (bf16, Dh 64 and 128; elsewhere the pass is off).
 TEST(CudaAttention, PathItemOrders) {
   SKIP_WITHOUT_DEVICE();
-  const std::vector<Shape> shapes = {{1, 1000, 1, 64, true}, {2, 449, 2, 128, false}};
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
-  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
-  uint64_t seed = 4900;
-  for (const char* order : {"0", "1", "2"}) {
-    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", order);
-    SCOPED_TRACE(std::string("item order ") + order);
-    for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
-  }
+  check_path_switch("STATEBENCH_PATH_ITEM_ORDER", {"0", "1", "2"}, {{1, 1000, 1, 64, true}, {2, 449, 2, 128, false}},
+                    {DType::BF16}, 4900);
 }
 
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
