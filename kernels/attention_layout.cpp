@@ -401,10 +401,13 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     w.acc_end = o.end;
     // sc_bwd (and sc_dwdy) run after the fused kernel of their group on the same stream: one
     // region serves both, the sc_bwd grid's slots and then the group's dP_m (factored).
-    const size_t sc_slots = cfg.sc > 0 ? static_cast<size_t>(cfg.sc_grid * sc_bwd_slot_floats(cfg.sc, d.Dh, cfg.sc_parts)) * 4 : 0;
-    const size_t sc_dps = cfg.sc > 0 ? static_cast<size_t>(sc_bwd_dps_floats(cfg.bh_group, cfg.sc, cfg.nsc, d.Dh)) * 4 : 0;
-    const size_t sc_bytes = sc_slots + sc_dps;
-    w.scratch = o.take(std::max(sc_bytes, static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4));
+    size_t sc_slots = 0, sc_dps = 0;
+    if (cfg.sc > 0) {
+      sc_slots = static_cast<size_t>(cfg.sc_grid * sc_bwd_slot_floats(cfg.sc, d.Dh, cfg.sc_parts)) * 4;
+      sc_dps = static_cast<size_t>(sc_bwd_dps_floats(cfg.bh_group, cfg.sc, cfg.nsc, d.Dh)) * 4;
+    }
+    const size_t pair_slots = static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4;
+    w.scratch = o.take(std::max(sc_slots + sc_dps, pair_slots));
     if (cfg.sc > 0) w.sc_scratch = w.scratch, w.sc_dps = w.scratch + sc_slots;
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
     if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);

@@ -4,9 +4,10 @@
 // key blocks in earlier superchunks see one query state per superchunk and keys pushed to its end
 // (plain attention per pair; path_superchunk.cu turns their gradients back). Persistent CTAs take
 // the (query block, head) items with n > 0 of one group of heads (p.nbh rows from p.bh0) from a
-// counter, heaviest first (path_item); a query block of 16 * warps rows recomputes its probabilities from lse and its transported
-// queries X_m (m = n-1 .. 0) from per-CTA checkpoints (segments of `seg` blocks, see NOTES.md). Key
-// blocks are then visited left to right carrying G = dL/dX (the adjoint of the transports): per
+// counter, heaviest first (path_item); a query block of 16 * warps rows recomputes its
+// probabilities from lse and its transported queries X_m (m = n-1 .. 0) from per-CTA checkpoints
+// (segments of `seg` blocks, see NOTES.md). Key blocks are then visited left to right carrying
+// G = dL/dX (the adjoint of the transports): per
 // block, dV += P^T dO, dKt += dS^T X and the block-product gradient (dense dP += X^T G, or factored
 // dW, dY) go to the group's fp32 accumulators by atomics; G <- G P^T + dS Kt. The final G, dL/dQt
 // of the queries pulled back to their block's start, goes to p.dqt for the own-block kernel.

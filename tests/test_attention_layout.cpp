@@ -6,6 +6,7 @@
 #ifdef STATEBENCH_HAVE_CUDA
 
 #include <cstddef>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -21,6 +22,20 @@ namespace sb::test {
 namespace {
 
 using cuda::DType;
+
+// Each value in `bad` of the environment variable `var` makes call() throw an Error naming `var`.
+template <class F>
+void expect_rejected(const char* var, std::initializer_list<const char*> bad, F&& call) {
+  for (const char* value : bad) {
+    ScopedEnv env(var, value);
+    try {
+      call();
+      ADD_FAILURE() << var << " accepted '" << value << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+    }
+  }
+}
 
 // The wgmma kernels' CTA order: every (head, job) exactly once; within a chunk, job-major over
 // its heads (the heaviest job of each head first); chunk 0 (or one larger than the heads): one chunk.
@@ -142,15 +157,8 @@ TEST(AttentionLayout, OnOffSwitch) {
     ScopedEnv env("STATEBENCH_ATTN_STAGGER", "1");
     EXPECT_TRUE(env_switch_or("STATEBENCH_ATTN_STAGGER", false));
   }
-  for (const char* bad : {"2", "on", "", "-1"}) {
-    ScopedEnv env("STATEBENCH_ATTN_STAGGER", bad);
-    try {
-      env_switch_or("STATEBENCH_ATTN_STAGGER", false);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("STATEBENCH_ATTN_STAGGER"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejected("STATEBENCH_ATTN_STAGGER", {"2", "on", "", "-1"},
+                  [] { env_switch_or("STATEBENCH_ATTN_STAGGER", false); });
 }
 
 // STATEBENCH_ATTN_BWD_STAGES: 1 or 2 forces the backward's pipeline depth, 0 or unset is the default,
@@ -162,15 +170,7 @@ TEST(AttentionLayout, BackwardStagesSwitch) {
     ScopedEnv env("STATEBENCH_ATTN_BWD_STAGES", value);
     EXPECT_EQ(stages_override(), stages) << value;
   }
-  for (const char* bad : {"3", "two", "-1", ""}) {
-    ScopedEnv env("STATEBENCH_ATTN_BWD_STAGES", bad);
-    try {
-      stages_override();
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("STATEBENCH_ATTN_BWD_STAGES"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejected("STATEBENCH_ATTN_BWD_STAGES", {"3", "two", "-1", ""}, [] { stages_override(); });
 }
 
 // The split PaTH backward's occupancy by design (bf16, 4-warp query blocks): at Dh 64 the own-block
@@ -209,15 +209,7 @@ TEST(AttentionLayout, SuperchunkBackwardParts) {
     EXPECT_EQ(sc_bwd_parts(32), p32) << value;
     EXPECT_EQ(sc_bwd_parts(16), p16) << value;
   }
-  for (const char* bad : {"3", "8", "-1", "four", ""}) {
-    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", bad);
-    try {
-      sc_bwd_parts(64);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("STATEBENCH_PATH_SC_PARTS"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejected("STATEBENCH_PATH_SC_PARTS", {"3", "8", "-1", "four", ""}, [] { sc_bwd_parts(64); });
   constexpr int one_per_sm = 227 * 1024;
   for (int Dh : {16, 32, 64, 128})
     for (int parts : {1, 2, 4})
@@ -245,15 +237,7 @@ TEST(AttentionLayout, ItemOrderSwitch) {
     EXPECT_EQ(w.wj, wj) << value;
     EXPECT_EQ(w.wa, wa) << value;
   }
-  for (const char* bad : {"3", "-1", "j", ""}) {
-    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", bad);
-    try {
-      path_item_weights(12, 11, 256, 132);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("STATEBENCH_PATH_ITEM_ORDER"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejected("STATEBENCH_PATH_ITEM_ORDER", {"3", "-1", "j", ""}, [] { path_item_weights(12, 11, 256, 132); });
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
