@@ -195,6 +195,18 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
       detail::launch_sc_prep(sc_args(o, w, d), d.Dh, !bf16, stream), prof.mark("superchunk prep");
       p.ke_hi = o.ke_hi, p.ke_lo = o.ke_lo, p.cs_hi = o.cs_hi, p.cs_lo = o.cs_lo, p.sc = o.sc, p.nsc = o.nsc;
     }
+    const detail::FwdInterPlan fi = detail::path_fwd_inter_plan(d, dt);
+    if (fi.group > 0 && o.sc > 0) {  // per head group: the own superchunks and the states, then the pass
+      p.inter = true, p.xs = ws.at<detail::bf16_raw>(L.xs), p.xs_rows = fi.xs_rows;
+      for (int64_t bh0 = 0; bh0 < d.B * d.H; bh0 += fi.group) {
+        p.bh0 = bh0, p.nbh = std::min(fi.group, d.B * d.H - bh0);
+        detail::launch_fwd<true>(p, d.Dh, stream);
+        prof.mark("fused");
+        detail::launch_path_fwd_inter(p, d.Dh, stream);
+        prof.mark("inter");
+      }
+      return;
+    }
     detail::launch_fwd<true>(p, d.Dh, stream);
   } else {
     detail::launch_fwd<false>(p, d.Dh, stream);

@@ -347,6 +347,30 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   return cfg;
 }
 
+FwdInterPlan path_fwd_inter_plan_for(const AttnDims& d, const ScPlan& plan) {
+  FwdInterPlan f;
+  if (!env_switch_or("STATEBENCH_PATH_FWD_INTER", true)) return f;
+  const int64_t forced = env_count_or("STATEBENCH_PATH_FWD_GROUP", 0,
+                                      "a number of heads per forward group (0 = automatic, or 1 and more)");
+  if (!plan.inter) return f;
+  const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock;
+  f.xs_rows = plan.xs_rows;
+  if (forced > 0) {
+    f.group = std::min(forced, BH);
+    return f;
+  }
+  const int64_t a = plan.xs_rows * d.Dh * 2;  // one head's states
+  const int64_t g = std::clamp<int64_t>(acc_budget(path_acc_row_bytes(d, nb, plan.nsc, plan.xs_rows)) / a, 1, BH);
+  const int64_t launches = (BH + g - 1) / g;
+  f.group = (BH + launches - 1) / launches;  // evened out (as path_bwd_group)
+  return f;
+}
+
+FwdInterPlan path_fwd_inter_plan(const AttnDims& d, DType dt) {
+  if (dt != DType::BF16) return {};
+  return path_fwd_inter_plan_for(d, superchunk_plan(d, dt));
+}
+
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
@@ -412,6 +436,9 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
     if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);
     if (path && cfg.inter) w.item_order = o.take(static_cast<size_t>(nb) * 4);
+  } else if (path) {
+    const FwdInterPlan f = path_fwd_inter_plan(d, dt);
+    w.xs = o.take(static_cast<size_t>(f.group * f.xs_rows * d.Dh) * 2);
   }
   w.total = o.end;
   return w;

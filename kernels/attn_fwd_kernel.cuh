@@ -5,6 +5,7 @@
 // Qt = Q - A Y (pulled back to the block start), then key blocks m = n-1 .. 0 are scored with the
 // pushed keys Kt_m and the queries are transported X <- X P_m (dense X - X C_m or factored
 // X - (X W_m^T) Y_m, split precision). Queries stay unscaled; the scale multiplies the scores.
+// With FwdParams::inter the PaTH kernel stops at its superchunk and writes the states for the wgmma pass.
 #pragma once
 #include <cmath>
 
@@ -149,9 +150,9 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
   const FwdSmem sm = fwd_smem(smem_raw, Dh, f32, kPath, p.dense, p.stages);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t BH = p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
-  const int64_t bh = item % BH, b = bh / p.H, h = bh % p.H;
-  const int n = p.nb - 1 - static_cast<int>(item / BH);
+  const int64_t NBH = p.nbh > 0 ? p.nbh : p.B * p.H, item = blockIdx.x;  // heaviest query blocks first
+  const int64_t lb = item % NBH, bh = p.bh0 + lb, b = bh / p.H, h = bh % p.H;
+  const int n = p.nb - 1 - static_cast<int>(item / NBH);
   const int64_t i0 = static_cast<int64_t>(n) * kL, Tp = static_cast<int64_t>(p.nb) * kL;
   const int nvalid = static_cast<int>(min64(kL, p.T - i0));
   const int64_t rs = p.H * Dh, head0 = (b * p.T * p.H + h) * Dh;
@@ -204,6 +205,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   // PaTH with superchunks: blocks before s_a (earlier superchunks) use the keys pushed to their
   // superchunk's end and X transported once per superchunk (X <- X - X Cs_b after its first block).
   const int s_a = kPath && p.sc > 0 ? (n / p.sc) * p.sc : 0;
+  const int lo = kPath && p.inter ? s_a : 0;  // with the wgmma pass: the own superchunk only
   auto issue = [&](int j, int st) {
     const int64_t k0 = static_cast<int64_t>(j) * kL;
     const int sb = st * sm.stage_bytes;
@@ -236,11 +238,11 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
     }
   }
   const bool two = p.stages == 2;
-  if (two && n > 0) issue(n - 1, 0);
-  for (int m = n - 1, it = 0; m >= 0; --m, ++it) {
+  if (two && n > lo) issue(n - 1, 0);
+  for (int m = n - 1, it = 0; m >= lo; --m, ++it) {
     const int cur = two ? (it & 1) : 0;
     if (two) {
-      if (m > 0) issue(m - 1, cur ^ 1);
+      if (m > lo) issue(m - 1, cur ^ 1);
       else cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -274,6 +276,23 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
       }
     }
     __syncthreads();  // buffer `cur` is refilled by the next-but-one issue
+  }
+  if constexpr (kPath) {
+    if (p.inter) {  // X = X_{e_{a-1}}: the states of the earlier superchunks, X_{e_{b-1}} = X_{e_b} W_b
+      const int64_t S = static_cast<int64_t>(p.sc) * kL;
+      const Tile cs = superchunk_tile(sm, Dh, p.dense, 0);
+      for (int sb = s_a / p.sc - 1; sb >= 0; --sb) {
+        const int64_t row0 = lb * p.xs_rows + sc_state_row(sb, Tp, S) + i0 - (sb + 1) * S;
+        store_frag_global(p.xs + row0 * Dh, Dh, true, r0, kL, X, 1.f, lane);
+        if (sb == 0) break;
+        load_planes_tile(cs, Dh, Dh, p.cs_hi, p.cs_lo, (bh * p.nsc + sb) * Dh * Dh, tid);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
+        __syncthreads();  // before the next superchunk's tile
+      }
+    }
   }
 
   fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<unsigned char*>(p.out) + (head0 + i0 * rs) * esz, rs, bf, r0,

@@ -77,6 +77,13 @@ struct FwdParams {
   const bf16_raw* cs_hi = nullptr;  // [BH, nsc, Dh, Dh] I - W_b
   const bf16_raw* cs_lo = nullptr;
   int sc = 0, nsc = 0;
+  // PaTH's pairs between superchunks on wgmma (launch_path_fwd_inter): the fused kernel serves heads
+  // bh0 .. bh0 + nbh - 1 (nbh 0: all B H), stops at its query block's superchunk and writes that
+  // block's out and lse over the keys from there, and the states X_{e_b} (b < a) to xs ([nbh,
+  // xs_rows, Dh], bf16, rows sc_state_row); path_fwd_inter_kernel then adds the earlier superchunks.
+  bf16_raw* xs = nullptr;
+  int64_t xs_rows = 0, bh0 = 0, nbh = 0;
+  bool inter = false;
   void* out = nullptr;  // [B, T, H, Dh]
   float* lse = nullptr;  // [B, H, T]
   int64_t B = 0, T = 0, H = 0;
@@ -275,6 +282,15 @@ int64_t path_bwd_group(const AttnDims& d, int64_t nb, int64_t nqb, int64_t nsc, 
 // with 4-warp query blocks; STATEBENCH_PATH_INTER_WGMMA=0 turns it off for A/B timing).
 bool path_inter_wgmma(const AttnDims& d, DType dt, int warps);
 BwdConfig bwd_config(const AttnDims& d, DType dt, bool path);
+// The PaTH forward's pairs between superchunks on wgmma, where the backward's pass runs (ScPlan::inter)
+// unless STATEBENCH_PATH_FWD_INTER=0: heads per launch group (0: off), so that the group's states
+// (xs_rows per head, bf16) stay within the backward's accumulator budget, evened out over the launches
+// as the backward's groups (STATEBENCH_PATH_FWD_GROUP=N sets N heads, for tests; only bf16 runs the pass).
+struct FwdInterPlan {
+  int64_t group = 0, xs_rows = 0;
+};
+FwdInterPlan path_fwd_inter_plan_for(const AttnDims& d, const ScPlan& plan);  // the arithmetic (no device)
+FwdInterPlan path_fwd_inter_plan(const AttnDims& d, DType dt);
 
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
 // pushed keys, UT pieces and block transports; minv only where a backward will use them.
@@ -309,6 +325,9 @@ template <bool kPath>
 void launch_fwd(const FwdParams& p, int64_t Dh, cudaStream_t stream);
 template <bool kPath>
 void launch_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
+// The forward's pairs between superchunks of one head group on wgmma (path_fwd_inter.cu; bf16, Dh 64
+// / 128, after launch_fwd<true> with p.inter set for the same heads): merges into out and lse.
+void launch_path_fwd_inter(const FwdParams& p, int64_t Dh, cudaStream_t stream);
 int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages);
 int path_bwd_smem_bytes(int64_t Dh, bool f32, bool dense, int warps, int stages);
 int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages);

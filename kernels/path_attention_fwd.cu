@@ -14,7 +14,7 @@ void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) 
   FwdParams p = params;
   p.stages = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, 2) <= device_max_smem() ? 2 : 1;
   const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
-  const int64_t blocks = static_cast<int64_t>(p.nb) * p.B * p.H;
+  const int64_t blocks = static_cast<int64_t>(p.nb) * (p.nbh > 0 ? p.nbh : p.B * p.H);  // a head group with p.inter
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? attn_fwd_kernel<D, true, false> : attn_fwd_kernel<D, true, true>;

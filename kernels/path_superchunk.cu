@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) sc_prep_kernel(const ScArgs a) {
 // sc_dwdy turns it into dW_m, dY_m off this chain).
 template <int Dh, bool kF32, int P>
 __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
-  constexpr int NTD = Dh / 8, KTD = Dh / 16, RTN = Dh / 16, PR = Dh / P, RTP = PR / 16;
+  constexpr int NTD = Dh / 8, RTN = Dh / 16, PR = Dh / P, RTP = PR / 16;
   constexpr int RT = (RTP + 3) / 4;  // row tiles per warp
   static_assert(RTP >= 1, "a part holds at least one 16-row tile");
   extern __shared__ __align__(16) unsigned char smem_raw[];

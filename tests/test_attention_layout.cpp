@@ -346,6 +346,36 @@ TEST(AttentionLayout, SuperchunkPlan) {
   EXPECT_THROW(superchunk_plan_for(mid, true, 32, 132), Error);
 }
 
+// The forward's wgmma pass between superchunks: where the backward's runs, in head groups whose
+// states fit the accumulator budget (at (2,8192,16,128): 10.2 MB a head in 128 MiB, 13 heads, evened
+// out to 11 over 3 launches; at (8,2048,16,64) all 128 heads), off without the backward's pass or with
+// STATEBENCH_PATH_FWD_INTER=0; STATEBENCH_PATH_FWD_GROUP=N forces N heads; bad values name the variable.
+TEST(AttentionLayout, ForwardInterPlan) {
+  using cuda::detail::path_fwd_inter_plan_for;
+  using cuda::detail::superchunk_plan_for;
+  const cuda::AttnDims mid{8, 2048, 16, 64}, big{2, 8192, 16, 128};
+  const auto pbig = superchunk_plan_for(big, true, 128, 132), pmid = superchunk_plan_for(mid, true, 32, 132);
+  auto f = path_fwd_inter_plan_for(big, pbig);
+  EXPECT_EQ(f.group, 11);
+  EXPECT_EQ(f.xs_rows, 39680);
+  f = path_fwd_inter_plan_for(mid, pmid);
+  EXPECT_EQ(f.group, 128);
+  EXPECT_EQ(f.xs_rows, pmid.xs_rows);
+  EXPECT_EQ(path_fwd_inter_plan_for(big, superchunk_plan_for(big, true, 128, 264)).group, 0);  // no pass
+  EXPECT_EQ(path_fwd_inter_plan_for(mid, superchunk_plan_for(mid, false, 32, 132)).group, 0);
+  {
+    ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
+    EXPECT_EQ(path_fwd_inter_plan_for(big, pbig).group, 0);
+  }
+  {
+    ScopedEnv forced("STATEBENCH_PATH_FWD_GROUP", "5");
+    EXPECT_EQ(path_fwd_inter_plan_for(big, pbig).group, 5);
+  }
+  EXPECT_EQ(cuda::detail::path_fwd_inter_plan({1, 1000, 2, 64}, DType::F32).group, 0);  // bf16 only
+  expect_rejected("STATEBENCH_PATH_FWD_INTER", {"2", "yes", ""}, [&] { path_fwd_inter_plan_for(big, pbig); });
+  expect_rejected("STATEBENCH_PATH_FWD_GROUP", {"-1", "x", ""}, [&] { path_fwd_inter_plan_for(big, pbig); });
+}
+
 // The factor layout (host arithmetic): Z and Minv keep only their strictly lower parts, packed in
 // 2112 floats per 64-row block instead of 4096; minv only for a backward.
 TEST(AttentionLayout, FactorLayoutPacksTriangles) {

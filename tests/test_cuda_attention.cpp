@@ -231,6 +231,26 @@ TEST(CudaAttention, PathItemOrders) {
                     {DType::BF16}, 4900);
 }
 
+// The forward's pairs between superchunks on wgmma (path_fwd_inter.cu; bf16, Dh 64 / 128 on an
+// H100; the other PaTH tests run it in one head group) in groups of 1 and 4 heads of B H = 6 (a short
+// last group), with superchunks of 3 blocks (a 128-query CTA's two blocks then may lie in different
+// superchunks), the gate on and off, T not a multiple of 64; and with the pass off
+// (STATEBENCH_PATH_FWD_INTER=0), where the fused kernel visits every key block as on other GPUs.
+TEST(CudaAttention, PathForwardInterGroups) {
+  SKIP_WITHOUT_DEVICE();
+  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  const std::vector<Shape> shapes = {{2, 1000, 3, 64, true}, {3, 449, 2, 128, false}, {1, 700, 1, 128, true}};
+  uint64_t seed = 5300;
+  for (const char* group : {"1", "4"}) {
+    ScopedEnv env("STATEBENCH_PATH_FWD_GROUP", group);
+    SCOPED_TRACE(std::string("forward groups of ") + group + " heads");
+    for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+  }
+  ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
+  SCOPED_TRACE("forward pass off");
+  for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+}
+
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
 // PathBackwardHeadGroups cover that path), the mma.sync path they replace must still agree with the
 // CPU: it runs on other GPUs and in fp32.
