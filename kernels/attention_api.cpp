@@ -112,7 +112,7 @@ using detail::workspace_layout;
 
 size_t path_attention_factors_bytes(const AttnDims& d, DType dt) {
   detail::check_dims(d, "path attention factors");
-  return detail::factor_layout(d, dt, true).total;
+  return detail::factor_layout(d, dt, true, true).total;
 }
 size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors) {
   detail::check_dims(d, "path attention forward");
@@ -134,8 +134,8 @@ size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt) {
 namespace {
 
 // The factor kernel's outputs in a factor region laid out by factor_layout (minv where with_minv).
-detail::PrepOut prep_out(unsigned char* base, const AttnDims& d, DType dt, bool with_minv) {
-  const detail::FactorLayout F = detail::factor_layout(d, dt, with_minv);
+detail::PrepOut prep_out(unsigned char* base, const AttnDims& d, DType dt, bool with_minv, bool with_states) {
+  const detail::FactorLayout F = detail::factor_layout(d, dt, with_minv, with_states);
   const bool dense = detail::path_dense(d.Dh);
   auto at = [&](size_t off) { return reinterpret_cast<uint16_t*>(base + off); };
   detail::PrepOut o;
@@ -149,6 +149,7 @@ detail::PrepOut prep_out(unsigned char* base, const AttnDims& d, DType dt, bool 
   if (F.sc > 0) {
     o.ke_hi = at(F.ke), o.ke_lo = dt == DType::F32 ? at(F.ke_lo) : nullptr;
     o.cs_hi = at(F.cs), o.cs_lo = at(F.cs_lo);
+    if (F.xs_rows > 0) o.xs = at(F.xs), o.xs_rows = F.xs_rows;
   }
   return o;
 }
@@ -186,7 +187,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   if (path) {
     p.dense = detail::path_dense(d.Dh);
     const detail::PrepOut o =
-        prep_out(external ? static_cast<unsigned char*>(factors) : ws.base + L.factors, d, dt, external);
+        prep_out(external ? static_cast<unsigned char*>(factors) : ws.base + L.factors, d, dt, external, external);
     p.kt_hi = o.kt_hi, p.kt_lo = o.kt_lo, p.y_hi = o.y_hi, p.y_lo = o.y_lo, p.c_hi = o.c_hi, p.c_lo = o.c_lo;
     p.z = o.z;
     detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream);
@@ -197,7 +198,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
     }
     const detail::FwdInterPlan fi = detail::path_fwd_inter_plan(d, dt);
     if (fi.group > 0 && o.sc > 0) {  // per head group: the own superchunks and the states, then the pass
-      p.inter = true, p.xs = ws.at<detail::bf16_raw>(L.xs), p.xs_rows = fi.xs_rows;
+      p.inter = true, p.xs = o.xs ? o.xs : ws.at<detail::bf16_raw>(L.xs), p.xs_rows = fi.xs_rows;
       for (int64_t bh0 = 0; bh0 < d.B * d.H; bh0 += fi.group) {
         p.bh0 = bh0, p.nbh = std::min(fi.group, d.B * d.H - bh0);
         detail::launch_fwd<true>(p, d.Dh, stream);
@@ -262,7 +263,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   prof.mark("memset+gate+delta");
   detail::PrepOut o;
   if (path) {
-    o = prep_out(external ? static_cast<unsigned char*>(const_cast<void*>(factors)) : ws.base + L.factors, d, dt, true);
+    o = prep_out(external ? static_cast<unsigned char*>(const_cast<void*>(factors)) : ws.base + L.factors, d, dt, true,
+                 external);
     if (!external) {
       detail::launch_path_prep(o, k, w, beta, d.B, d.T, d.H, d.Dh, bf16, stream), prof.mark("prep");
       if (o.sc > 0) detail::launch_sc_prep(sc_args(o, w, d), d.Dh, !bf16, stream), prof.mark("superchunk prep");
@@ -302,7 +304,9 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.dke_acc = ws.at<float>(L.dke), p.dws_acc = ws.at<float>(L.dws);
       p.sc = cfg.sc, p.nsc = cfg.nsc;
       if (cfg.inter) {
-        p.xs = ws.at<detail::bf16_raw>(L.xs), p.dxs = ws.at<float>(L.dxs), p.xs_rows = cfg.xs_rows;
+        if (o.xs && o.xs_rows != cfg.xs_rows)
+          fail("{}: the kept query states have {} rows per head, the backward's plan {}", what, o.xs_rows, cfg.xs_rows);
+        p.xs = o.xs ? o.xs : ws.at<detail::bf16_raw>(L.xs), p.dxs = ws.at<float>(L.dxs), p.xs_rows = cfg.xs_rows;
         p.qchunk = cfg.inter_qchunk;
         int* order = ws.at<int>(L.item_order);
         const auto weights = detail::path_item_weights(cfg.sc, cfg.nsc, p.nqb * cfg.bh_group, cfg.grid);
@@ -325,8 +329,12 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       p.bh0 = sa.bh0 = fa.bh0 = bh0;
       p.nbh = sa.nbh = fa.nbh = nbh;
       if (cfg.inter) {  // pairs with earlier superchunks on wgmma: states, the pass, then the rest
-        detail::launch_path_states(p, cfg, d.Dh, stream);
-        prof.mark("states");
+        if (o.xs) {  // the forward's, kept in the factors: this group's heads
+          p.xs = o.xs + bh0 * cfg.xs_rows * d.Dh;
+        } else {
+          detail::launch_path_states(p, cfg, d.Dh, stream);
+          prof.mark("states");
+        }
         detail::launch_path_inter_bwd(p, d.Dh, stream);
         prof.mark("inter pairs");
         p.inter = 2;

@@ -186,6 +186,12 @@ int64_t stages_override() {
   return v;
 }
 
+int64_t fwd_stages_override() {
+  const int64_t v = env_count_or("STATEBENCH_ATTN_FWD_STAGES", 0, "1 or 2 pipeline stages (0 = default)");
+  if (v > 2) fail("STATEBENCH_ATTN_FWD_STAGES: '{}' is not 1 or 2 pipeline stages (0 = default)", v);
+  return v;
+}
+
 ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid) {
   constexpr const char* what = "0 (by block), 1 (by position in the superchunk) or 2 (cost 2 j + a)";
   int64_t v = env_count_or("STATEBENCH_PATH_ITEM_ORDER", -1, what);
@@ -371,7 +377,12 @@ FwdInterPlan path_fwd_inter_plan(const AttnDims& d, DType dt) {
   return path_fwd_inter_plan_for(d, superchunk_plan(d, dt));
 }
 
-FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
+bool path_states_kept(const AttnDims& d, DType dt) {
+  const FwdInterPlan f = path_fwd_inter_plan(d, dt);
+  return f.group > 0 && f.group == d.B * d.H;
+}
+
+FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv, bool with_states) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
   const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
   const size_t blk = static_cast<size_t>(BH * nb * kTriFloats) * 4;  // packed strictly lower 64 x 64
@@ -395,6 +406,10 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv) {
     f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
     f.cs = o.take(scm);
     f.cs_lo = o.take(scm);
+    if (with_states && path_states_kept(d, dt)) {
+      f.xs_rows = plan.xs_rows;
+      f.xs = o.take(static_cast<size_t>(BH * f.xs_rows * d.Dh) * 2);
+    }
   }
   f.total = o.end;
   return f;
@@ -433,10 +448,12 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     const size_t pair_slots = static_cast<size_t>(cfg.grid) * static_cast<size_t>(cfg.slot_floats) * 4;
     w.scratch = o.take(std::max(sc_slots + sc_dps, pair_slots));
     if (cfg.sc > 0) w.sc_scratch = w.scratch, w.sc_dps = w.scratch + sc_slots;
-    w.xs = o.take(static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
+    // The backward's own states, unless the forward kept them in the caller's factors.
+    const bool kept = path && external_factors && path_states_kept(d, dt);
+    w.xs = o.take(kept ? 0 : static_cast<size_t>(cfg.bh_group * cfg.xs_rows * d.Dh) * 2);
     if (path) w.dqt = o.take(static_cast<size_t>(cfg.bh_group * Tp * d.Dh) * 4);
     if (path && cfg.inter) w.item_order = o.take(static_cast<size_t>(nb) * 4);
-  } else if (path) {
+  } else if (path && !(external_factors && path_states_kept(d, dt))) {  // else in the caller's factors
     const FwdInterPlan f = path_fwd_inter_plan(d, dt);
     w.xs = o.take(static_cast<size_t>(f.group * f.xs_rows * d.Dh) * 2);
   }

@@ -279,6 +279,7 @@ __global__ void __launch_bounds__(128, kPath ? 1 : (Dh <= 32 ? 5 : (Dh <= 64 ? 4
   }
   if constexpr (kPath) {
     if (p.inter) {  // X = X_{e_{a-1}}: the states of the earlier superchunks, X_{e_{b-1}} = X_{e_b} W_b
+      // (Cs_b loaded synchronously: double-buffering it in the two stages' tiles measured slower.)
       const int64_t S = static_cast<int64_t>(p.sc) * kL;
       const Tile cs = superchunk_tile(sm, Dh, p.dense, 0);
       for (int sb = s_a / p.sc - 1; sb >= 0; --sb) {

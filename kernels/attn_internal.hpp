@@ -291,16 +291,24 @@ struct FwdInterPlan {
 };
 FwdInterPlan path_fwd_inter_plan_for(const AttnDims& d, const ScPlan& plan);  // the arithmetic (no device)
 FwdInterPlan path_fwd_inter_plan(const AttnDims& d, DType dt);
+// Whether a caller's factor buffer keeps the forward's states for the backward: where the forward's
+// pass runs in one group of all B H heads (their states fit the budget).
+bool path_states_kept(const AttnDims& d, DType dt);
 
 // The PaTH factors of one call (byte offsets from the start of their region, each 256-aligned):
 // pushed keys, UT pieces and block transports; minv only where a backward will use them.
 struct FactorLayout {
   size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
   size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0;  // superchunks (when superchunk_plan gives sc > 0)
+  size_t xs = 0;  // kept query states (with_states and path_states_kept; 0 bytes otherwise)
+  int64_t xs_rows = 0;
   int sc = 0, nsc = 0;
   size_t total = 0;
 };
-FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv);
+// with_states: the forward's query states for the backward's wgmma pass (xs, [BH, xs_rows, Dh] bf16),
+// where path_states_kept: a caller's factor buffer (the forward writes them, the backward skips its
+// states launch).
+FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv, bool with_states = false);
 
 // Workspace pieces (byte offsets, each 256-aligned) for one call; `factors` is the factor region
 // (PaTH, unless the caller keeps the factors in a buffer of its own). [acc_begin, acc_end) is
@@ -354,6 +362,8 @@ struct PrepOut {
   bf16_raw* ke_lo = nullptr;
   bf16_raw* cs_hi = nullptr;
   bf16_raw* cs_lo = nullptr;
+  bf16_raw* xs = nullptr;     // kept query states [BH, xs_rows, Dh] (FactorLayout::xs), or null
+  int64_t xs_rows = 0;
   int sc = 0, nsc = 0;
 };
 void launch_path_prep(const PrepOut& o, const void* k, const float* w, const float* beta, int64_t B, int64_t T,
@@ -456,6 +466,9 @@ void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cu
 // blocks for softmax); 0 or unset (returned as 0): two for softmax, and for PaTH two unless one lets
 // more CTAs share an SM. Anything else is an Error naming the variable.
 int64_t stages_override();
+// STATEBENCH_ATTN_FWD_STAGES=1 / 2 does the same for the PaTH forward's fused kernel (default: two
+// where they fit, unless one lets more CTAs share an SM).
+int64_t fwd_stages_override();
 // The own-block kernel (path_own_bwd.cu, after the pairs kernel and sc_bwd of a group, before the
 // factor backward): its shared memory for query blocks of 16 * warps rows (bwd_config picks the
 // largest that fits), and its launch (one CTA per query block of the group's heads).

@@ -12,12 +12,22 @@ int fwd_smem_bytes(int64_t Dh, bool f32, bool path, bool dense, int stages) {
 template <>
 void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) {
   FwdParams p = params;
-  p.stages = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, 2) <= device_max_smem() ? 2 : 1;
-  const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
+  const int64_t forced = fwd_stages_override();
   const int64_t blocks = static_cast<int64_t>(p.nb) * (p.nbh > 0 ? p.nbh : p.B * p.H);  // a head group with p.inter
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? attn_fwd_kernel<D, true, false> : attn_fwd_kernel<D, true, true>;
+    // Two pipeline stages where they fit, unless one lets more CTAs share an SM.
+    int occ[3] = {0, 0, 0};
+    for (int st = 1; st <= 2; ++st) {
+      const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, st);
+      if (smem > device_max_smem()) continue;
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem));
+    }
+    p.stages = forced > 0 ? static_cast<int>(forced) : (occ[2] > 0 && occ[2] >= occ[1] ? 2 : 1);
+    if (!occ[p.stages]) p.stages = 1;
+    const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     kernel<<<static_cast<unsigned>(blocks), 128, smem, stream>>>(p);
     SB_CUDA_CHECK_LAUNCH();

@@ -161,8 +161,8 @@ TEST(AttentionLayout, OnOffSwitch) {
                   [] { env_switch_or("STATEBENCH_ATTN_STAGGER", false); });
 }
 
-// STATEBENCH_ATTN_BWD_STAGES: 1 or 2 forces the backward's pipeline depth, 0 or unset is the default,
-// anything else names the variable.
+// STATEBENCH_ATTN_BWD_STAGES (and _FWD_STAGES, the PaTH forward's): 1 or 2 forces the pipeline depth,
+// 0 or unset is the default, anything else names the variable.
 TEST(AttentionLayout, BackwardStagesSwitch) {
   using cuda::detail::stages_override;
   EXPECT_EQ(stages_override(), 0);
@@ -171,6 +171,13 @@ TEST(AttentionLayout, BackwardStagesSwitch) {
     EXPECT_EQ(stages_override(), stages) << value;
   }
   expect_rejected("STATEBENCH_ATTN_BWD_STAGES", {"3", "two", "-1", ""}, [] { stages_override(); });
+  using cuda::detail::fwd_stages_override;  // the same for the PaTH forward's fused kernel
+  EXPECT_EQ(fwd_stages_override(), 0);
+  {
+    ScopedEnv env("STATEBENCH_ATTN_FWD_STAGES", "1");
+    EXPECT_EQ(fwd_stages_override(), 1);
+  }
+  expect_rejected("STATEBENCH_ATTN_FWD_STAGES", {"3", "one", "-2", ""}, [] { fwd_stages_override(); });
 }
 
 // The split PaTH backward's occupancy by design (bf16, 4-warp query blocks): at Dh 64 the own-block

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention_cuda.hpp"
@@ -233,7 +234,7 @@ TEST(CudaAttention, PathItemOrders) {
 
 // The forward's pairs between superchunks on wgmma (path_fwd_inter.cu; bf16, Dh 64 / 128 on an
 // H100; the other PaTH tests run it in one head group) in groups of 1 and 4 heads of B H = 6 (a short
-// last group), with superchunks of 3 blocks (a 128-query CTA's two blocks then may lie in different
+// last group), the fused kernel at one and two pipeline stages (one or two tiles for Cs_b), with superchunks of 3 blocks (a 128-query CTA's two blocks then may lie in different
 // superchunks), the gate on and off, T not a multiple of 64; and with the pass off
 // (STATEBENCH_PATH_FWD_INTER=0), where the fused kernel visits every key block as on other GPUs.
 TEST(CudaAttention, PathForwardInterGroups) {
@@ -241,14 +242,37 @@ TEST(CudaAttention, PathForwardInterGroups) {
   const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
   const std::vector<Shape> shapes = {{2, 1000, 3, 64, true}, {3, 449, 2, 128, false}, {1, 700, 1, 128, true}};
   uint64_t seed = 5300;
-  for (const char* group : {"1", "4"}) {
-    ScopedEnv env("STATEBENCH_PATH_FWD_GROUP", group);
-    SCOPED_TRACE(std::string("forward groups of ") + group + " heads");
+  for (auto [group, stages] : {std::pair{"1", "1"}, {"4", "2"}}) {
+    ScopedEnv env("STATEBENCH_PATH_FWD_GROUP", group), depth("STATEBENCH_ATTN_FWD_STAGES", stages);
+    SCOPED_TRACE(std::string("forward groups of ") + group + " heads, " + stages + " stages");
     for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
   }
   ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
   SCOPED_TRACE("forward pass off");
   for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+}
+
+// Where the forward's pass runs in one group of all heads, a caller's factor buffer keeps its states
+// for the backward (which then skips its states launch; the kept-factor cases of PathSuperchunks,
+// PathBackwardHeadGroups and PathBackwardReusesForwardFactors check the gradients through them): the
+// buffer grows by B H xs_rows Dh bf16 values, the backward's workspace loses its group's states, and
+// with the pass off nothing is kept.
+TEST(CudaAttention, PathKeptStates) {
+  SKIP_WITHOUT_DEVICE();
+  const cuda::AttnDims d{2, 1000, 2, 64};
+  if (!cuda::detail::path_states_kept(d, DType::BF16)) GTEST_SKIP() << "no wgmma pass on this device";
+  const auto with = cuda::detail::factor_layout(d, DType::BF16, true, true);
+  const auto without = cuda::detail::factor_layout(d, DType::BF16, true, false);
+  EXPECT_GT(with.xs_rows, 0);
+  EXPECT_EQ(cuda::path_attention_factors_bytes(d, DType::BF16), with.total);
+  EXPECT_EQ(with.total - without.total, static_cast<size_t>(4 * with.xs_rows * 64 * 2));
+  // Recomputed factors: their region (no states) and the backward's own states of its one group.
+  EXPECT_EQ(cuda::path_attention_backward_workspace_bytes(d, DType::BF16, false) -
+                cuda::path_attention_backward_workspace_bytes(d, DType::BF16, true),
+            without.total + static_cast<size_t>(4 * with.xs_rows * 64 * 2));
+  const ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
+  EXPECT_FALSE(cuda::detail::path_states_kept(d, DType::BF16));
+  EXPECT_EQ(cuda::path_attention_factors_bytes(d, DType::BF16), without.total);
 }
 
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
