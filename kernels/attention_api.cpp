@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -232,6 +233,27 @@ void softmax_attention_forward_cuda(void* out, float* lse, const void* q, const 
 
 namespace {
 
+// A second stream of the current device for work that overlaps the caller's, with the two events
+// of a fork and a join: one per host thread and device (threads must not share the events), created
+// at the first (eager) call, so that a later CUDA graph capture only records and waits; never
+// destroyed (the process's CUDA context owns them).
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+SideStream& side_stream() {
+  thread_local std::map<int, SideStream> by_device;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  SideStream& s = by_device[dev];
+  if (!s.stream) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming));
+  }
+  return s;
+}
+
 void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout,
                    const void* q, const void* k, const void* v, const float* w, const float* beta,
                    const float* log_f, const void* out, const float* lse, const AttnDims& d, float scale, DType dt,
@@ -318,6 +340,18 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     fa.dk = dk, fa.dw = dw, fa.dbeta = dbeta, fa.dkt_acc = p.dkt_acc, fa.dy_acc = p.dy_acc, fa.dz_acc = p.dz_acc;
     fa.dp_acc = p.dp_acc, fa.dk_acc = p.dk_acc, fa.dw_acc = p.dw_acc, fa.minv = o.minv, fa.z = o.z;
     fa.y_hi = o.y_hi, fa.y_lo = o.y_lo, fa.k = k, fa.w = w, fa.beta = beta;
+    // The states launch of group g + 1 runs on a side stream once group g's pairs kernel is done
+    // with xs, overlapping g's latency-bound tail (sc_bwd, own blocks, factors); each states launch
+    // counts its items in its own counter. STATEBENCH_PATH_STATES_OVERLAP=0: all on `stream`.
+    SideStream* side = cfg.inter && !o.xs && cfg.bh_group < BH &&
+                                       detail::env_switch_or("STATEBENCH_PATH_STATES_OVERLAP", true)
+                                   ? &side_stream()
+                                   : nullptr;
+    auto with_tickets = [&](const detail::BwdParams& q0, int64_t g0) {
+      detail::BwdParams q1 = q0;
+      q1.tickets = ws.at<unsigned int>(L.state_tickets) + g0 / cfg.bh_group;  // tickets[0]: the states launch's
+      return q1;
+    };
     // Groups of bh_group heads (kernels/NOTES.md, "Backward head groups"): each runs the stages
     // that use the accumulators, from zeroed accumulators, and writes its heads' dq, dk, dv, dw, dbeta.
     for (int64_t bh0 = 0; bh0 < BH; bh0 += cfg.bh_group) {
@@ -331,8 +365,10 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       if (cfg.inter) {  // pairs with earlier superchunks on wgmma: states, the pass, then the rest
         if (o.xs) {  // the forward's, kept in the factors: this group's heads
           p.xs = o.xs + bh0 * cfg.xs_rows * d.Dh;
+        } else if (side && bh0 > 0) {  // launched on the side stream during the previous group's tail
+          CUDA_CHECK(cudaStreamWaitEvent(stream, side->join));
         } else {
-          detail::launch_path_states(p, cfg, d.Dh, stream);
+          detail::launch_path_states(with_tickets(p, bh0), cfg, d.Dh, stream);
           prof.mark("states");
         }
         detail::launch_path_inter_bwd(p, d.Dh, stream);
@@ -340,6 +376,14 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
         p.inter = 2;
       }
       if (nb > 1) detail::launch_bwd<true>(p, cfg, d.Dh, stream), prof.mark("fused");  // the pairs
+      if (side && bh0 + nbh < BH) {  // done with xs: the next group's states, beside this group's tail
+        detail::BwdParams ps = with_tickets(p, bh0 + nbh);
+        ps.bh0 = bh0 + nbh, ps.nbh = std::min(cfg.bh_group, BH - ps.bh0);
+        CUDA_CHECK(cudaEventRecord(side->fork, stream));
+        CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork));
+        detail::launch_path_states(ps, cfg, d.Dh, side->stream);
+        CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+      }
       if (cfg.sc > 0) {  // the pairs kernel is done with the scratch region that holds dps
         if (sa.dps) {
           const size_t bytes = static_cast<size_t>(detail::sc_bwd_dps_floats(nbh, cfg.sc, cfg.nsc, d.Dh)) * 4;

@@ -429,6 +429,9 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     if (own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);
     w.acc_begin = o.end;
     w.dg = o.take(static_cast<size_t>(BH * Tp) * 4);  // all heads (zeroed once)
+    // The states launches' counters, one per group (zeroed once: a group's launch may run while the
+    // group before it still uses its zeroed region).
+    if (path && cfg.inter) w.state_tickets = o.take(static_cast<size_t>((BH + cfg.bh_group - 1) / cfg.bh_group) * 4);
     w.group_begin = o.end;
     if (path) {  // one group of heads
       if (!own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);

@@ -319,6 +319,7 @@ struct Workspace {
   size_t gcum = 0, delta = 0, factors = 0;
   size_t acc_begin = 0, dg = 0, group_begin = 0, dq = 0, dv = 0, dkt = 0, dk = 0, dy = 0, dw = 0, dz = 0, dp = 0;
   size_t dke = 0, dws = 0, dxs = 0, tickets = 0, acc_end = 0;
+  size_t state_tickets = 0;  // PaTH with the wgmma pass: one states-launch counter per group
   size_t sc_scratch = 0;  // superchunks
   size_t sc_dps = 0;      // factored superchunks: ScArgs::dps, inside the scratch region
   size_t xs = 0;          // the wgmma inter-superchunk pass's query states (one group, bf16)

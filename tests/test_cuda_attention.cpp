@@ -252,6 +252,16 @@ TEST(CudaAttention, PathForwardInterGroups) {
   for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
 }
 
+// The backward's states launch of each head group after the first on a side stream, overlapping
+// the previous group's tail (STATEBENCH_PATH_STATES_OVERLAP 1, the default, against 0): B H = 4 and
+// 5 in groups of 3 (two groups each), bf16 (the wgmma pass), recomputed factors (kept factors with
+// kept states skip the states launch), Dh 64 and 128, gate on and off.
+TEST(CudaAttention, PathStatesOverlap) {
+  SKIP_WITHOUT_DEVICE();
+  check_path_switch("STATEBENCH_PATH_STATES_OVERLAP", {"1", "0"}, {{2, 449, 2, 128, false}, {1, 1000, 5, 64, true}},
+                    {DType::BF16}, 5500);
+}
+
 // Where the forward's pass runs in one group of all heads, a caller's factor buffer keeps its states
 // for the backward (which then skips its states launch; the kept-factor cases of PathSuperchunks,
 // PathBackwardHeadGroups and PathBackwardReusesForwardFactors check the gradients through them): the
