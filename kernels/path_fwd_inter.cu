@@ -119,23 +119,9 @@ __global__ void __launch_bounds__(256, 2) path_fwd_inter_kernel(const FwdParams 
     if (m >= s_a || nvalid <= 0) continue;
     const unsigned char* Kc = sKV + 2 * cur * tile;
     float Sc[8][4];
-    zero(Sc);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(Sc, desc_kmajor(sQ + wg * tile, kL, 0, kk), desc_kmajor(Kc, kL, 0, kk));
-    wg_commit();
-    wg_wait<0>();
-    wg_hold(Sc);
+    wg_scores<KTD>(Sc, sQ + wg * tile, kL, 0, Kc);
     if (prescale) fwd_logits(Sc, true, sl2, rb2, colb + cur * kL, false, r0, nvalid, lane);
-    online_softmax(Sc, m2, l, O, scale2);
-    uint32_t pa[4][4], unused[4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) pack_a(pa[kk], unused, Sc, kk, 1.f, false);
-    wg_fence();
-    wg_product_rs(O, pa, Kc + tile);
-    wg_commit();
-    wg_wait<0>();
-    wg_hold(O);
+    wg_softmax_pv(Sc, O, m2, l, scale2, Kc + tile);
   }
   if (nvalid > 0 && s_a > 0)
     fwd_merge(p, O, m2, l, bh, i0, nvalid, static_cast<bf16*>(p.out) + head0 + i0 * rs, rs, r0, lane);

@@ -36,6 +36,34 @@ __device__ __forceinline__ void wg_product_rs(float (&acc)[NTD][4], const uint32
   }
 }
 
+// The forwards' two halves of a key block, for a warpgroup's 64 queries: S = Q K^T (Q rows qrow0 ..
+// qrow0 + 63 of a tile of qrows, and K, both K-major in shared memory), then, on the logits, the
+// online softmax and O += P V (V MN-major).
+template <int KTD>
+__device__ __forceinline__ void wg_scores(float (&S)[8][4], const unsigned char* Q, int qrows, int qrow0,
+                                          const unsigned char* K) {
+  zero(S);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < KTD; ++kk) wgmma_ss<0, 0>(S, desc_kmajor(Q, qrows, qrow0, kk), desc_kmajor(K, kL, 0, kk));
+  wg_commit();
+  wg_wait<0>();
+  wg_hold(S);
+}
+template <int NTD>
+__device__ __forceinline__ void wg_softmax_pv(float (&S)[8][4], float (&O)[NTD][4], float (&m2)[2], float (&l)[2],
+                                              float scale2, const unsigned char* V) {
+  online_softmax(S, m2, l, O, scale2);
+  uint32_t pa[4][4], unused[4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) pack_a(pa[kk], unused, S, kk, 1.f, false);
+  wg_fence();
+  wg_product_rs(O, pa, V);
+  wg_commit();
+  wg_wait<0>();
+  wg_hold(O);
+}
+
 // Forward pipeline stages (key blocks in flight). 3 or 4 stages measured no faster at Dh 64, nor
 // 3-4 stages at one CTA per SM at Dh 128 (kernels/NOTES.md, version 23).
 constexpr int kWgFwdStages = 2;
@@ -120,24 +148,9 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
     if (m > diag || nvalid <= 0) continue;
     const unsigned char* Kc = sKV + 2 * cur * tile;
     float S[8][4];
-    zero(S);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < KTD; ++kk)
-      wgmma_ss<0, 0>(S, desc_kmajor(sQ, 2 * kL, kL * wg, kk), desc_kmajor(Kc, kL, 0, kk));
-    wg_commit();
-    wg_wait<0>();
-    wg_hold(S);
+    wg_scores<KTD>(S, sQ, 2 * kL, kL * wg, Kc);
     if (prescale || m == diag) fwd_logits(S, prescale, sl2, rb2, colb + cur * kL, m == diag, r0, nvalid, lane);
-    online_softmax(S, m2, l, O, scale2);
-    uint32_t pa[4][4], unused[4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) pack_a(pa[kk], unused, S, kk, 1.f, false);
-    wg_fence();
-    wg_product_rs(O, pa, Kc + tile);
-    wg_commit();
-    wg_wait<0>();
-    wg_hold(O);
+    wg_softmax_pv(S, O, m2, l, scale2, Kc + tile);
   }
   if (nvalid > 0)
     fwd_finish(p, O, m2, l, bh, i0, nvalid, static_cast<bf16*>(p.out) + head0 + i0 * rs, rs, true, r0, lane);
