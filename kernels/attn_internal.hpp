@@ -468,7 +468,7 @@ void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cu
 // more CTAs share an SM. Anything else is an Error naming the variable.
 int64_t stages_override();
 // STATEBENCH_ATTN_FWD_STAGES=1 / 2 does the same for the PaTH forward's fused kernel (default: two
-// where they fit, unless one lets more CTAs share an SM).
+// where they fit, unless one lets more CTAs share an SM; one at Dh 128).
 int64_t fwd_stages_override();
 // The own-block kernel (path_own_bwd.cu, after the pairs kernel and sc_bwd of a group, before the
 // factor backward): its shared memory for query blocks of 16 * warps rows (bwd_config picks the

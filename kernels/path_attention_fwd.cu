@@ -17,7 +17,8 @@ void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) 
   with_dh(Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     auto* kernel = p.bf16 ? attn_fwd_kernel<D, true, false> : attn_fwd_kernel<D, true, true>;
-    // Two pipeline stages where they fit, unless one lets more CTAs share an SM.
+    // Two pipeline stages where they fit, unless one lets more CTAs share an SM; one at Dh 128, where
+    // it measured faster at the same occupancy (kernels/NOTES.md, version 52).
     int occ[3] = {0, 0, 0};
     for (int st = 1; st <= 2; ++st) {
       const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, st);
@@ -25,7 +26,7 @@ void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) 
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem));
     }
-    p.stages = forced > 0 ? static_cast<int>(forced) : (occ[2] > 0 && occ[2] >= occ[1] ? 2 : 1);
+    p.stages = forced > 0 ? static_cast<int>(forced) : (D < 128 && occ[2] > 0 && occ[2] >= occ[1] ? 2 : 1);
     if (!occ[p.stages]) p.stages = 1;
     const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
