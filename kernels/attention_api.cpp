@@ -349,7 +349,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
                                    : nullptr;
     auto with_tickets = [&](const detail::BwdParams& q0, int64_t g0) {
       detail::BwdParams q1 = q0;
-      q1.tickets = ws.at<unsigned int>(L.state_tickets) + g0 / cfg.bh_group;  // tickets[0]: the states launch's
+      q1.tickets = ws.at<unsigned int>(L.state_tickets) + g0 / cfg.bh_group;
       return q1;
     };
     // Groups of bh_group heads (kernels/NOTES.md, "Backward head groups"): each runs the stages

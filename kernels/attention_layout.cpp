@@ -373,14 +373,19 @@ FwdInterPlan path_fwd_inter_plan_for(const AttnDims& d, const ScPlan& plan) {
 }
 
 FwdInterPlan path_fwd_inter_plan(const AttnDims& d, DType dt) {
-  if (dt != DType::BF16) return {};
-  return path_fwd_inter_plan_for(d, superchunk_plan(d, dt));
+  return dt == DType::BF16 ? path_fwd_inter_plan_for(d, superchunk_plan(d, dt)) : FwdInterPlan{};
 }
 
-bool path_states_kept(const AttnDims& d, DType dt) {
-  const FwdInterPlan f = path_fwd_inter_plan(d, dt);
+namespace {
+// path_states_kept for a plan already at hand.
+bool states_kept(const AttnDims& d, DType dt, const ScPlan& plan) {
+  if (dt != DType::BF16) return false;
+  const FwdInterPlan f = path_fwd_inter_plan_for(d, plan);
   return f.group > 0 && f.group == d.B * d.H;
 }
+}  // namespace
+
+bool path_states_kept(const AttnDims& d, DType dt) { return states_kept(d, dt, superchunk_plan(d, dt)); }
 
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv, bool with_states) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
@@ -406,7 +411,7 @@ FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv, bool wit
     f.ke_lo = o.take(dt == DType::F32 ? plane : 0);
     f.cs = o.take(scm);
     f.cs_lo = o.take(scm);
-    if (with_states && path_states_kept(d, dt)) {
+    if (with_states && states_kept(d, dt, plan)) {
       f.xs_rows = plan.xs_rows;
       f.xs = o.take(static_cast<size_t>(BH * f.xs_rows * d.Dh) * 2);
     }
@@ -436,7 +441,7 @@ Workspace workspace_layout(const AttnDims& d, DType dt, bool path, bool backward
     if (path) {  // one group of heads
       if (!own_whole) take_own_accumulators(w, o, d, nb, cfg.bh_group);
       take_path_accumulators(w, o, d, nb, cfg.nsc, cfg.bh_group, cfg.xs_rows);
-      w.tickets = o.take(2 * sizeof(unsigned int));  // BwdParams::tickets
+      w.tickets = o.take(sizeof(unsigned int));  // the pairs launch's BwdParams::tickets
     } else {
       w.dq = o.take(rows);  // dk, dv are written by the key-centric kernel
     }

@@ -189,8 +189,9 @@ struct BwdParams {
   float* dg = nullptr;       // [BH, Tp] gate gradient w.r.t. the prefix sums (null without gate)
   float* dqt = nullptr;      // [nbh, Tp, Dh] dL/dQt (pulled-back queries) from the pairs, rows of blocks n > 0
   float* scratch = nullptr;  // [grid, slot_floats] per-CTA query states (fp32; bf16 pairs in bf16 mode)
-  // PaTH: the item counters of the states and the pairs launch ([2], zeroed with the group's
-  // accumulators); their persistent CTAs take (query block, head) items in cost order (path_item).
+  // PaTH: the launch's item counter (zeroed before it runs: the pairs launch's with the group's
+  // accumulators, each states launch's once per call, Workspace::state_tickets); the persistent
+  // CTAs take (query block, head) items in cost order (path_item).
   unsigned int* tickets = nullptr;
   // With the wgmma pass: the query blocks in the order those launches take them ([nb],
   // launch_path_item_order); null: from the last block.

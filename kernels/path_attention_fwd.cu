@@ -19,15 +19,16 @@ void launch_fwd<true>(const FwdParams& params, int64_t Dh, cudaStream_t stream) 
     auto* kernel = p.bf16 ? attn_fwd_kernel<D, true, false> : attn_fwd_kernel<D, true, true>;
     // Two pipeline stages where they fit, unless one lets more CTAs share an SM; one at Dh 128, where
     // it measured faster at the same occupancy (kernels/NOTES.md, version 52).
-    int occ[3] = {0, 0, 0};
-    for (int st = 1; st <= 2; ++st) {
-      const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, st);
-      if (smem > device_max_smem()) continue;
+    auto occupancy = [&](int stages) {
+      int occ = 0;
+      const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, stages);
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[st], kernel, 128, smem));
-    }
-    p.stages = forced > 0 ? static_cast<int>(forced) : (D < 128 && occ[2] > 0 && occ[2] >= occ[1] ? 2 : 1);
-    if (!occ[p.stages]) p.stages = 1;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 128, smem));
+      return occ;
+    };
+    const bool two_fit = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, 2) <= device_max_smem();
+    if (forced > 0) p.stages = forced == 2 && two_fit ? 2 : 1;
+    else p.stages = D < 128 && two_fit && occupancy(2) >= occupancy(1) ? 2 : 1;
     const int smem = fwd_smem_bytes(Dh, !p.bf16, true, p.dense, p.stages);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     kernel<<<static_cast<unsigned>(blocks), 128, smem, stream>>>(p);

@@ -175,9 +175,8 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
   // would hide the atomic's latency, but reserves items for CTAs still busy: measured 10% slower at
   // (2,8192,16,128)). The two slots let thread 0 write the next while others may read this one.
   __shared__ int ticket[2];
-  unsigned int* const counter = p.tickets + (kStates ? 0 : 1);
   for (int par = 0;; par ^= 1) {
-    if (tid == 0) ticket[par] = static_cast<int>(atomicAdd(counter, 1u));
+    if (tid == 0) ticket[par] = static_cast<int>(atomicAdd(p.tickets, 1u));
     __syncthreads();
     const int64_t item = ticket[par];
     if (item >= nitems) break;
