@@ -302,6 +302,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   p.vec4 = std::getenv("STATEBENCH_ATTN_ATOMIC_V2") == nullptr;
   // STATEBENCH_ATTN_DQ_BULK=0: the wgmma softmax backward adds dQ by atomics instead of TMA reductions.
   p.dq_bulk = detail::env_switch_or("STATEBENCH_ATTN_DQ_BULK", true);
+  // STATEBENCH_ATTN_BWD_TMA=0: the wgmma softmax backward loads Q, dO and statistics by cp.async.
+  p.load_tma = detail::env_switch_or("STATEBENCH_ATTN_BWD_TMA", true);
   // STATEBENCH_ATTN_STAGGER=1: the wgmma softmax backward's warpgroups out of step (Dh 64).
   p.stagger = detail::env_switch_or("STATEBENCH_ATTN_STAGGER", false);
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));

@@ -227,6 +227,11 @@ struct BwdParams {
   // (with_dq_map), else by atomics.
   bool dq_bulk = true;
   TmaMap dq_map;
+  // wgmma softmax backward (not the inter pass): each stage's Q, dO, lse and delta loaded by TMA on
+  // an mbarrier (with_load_maps) instead of cp.async, whose pending copies every proxy fence of the
+  // iteration waited for (kernels/NOTES.md, session 25). STATEBENCH_ATTN_BWD_TMA=0 turns it off.
+  bool load_tma = false;
+  TmaMap q_map, do_map, lse_map, delta_map;
   // wgmma softmax backward at Dh 64: warpgroup 1 computes and adds the previous query block's dQ
   // before its probabilities, warpgroup 0 after them (softmax_bwd_wgmma_kernel; slower, A/B only).
   bool stagger = false;
@@ -455,9 +460,16 @@ constexpr int64_t kCostOrderItemsPerCta = 4;
 ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid);
 void launch_path_item_order(int* order, int nb, int sc, int nsc, ItemWeights w, cudaStream_t stream);
 // p with dq_map describing dst as a row-major fp32 [rows, Dh] matrix in boxes of 16 rows x 32
-// columns with the 128-byte swizzle (the wgmma backward's dQ staging, tma_add_frag); dq_bulk is
-// cleared where the driver cannot encode it (the kernel then adds dQ by atomics).
+// columns with the 128-byte swizzle, the box's two 8-row halves interleaved in shared memory (the
+// wgmma backward's dQ staging, tma_add_frag); dq_bulk is cleared where the driver cannot encode it
+// or rows is not a multiple of 16 (the kernel then adds dQ by atomics).
 BwdParams with_dq_map(const BwdParams& p, float* dst, int64_t rows, int64_t Dh);
+// p with q_map / do_map (q and dout [B, T, H, Dh] bf16 as 4-D maps (Dh, T, H, B), boxes of 64 rows
+// x 64 columns, 128-byte swizzle, rows past T zero-filled) and lse_map / delta_map (the [BH, T] fp32
+// arrays flattened, boxes of 64) when p.load_tma is set, Dh is 64 or 128, T is a multiple of 4 (the
+// statistics' boxes start 16-byte aligned) and the maps can be encoded (16-byte aligned bases, B H T
+// within int32); load_tma is cleared otherwise.
+BwdParams with_load_maps(const BwdParams& p, int64_t Dh);
 // The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
 // fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
 void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);

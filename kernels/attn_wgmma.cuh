@@ -2,8 +2,8 @@
 // sm_90a code, SB_WGMMA): 128-byte-swizzled bf16 tiles in shared memory and their cp.async loads,
 // shared-memory matrix descriptors (K-major and MN-major operands), wgmma m64n64k16 / m64n32k16
 // bf16 products with A from shared memory or registers (m64n128k16 with A from registers), the
-// fences around them, and fp32 TMA reductions from shared to global memory. One warpgroup (4
-// warps) computes a 64 x N tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
+// fences around them, TMA loads on mbarriers and fp32 TMA reductions from shared to global memory.
+// One warpgroup (4 warps) computes a 64 x N tile; warp w holds rows 16w .. 16w+15 in the mma.sync accumulator layout.
 #pragma once
 #include "kernels/attn_common.cuh"
 
@@ -188,16 +188,68 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[16][4], const uint32_t (&a)[
 #undef SB_WG_D32
 #undef SB_WG_REGS32
 
-// TMA reductions (async proxy): the box of a 2-D fp32 tensor map at (column c0, row r0) += the
-// shared tile src (the box's bytes in the map's swizzle, 1024-byte aligned), each element a relaxed
-// gpu-scope atomic add. The issuing thread commits its reductions as a group and, before src is
-// written again, waits until its groups have been read (bulk_wait_read).
-__device__ __forceinline__ void tma_reduce_add_2d(const void* map, const float* src, int c0, int r0) {
+// TMA loads (async proxy) into shared memory, completed on an mbarrier: the issuing thread arms the
+// stage's barrier with the bytes it expects (mbar_expect_tx), then issues the loads; every reader
+// waits for the barrier's phase (mbar_wait, parity = the stage's use count % 2). The barrier is
+// initialised by one thread (count 1), then fence_mbar_init and a CTA barrier before any use.
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
 #if SB_WGMMA
-  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
-                   map),
-               "r"(smem_addr(src)), "r"(c0), "r"(r0)
-               : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_mbar_init() {
+#if SB_WGMMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if SB_WGMMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if SB_WGMMA
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// The box of a 4-D tensor map at (c0, c1, c2, c3) into dst (1024-byte aligned with a swizzle).
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t* bar, int c0, int c1, int c2, int c3) {
+#if SB_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6}], [%2];\n" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+// The box of a 1-D tensor map from element c0 into dst (128-byte aligned).
+__device__ __forceinline__ void tma_load_1d(void* dst, const void* map, uint64_t* bar, int c0) {
+#if SB_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];\n" ::"r"(
+          smem_addr(dst)),
+      "l"(map), "r"(smem_addr(bar)), "r"(c0)
+      : "memory");
+#endif
+}
+
+// TMA reductions (async proxy): the box of dq_map (with_dq_map: a 4-D view of an fp32 [rows, Dh]
+// matrix) at (column c0, rows 16 r16 ..) += the shared tile src (the box's bytes in the map's swizzle,
+// 1024-byte aligned), each element a relaxed gpu-scope atomic add. The issuing thread commits its
+// reductions as a group and, before src is written again, waits until its groups have been read
+// (bulk_wait_read).
+__device__ __forceinline__ void tma_reduce_add_rows16(const void* map, const float* src, int c0, int r16) {
+#if SB_WGMMA
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, 0, 0, %3}], [%1];\n" ::"l"(
+          map),
+      "r"(smem_addr(src)), "r"(c0), "r"(r16)
+      : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_commit() {
@@ -211,34 +263,34 @@ __device__ __forceinline__ void bulk_wait_read() {
 #endif
 }
 
-// tensor(r0 + row, c0 + col) += acc for this warp's 16 x 8NT accumulator (NT a multiple of 4),
-// through its staging tile `stage` (NT / 4 panels of [16 rows][32 floats], 2 KB each, 1024-byte
-// aligned) and one TMA reduction per panel; `map` boxes are 16 rows x 32 columns with the 128-byte
-// swizzle (16-byte chunk ^ row % 8). The lane pairs (t, t^1) swap halves as in atomic_frag's vec4
-// path, so each lane stores four consecutive floats of one row: conflict-free (each bank four
-// times per store). Warp-local: first waits until the warp's previous reductions have read `stage`.
-// Lane 0 issues; it must bulk_wait_read before the kernel ends.
+// tensor(r0 + row, c0 + col) += acc for this warp's 16 x 8NT accumulator (NT a multiple of 4; r0 a
+// multiple of 16), through its staging tile `stage` (NT / 4 panels of [16 rows][32 floats], 2 KB
+// each, 1024-byte aligned) and one TMA reduction per panel. dq_map's boxes put fragment row r at
+// staging row 2 (r % 8) + r / 8 under the 128-byte swizzle (16-byte chunk ^ staging row % 8), so a
+// lane's rows g and g + 8 sit in different chunks and each half-warp's float2 stores hit 16 distinct
+// 8-byte slots: conflict-free (2 wavefronts per store; with a 2-D map rows g and g + 8 shared a
+// chunk: 4x the wavefronts, kernels/NOTES.md session 25). Warp-local: first waits until the warp's
+// previous reductions have read `stage`. Lane 0 issues; it must bulk_wait_read before the kernel ends.
 template <int NT>
 __device__ __forceinline__ void tma_add_frag(const void* map, int c0, int r0, const float (&acc)[NT][4],
                                              float* stage, int lane) {
   static_assert(NT % 4 == 0, "whole 32-column panels");
   const int g = lane >> 2, t = lane & 3;
-  const bool odd = t & 1;
   if (lane == 0) bulk_wait_read();
   __syncwarp();
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const float s0 = odd ? acc[nt][0] : acc[nt][2], s1 = odd ? acc[nt][1] : acc[nt][3];
-    const float q0 = __shfl_xor_sync(0xffffffffu, s0, 1), q1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-    const float4 v = odd ? make_float4(q0, q1, acc[nt][2], acc[nt][3]) : make_float4(acc[nt][0], acc[nt][1], q0, q1);
-    const int row = odd ? g + 8 : g, chunk = 2 * (nt & 3) + (t >> 1);
-    *reinterpret_cast<float4*>(stage + (nt >> 2) * 512 + row * 32 + ((chunk ^ (row & 7)) << 2)) = v;
-  }
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int s = 2 * g + half, chunk = 2 * (nt & 3) + (t >> 1);
+      *reinterpret_cast<float2*>(stage + (nt >> 2) * 512 + s * 32 + ((chunk ^ (s & 7)) << 2) + 2 * (t & 1)) =
+          make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+    }
   fence_async_smem();
   __syncwarp();
   if (lane == 0) {
 #pragma unroll
-    for (int j = 0; j < NT / 4; ++j) tma_reduce_add_2d(map, stage + j * 512, c0 + 32 * j, r0);
+    for (int j = 0; j < NT / 4; ++j) tma_reduce_add_rows16(map, stage + j * 512, c0 + 32 * j, r0 / 16);
     bulk_commit();
   }
 }

@@ -80,10 +80,12 @@ __host__ __device__ constexpr int wg_bwd_stages(int) { return 3; }
 __host__ __device__ constexpr int wg_bwd_slack(int Dh) { return Dh == 64 ? 1024 : 0; }
 // Backward: K, V (128 keys), the stages of (Q, dO) (64 queries), two dS^T buffers [128 keys][64
 // queries], the 8 warps' dQ staging tiles (tma_add_frag: 16 rows x Dh / 2 fp32 each), statistics
-// [stages][3][64], key gate biases [128]: 232192 bytes at Dh = 128, of the 232448 allowed.
+// [stages][3][64], key gate biases [128], the stages' mbarriers (TMA loads): 232216 bytes at
+// Dh = 128, of the 232448 allowed.
 __host__ __device__ constexpr int wg_bwd_smem_bytes(int Dh) {
   return wg_bwd_slack(Dh) + 2 * sw_bytes(2 * kL, Dh) + 2 * wg_bwd_stages(Dh) * sw_bytes(kL, Dh) +
-         2 * sw_bytes(2 * kL, kL) + 8 * 16 * (Dh / 2) * 4 + (3 * wg_bwd_stages(Dh) + 2) * kL * 4;
+         2 * sw_bytes(2 * kL, kL) + 8 * 16 * (Dh / 2) * 4 + (3 * wg_bwd_stages(Dh) + 2) * kL * 4 +
+         8 * wg_bwd_stages(Dh);
 }
 
 // Forward: one CTA of two warpgroups per 128-query block of one head, warpgroup w owning queries
@@ -174,8 +176,13 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // X_{e_b} (xs) of one range of the query blocks after the superchunk (inter_range: long ranges
 // are split over several CTAs), without a causal mask; dV and dKe are added to the group's fp32
 // accumulators by atomics and dL/dX_{e_b} to dxs like dQ (TMA reductions or atomics).
-template <int Dh, bool kInter>
+// kTma (softmax only, BwdParams::load_tma): thread 0 loads each stage's Q, dO, lse and delta by TMA
+// on the stage's mbarrier instead of every thread by cp.async: a proxy fence (before each dQ
+// reduction and after the dS^T stores) waits for the thread's pending cp.async copies, so with
+// cp.async the fence in the middle of an iteration waited for the stage issued at its top.
+template <int Dh, bool kInter, bool kTma>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
+  static_assert(!(kInter && kTma), "the inter pass loads its states by cp.async");
 #if SB_WGMMA
   constexpr int NTD = Dh / 8, KTD = Dh / 16, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
@@ -188,6 +195,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   float* const sdQ = reinterpret_cast<float*>(sdS + 2 * sw_bytes(kN, kL));  // [8 warps][16][DQN], swizzled panels
   float* const stats = sdQ + 8 * 16 * DQN;                                  // [kS][3][64]
   float* const colb = stats + 3 * kS * kL;                                // [128]
+  uint64_t* const full = reinterpret_cast<uint64_t*>(colb + kN);          // [kS] (kTma)
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;
   const int r0 = 16 * warp, kr0 = kL * wg;  // this warp's rows in its warpgroup; the warpgroup's first key row
   float* const dq_stage = sdQ + (tid >> 5) * 16 * DQN;  // this warp's
@@ -231,7 +239,39 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   sw_copy_async(sV, kN, Dh, static_cast<const bf16*>(p.v) + head0 + k0 * rs, rs, kvalid, tid, 256);
   fill_colbias(colb, gh, k0, p.T, gref, tid);
   fill_colbias(colb + kL, gh, k0 + kL, p.T, gref, tid);
+  if constexpr (kTma) {
+    cp_async_commit();
+    if (tid == 0) {
+      for (int s = 0; s < kS; ++s) mbar_init(full + s);
+      fence_mbar_init();
+    }
+    __syncthreads();  // the barriers are initialised before any TMA load or wait
+  }
   auto issue = [&](int qb, int st) {  // query block qb into stage st: Q, dO and the statistics (past nb: an empty group)
+    if constexpr (kTma) {  // thread 0 arms the stage's barrier and loads; the gate biases as before
+      if (qb >= qend) return;
+      const int64_t i0 = static_cast<int64_t>(qb) * kL;
+      unsigned char* qo = sQO + 2 * st * qtile;
+      float* sst = stats + st * 3 * kL;
+      if (tid == 0) {
+        mbar_expect_tx(full + st, 2 * qtile + 2 * kL * 4);
+#pragma unroll
+        for (int pn = 0; pn < Dh / 64; ++pn) {
+          tma_load_4d(qo + pn * kL * 128, &p.q_map, full + st, 64 * pn, static_cast<int>(i0), static_cast<int>(h),
+                      static_cast<int>(b));
+          tma_load_4d(qo + qtile + pn * kL * 128, &p.do_map, full + st, 64 * pn, static_cast<int>(i0),
+                      static_cast<int>(h), static_cast<int>(b));
+        }
+        tma_load_1d(sst, &p.lse_map, full + st, static_cast<int>(bh * p.T + i0));
+        tma_load_1d(sst + kL, &p.delta_map, full + st, static_cast<int>(bh * p.T + i0));
+      }
+      if (gh)
+        for (int c = tid; c < kL; c += blockDim.x) {
+          const int64_t i = i0 + c;
+          sst[2 * kL + c] = i < p.T ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+        }
+      return;
+    }
     if (qb >= qend) {
       cp_async_commit();
       return;
@@ -270,10 +310,24 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
   };
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) issue(qb0 + s, s);
+  if constexpr (kTma) {  // K and V (the only cp.async copies) before the loop
+    cp_async_wait<0>();
+    fence_async_smem();
+  }
   for (int qb = qb0, it = 0; qb < qend; ++qb, ++it) {
     const int cur = it % kS, dsb = it & 1;  // stage of (Q, dO); dS^T buffer
-    cp_async_wait<kS - 2>();
-    fence_async_smem();
+    if constexpr (kTma) {
+      mbar_wait(full + cur, static_cast<uint32_t>(it / kS) & 1u);
+      const int64_t i0 = static_cast<int64_t>(qb) * kL;
+      if (i0 + kL > p.T) {  // the last block's padded queries: P = 0 (the TMA boxes read on past T)
+        float* sst = stats + cur * 3 * kL;
+        for (int c = tid; c < 2 * kL; c += blockDim.x)
+          if (i0 + (c & (kL - 1)) >= p.T) sst[c] = c < kL ? INFINITY : 0.f;
+      }
+    } else {
+      cp_async_wait<kS - 2>();
+      fence_async_smem();
+    }
     __syncthreads();  // stage `cur` and dS^T of the previous query block are complete; the previous stage is free
     issue(qb + kS - 1, (it + kS - 1) % kS);
     if (it == 0) {

@@ -389,6 +389,14 @@ TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
   check_softmax_wgmma_dims(2700);
 }
 
+// The wgmma softmax backward loads Q, dO and the statistics by TMA; its cp.async variant
+// (STATEBENCH_ATTN_BWD_TMA=0, the fallback where the maps cannot be encoded) must agree with the CPU too.
+TEST(CudaAttention, SoftmaxBf16LoadsByCpAsync) {
+  SKIP_WITHOUT_DEVICE();
+  const ScopedEnv cp_async("STATEBENCH_ATTN_BWD_TMA", "0");
+  check_softmax_wgmma_dims(2800);
+}
+
 // The staggered order of the wgmma backward's warpgroups (STATEBENCH_ATTN_STAGGER=1, Dh 64; kept
 // for comparison) must agree with the CPU too, and so must the inter-superchunk pass it shares.
 TEST(CudaAttention, SoftmaxBf16Staggered) {
