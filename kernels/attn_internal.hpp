@@ -227,9 +227,9 @@ struct BwdParams {
   // (with_dq_map), else by atomics.
   bool dq_bulk = true;
   TmaMap dq_map;
-  // wgmma softmax backward (not the inter pass): each stage's Q, dO, lse and delta loaded by TMA on
-  // an mbarrier (with_load_maps) instead of cp.async, whose pending copies every proxy fence of the
-  // iteration waited for (kernels/NOTES.md, session 25). STATEBENCH_ATTN_BWD_TMA=0 turns it off.
+  // wgmma softmax backward and PaTH's inter pass: each stage's Q (states), dO, lse and delta loaded by
+  // TMA on an mbarrier (with_load_maps) instead of cp.async, whose pending copies every proxy fence of
+  // the iteration waited for (kernels/NOTES.md, session 25). STATEBENCH_ATTN_BWD_TMA=0 turns it off.
   bool load_tma = false;
   TmaMap q_map, do_map, lse_map, delta_map;
   // wgmma softmax backward at Dh 64: warpgroup 1 computes and adds the previous query block's dQ
@@ -465,11 +465,12 @@ void launch_path_item_order(int* order, int nb, int sc, int nsc, ItemWeights w, 
 // or rows is not a multiple of 16 (the kernel then adds dQ by atomics).
 BwdParams with_dq_map(const BwdParams& p, float* dst, int64_t rows, int64_t Dh);
 // p with q_map / do_map (q and dout [B, T, H, Dh] bf16 as 4-D maps (Dh, T, H, B), boxes of 64 rows
-// x 64 columns, 128-byte swizzle, rows past T zero-filled) and lse_map / delta_map (the [BH, T] fp32
+// x 64 columns, 128-byte swizzle, rows past T zero-filled; with `states` (PaTH's inter pass) q_map
+// covers the states xs [nbh xs_rows, Dh] instead) and lse_map / delta_map (the [BH, T] fp32
 // arrays flattened, boxes of 64) when p.load_tma is set, Dh is 64 or 128, T is a multiple of 4 (the
 // statistics' boxes start 16-byte aligned) and the maps can be encoded (16-byte aligned bases, B H T
 // within int32); load_tma is cleared otherwise.
-BwdParams with_load_maps(const BwdParams& p, int64_t Dh);
+BwdParams with_load_maps(const BwdParams& p, int64_t Dh, bool states);
 // The states X_{e_b} of one head group for that pass (p.inter = 1 is implied; writes p.xs): the
 // fused kernel's chain-only instantiation in its compact layout, several CTAs per SM.
 void launch_path_states(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);

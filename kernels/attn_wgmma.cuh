@@ -227,6 +227,16 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* map, uint64_t
       : "memory");
 #endif
 }
+// The box of a 2-D tensor map at (c0, c1) into dst (1024-byte aligned with a swizzle).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, uint64_t* bar, int c0, int c1) {
+#if SB_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];\n" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+#endif
+}
 // The box of a 1-D tensor map from element c0 into dst (128-byte aligned).
 __device__ __forceinline__ void tma_load_1d(void* dst, const void* map, uint64_t* bar, int c0) {
 #if SB_WGMMA

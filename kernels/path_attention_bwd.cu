@@ -1,7 +1,7 @@
 // path_attention_bwd.cu: instantiates the PaTH attention backward's pairs kernel (one
 // instantiation per head dim; the own blocks are path_own_bwd.cu's) with its launcher, shared-memory
 // size and occupancy query, and the wgmma pass over its inter-superchunk pairs
-// (softmax_bwd_wgmma_kernel<Dh, true, false>). The kernels are in path_bwd_kernel.cuh and softmax_wgmma.cuh;
+// (softmax_bwd_wgmma_kernel<Dh, true, kTma>). The kernels are in path_bwd_kernel.cuh and softmax_wgmma.cuh;
 // attention_api.cpp sequences them with the factor kernels. The states launch before that pass is
 // the kernel's chain-only instantiation.
 #include <algorithm>
@@ -116,10 +116,14 @@ void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) 
   // CTAs: (query range of superchunk b < nsc - 1, pair of its key blocks, head of the group),
   // superchunk 0's ranges first (it has the most query blocks after it).
   const int64_t grid = inter_ranges(p.nb, p.sc, p.nsc, p.qchunk) * ((p.sc + 1) / 2) * p.nbh;
-  BwdParams pm = with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh);
+  BwdParams pm = with_load_maps(with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh), Dh, true);
   pm.head_chunk = head_chunk_or(0);
-  launch_wgmma(softmax_bwd_wgmma_kernel<64, true, false>, softmax_bwd_wgmma_kernel<128, true, false>,
-               wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
+  if (pm.load_tma)
+    launch_wgmma(softmax_bwd_wgmma_kernel<64, true, true>, softmax_bwd_wgmma_kernel<128, true, true>,
+                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
+  else
+    launch_wgmma(softmax_bwd_wgmma_kernel<64, true, false>, softmax_bwd_wgmma_kernel<128, true, false>,
+                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
 }
 
 }  // namespace sb::cuda::detail

@@ -62,7 +62,7 @@ int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages) {
 template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
-    BwdParams pm = with_load_maps(with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh), Dh);
+    BwdParams pm = with_load_maps(with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh), Dh, false);
     pm.head_chunk = head_chunk_or(kWgBwdHeadChunk);
     const int64_t grid = static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H;
     if (pm.load_tma)

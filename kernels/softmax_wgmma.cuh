@@ -176,13 +176,12 @@ __global__ void __launch_bounds__(256, 2) softmax_fwd_wgmma_kernel(const FwdPara
 // X_{e_b} (xs) of one range of the query blocks after the superchunk (inter_range: long ranges
 // are split over several CTAs), without a causal mask; dV and dKe are added to the group's fp32
 // accumulators by atomics and dL/dX_{e_b} to dxs like dQ (TMA reductions or atomics).
-// kTma (softmax only, BwdParams::load_tma): thread 0 loads each stage's Q, dO, lse and delta by TMA
-// on the stage's mbarrier instead of every thread by cp.async: a proxy fence (before each dQ
-// reduction and after the dS^T stores) waits for the thread's pending cp.async copies, so with
-// cp.async the fence in the middle of an iteration waited for the stage issued at its top.
+// kTma (BwdParams::load_tma): thread 0 loads each stage's Q (the states with kInter), dO, lse and
+// delta by TMA on the stage's mbarrier instead of every thread by cp.async: a proxy fence (before
+// each dQ reduction and after the dS^T stores) waits for the thread's pending cp.async copies, so
+// with cp.async the fence in the middle of an iteration waited for the stage issued at its top.
 template <int Dh, bool kInter, bool kTma>
 __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
-  static_assert(!(kInter && kTma), "the inter pass loads its states by cp.async");
 #if SB_WGMMA
   constexpr int NTD = Dh / 8, KTD = Dh / 16, kN = 2 * kL, DQN = Dh / 2, kS = wg_bwd_stages(Dh);
   constexpr int ktile = sw_bytes(kN, Dh), qtile = sw_bytes(kL, Dh);
@@ -257,8 +256,11 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
         mbar_expect_tx(full + st, 2 * qtile + 2 * kL * 4);
 #pragma unroll
         for (int pn = 0; pn < Dh / 64; ++pn) {
-          tma_load_4d(qo + pn * kL * 128, &p.q_map, full + st, 64 * pn, static_cast<int>(i0), static_cast<int>(h),
-                      static_cast<int>(b));
+          if constexpr (kInter)
+            tma_load_2d(qo + pn * kL * 128, &p.q_map, full + st, 64 * pn, static_cast<int>(xrow0 + i0));
+          else
+            tma_load_4d(qo + pn * kL * 128, &p.q_map, full + st, 64 * pn, static_cast<int>(i0), static_cast<int>(h),
+                        static_cast<int>(b));
           tma_load_4d(qo + qtile + pn * kL * 128, &p.do_map, full + st, 64 * pn, static_cast<int>(i0),
                       static_cast<int>(h), static_cast<int>(b));
         }
@@ -323,6 +325,13 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
         float* sst = stats + cur * 3 * kL;
         for (int c = tid; c < 2 * kL; c += blockDim.x)
           if (i0 + (c & (kL - 1)) >= p.T) sst[c] = c < kL ? INFINITY : 0.f;
+        if constexpr (kInter) {  // and zero states: xs rows past T may never have been written
+          const int nvalid = static_cast<int>(p.T - i0);
+          uint4* qz = reinterpret_cast<uint4*>(sQO + 2 * cur * qtile);  // row r of panel pn: 8 chunks at (pn kL + r) 8
+          for (int c = tid; c < (Dh / 64) * kL * 8; c += blockDim.x)
+            if ((c >> 3) % kL >= nvalid) qz[c] = make_uint4(0u, 0u, 0u, 0u);
+          fence_async_smem();
+        }
       }
     } else {
       cp_async_wait<kS - 2>();

@@ -58,15 +58,16 @@ BwdParams with_dq_map(const BwdParams& p0, float* dst, int64_t rows, int64_t Dh)
   return p;
 }
 
-BwdParams with_load_maps(const BwdParams& p0, int64_t Dh) {
+BwdParams with_load_maps(const BwdParams& p0, int64_t Dh, bool states) {
   BwdParams p = p0;
   const EncodeTiled encode = encode_tiled();
   const int64_t rows = p.B * p.H * p.T;
   // A TMA box must start on a 16-byte boundary of its innermost dimension: the statistics' boxes
   // start at element bh T + i0, so T must be a multiple of 4 (an illegal instruction otherwise).
-  if (!p.load_tma || encode == nullptr || (Dh != 64 && Dh != 128) || p.T % 4 != 0 || !aligned16(p.q) ||
-      !aligned16(p.dout) || !aligned16(p.lse) || !aligned16(p.delta) || rows <= 0 ||
-      rows > std::numeric_limits<int32_t>::max()) {
+  if (!p.load_tma || encode == nullptr || (Dh != 64 && Dh != 128) || p.T % 4 != 0 ||
+      !aligned16(states ? static_cast<const void*>(p.xs) : p.q) || !aligned16(p.dout) || !aligned16(p.lse) ||
+      !aligned16(p.delta) || rows <= 0 || rows > std::numeric_limits<int32_t>::max() ||
+      (states && p.nbh * p.xs_rows > std::numeric_limits<int32_t>::max())) {
     p.load_tma = false;
     return p;
   }
@@ -81,6 +82,14 @@ BwdParams with_load_maps(const BwdParams& p0, int64_t Dh) {
                   dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };
+  auto encode_states = [&](TmaMap* map, const void* src) {  // [xs rows, Dh] bf16, boxes of 64 x 64
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(Dh), static_cast<cuuint64_t>(p.nbh * p.xs_rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(Dh) * 2};
+    const cuuint32_t box[2] = {64, 64}, elem[2] = {1, 1};
+    return encode(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(src),
+                  dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  };
   auto encode_rows = [&](TmaMap* map, const float* src) {  // [B H T] fp32 flattened, boxes of 64
     const cuuint64_t dims[1] = {static_cast<cuuint64_t>(rows)}, unused_strides[1] = {0};
     const cuuint32_t box[1] = {64}, elem[1] = {1};
@@ -88,8 +97,8 @@ BwdParams with_load_maps(const BwdParams& p0, int64_t Dh) {
                   dims, unused_strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };
-  p.load_tma = encode_qkv(&p.q_map, p.q) && encode_qkv(&p.do_map, p.dout) && encode_rows(&p.lse_map, p.lse) &&
-               encode_rows(&p.delta_map, p.delta);
+  p.load_tma = (states ? encode_states(&p.q_map, p.xs) : encode_qkv(&p.q_map, p.q)) &&
+               encode_qkv(&p.do_map, p.dout) && encode_rows(&p.lse_map, p.lse) && encode_rows(&p.delta_map, p.delta);
   return p;
 }
 

@@ -389,12 +389,18 @@ TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
   check_softmax_wgmma_dims(2700);
 }
 
-// The wgmma softmax backward loads Q, dO and the statistics by TMA; its cp.async variant
-// (STATEBENCH_ATTN_BWD_TMA=0, the fallback where the maps cannot be encoded) must agree with the CPU too.
-TEST(CudaAttention, SoftmaxBf16LoadsByCpAsync) {
+// The wgmma softmax backward and PaTH's inter pass load Q (the states), dO and the statistics by TMA
+// where T is a multiple of 4; their cp.async variant (STATEBENCH_ATTN_BWD_TMA=0, the fallback
+// elsewhere) must agree with the CPU too. PaTH at both settings: T = 1000 and 300 end in a partial
+// block, whose padded states the TMA path zeroes.
+TEST(CudaAttention, Bf16LoadsByCpAsync) {
   SKIP_WITHOUT_DEVICE();
-  const ScopedEnv cp_async("STATEBENCH_ATTN_BWD_TMA", "0");
-  check_softmax_wgmma_dims(2800);
+  {
+    const ScopedEnv cp_async("STATEBENCH_ATTN_BWD_TMA", "0");
+    check_softmax_wgmma_dims(2800);
+  }
+  check_path_switch("STATEBENCH_ATTN_BWD_TMA", {"0", "1"}, {{1, 1000, 1, 64, true}, {2, 300, 2, 128, false}},
+                    {DType::BF16}, 2850);
 }
 
 // The staggered order of the wgmma backward's warpgroups (STATEBENCH_ATTN_STAGGER=1, Dh 64; kept
