@@ -118,12 +118,7 @@ void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) 
   const int64_t grid = inter_ranges(p.nb, p.sc, p.nsc, p.qchunk) * ((p.sc + 1) / 2) * p.nbh;
   BwdParams pm = with_load_maps(with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh), Dh, true);
   pm.head_chunk = head_chunk_or(0);
-  if (pm.load_tma)
-    launch_wgmma(softmax_bwd_wgmma_kernel<64, true, true>, softmax_bwd_wgmma_kernel<128, true, true>,
-                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
-  else
-    launch_wgmma(softmax_bwd_wgmma_kernel<64, true, false>, softmax_bwd_wgmma_kernel<128, true, false>,
-                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
+  launch_bwd_wgmma<true>(pm, Dh, grid, stream);
 }
 
 }  // namespace sb::cuda::detail

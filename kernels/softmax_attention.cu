@@ -64,13 +64,7 @@ void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cud
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
     BwdParams pm = with_load_maps(with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh), Dh, false);
     pm.head_chunk = head_chunk_or(kWgBwdHeadChunk);
-    const int64_t grid = static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H;
-    if (pm.load_tma)
-      launch_wgmma(softmax_bwd_wgmma_kernel<64, false, true>, softmax_bwd_wgmma_kernel<128, false, true>,
-                   wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
-    else
-      launch_wgmma(softmax_bwd_wgmma_kernel<64, false, false>, softmax_bwd_wgmma_kernel<128, false, false>,
-                   wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), pm, Dh, grid, stream);
+    launch_bwd_wgmma<false>(pm, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
     return;
   }
   with_dh(Dh, [&](auto dh) {

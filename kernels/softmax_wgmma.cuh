@@ -461,4 +461,16 @@ void launch_wgmma(void (*kernel64)(P), void (*kernel128)(P), int smem64, int sme
   SB_CUDA_CHECK_LAUNCH();
 }
 
+// Launches the wgmma backward (softmax, or PaTH's inter pass with kInter) at Dh 64 or 128 on `grid`
+// CTAs, with the TMA loads where with_load_maps set p.load_tma, else with cp.async.
+template <bool kInter>
+void launch_bwd_wgmma(const BwdParams& p, int64_t Dh, int64_t grid, cudaStream_t stream) {
+  if (p.load_tma)
+    launch_wgmma(softmax_bwd_wgmma_kernel<64, kInter, true>, softmax_bwd_wgmma_kernel<128, kInter, true>,
+                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), p, Dh, grid, stream);
+  else
+    launch_wgmma(softmax_bwd_wgmma_kernel<64, kInter, false>, softmax_bwd_wgmma_kernel<128, kInter, false>,
+                 wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), p, Dh, grid, stream);
+}
+
 }  // namespace sb::cuda::detail
