@@ -239,13 +239,15 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
     // Rows of X_{e_b} / dL/dX_{e_b} in xs / dxs (inter modes).
     const int64_t S = static_cast<int64_t>(p.sc) * kL;
     auto xs_row = [&](int b) { return lb * p.xs_rows + sc_state_row(b, Tp, S) - (b + 1) * S + i0; };
+    // All 64 rows, as the forward writes them: padded queries' states are zero (zero-filled Q rows
+    // stay zero through the row-wise transports), so the wgmma pass's TMA loads read finite rows.
     if constexpr (kStates) {  // X_{e_{a-1}}, then X_{e_{b-1}} = X_{e_b} W_b, straight to xs (bf16)
       chain(n - 1, s_a - 1, [](int) -> int64_t { return -1; });
-      store_frag_global(p.xs + xs_row(a - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+      store_frag_global(p.xs + xs_row(a - 1) * Dh, Dh, true, r0, kL, X, 1.f, lane);
       for (int b = a - 1; b >= 1; --b) {
         const Tile cs = load_sc<Dh>(sm, p, bh, b, tid);
         transport_rows<Dh>(X, cs, cs, cs, 0, true, lane);
-        store_frag_global(p.xs + xs_row(b - 1) * Dh, Dh, true, r0, nvalid, X, 1.f, lane);
+        store_frag_global(p.xs + xs_row(b - 1) * Dh, Dh, true, r0, kL, X, 1.f, lane);
       }
       continue;
     }

@@ -40,10 +40,20 @@ __host__ __device__ inline KvBwdSmem kv_bwd_smem(unsigned char* base, int Dh, bo
   return s;
 }
 
+// The query gate biases of query block i0 relative to gref (log2 units; padded queries 0) into
+// qbias[64], synchronously; nothing without a gate.
+__device__ __forceinline__ void fill_query_bias(float* qbias, const double* gh, int64_t i0, int64_t T, double gref,
+                                                int tid) {
+  if (gh)
+    for (int c = tid; c < kL; c += blockDim.x) {
+      const int64_t i = i0 + c;
+      qbias[c] = i < T ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
+    }
+}
+
 // Starts loading the per-query statistics of query block i0 into stats[3][64]: lse (natural log;
 // padded queries +inf, so P = 0) and delta by 4-byte cp.async (complete after cp_async_wait and a
-// barrier, off the critical path of the block before); the query gate bias relative to gref (log2
-// units; 0 without a gate) synchronously.
+// barrier, off the critical path of the block before); the query gate bias (fill_query_bias).
 __device__ __forceinline__ void load_query_stats(float* stats, const BwdParams& p, int64_t bh, int64_t i0,
                                                  const double* gh, double gref, int tid) {
   for (int c = tid; c < 2 * kL; c += blockDim.x) {
@@ -55,11 +65,7 @@ __device__ __forceinline__ void load_query_stats(float* stats, const BwdParams& 
     else
       stats[c] = c < kL ? INFINITY : 0.f;
   }
-  if (gh)
-    for (int c = tid; c < kL; c += blockDim.x) {
-      const int64_t i = i0 + c;
-      stats[2 * kL + c] = i < p.T ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-    }
+  fill_query_bias(stats + 2 * kL, gh, i0, p.T, gref, tid);
 }
 
 // This warp's 16 keys (rows r0 + g (+8)) x 64 queries: St = K Q^T and dPt = V dO^T in, P^T and

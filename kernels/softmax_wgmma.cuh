@@ -267,11 +267,7 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
         tma_load_1d(sst, &p.lse_map, full + st, static_cast<int>(bh * p.T + i0));
         tma_load_1d(sst + kL, &p.delta_map, full + st, static_cast<int>(bh * p.T + i0));
       }
-      if (gh)
-        for (int c = tid; c < kL; c += blockDim.x) {
-          const int64_t i = i0 + c;
-          sst[2 * kL + c] = i < p.T ? static_cast<float>(gh[i] - gref) * kLog2e : 0.f;
-        }
+      fill_query_bias(sst + 2 * kL, gh, i0, p.T, gref, tid);
       return;
     }
     if (qb >= qend) {
@@ -321,17 +317,10 @@ __global__ void __launch_bounds__(256, 1) softmax_bwd_wgmma_kernel(const __grid_
     if constexpr (kTma) {
       mbar_wait(full + cur, static_cast<uint32_t>(it / kS) & 1u);
       const int64_t i0 = static_cast<int64_t>(qb) * kL;
-      if (i0 + kL > p.T) {  // the last block's padded queries: P = 0 (the TMA boxes read on past T)
-        float* sst = stats + cur * 3 * kL;
+      if (i0 + kL > p.T) {  // the last block's padded queries: P = 0 (the 1-D statistics boxes read on
+        float* sst = stats + cur * 3 * kL;  // into the next head; their Q / state rows are zeros)
         for (int c = tid; c < 2 * kL; c += blockDim.x)
           if (i0 + (c & (kL - 1)) >= p.T) sst[c] = c < kL ? INFINITY : 0.f;
-        if constexpr (kInter) {  // and zero states: xs rows past T may never have been written
-          const int nvalid = static_cast<int>(p.T - i0);
-          uint4* qz = reinterpret_cast<uint4*>(sQO + 2 * cur * qtile);  // row r of panel pn: 8 chunks at (pn kL + r) 8
-          for (int c = tid; c < (Dh / 64) * kL * 8; c += blockDim.x)
-            if ((c >> 3) % kL >= nvalid) qz[c] = make_uint4(0u, 0u, 0u, 0u);
-          fence_async_smem();
-        }
       }
     } else {
       cp_async_wait<kS - 2>();
