@@ -392,7 +392,7 @@ TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
 // The wgmma softmax backward and PaTH's inter pass load Q (the states), dO and the statistics by TMA
 // where T is a multiple of 4; their cp.async variant (STATEBENCH_ATTN_BWD_TMA=0, the fallback
 // elsewhere) must agree with the CPU too. PaTH at both settings: T = 1000 and 300 end in a partial
-// block, whose padded states the TMA path zeroes.
+// block, whose padded state rows the TMA path loads as the states launch wrote them.
 TEST(CudaAttention, Bf16LoadsByCpAsync) {
   SKIP_WITHOUT_DEVICE();
   {
