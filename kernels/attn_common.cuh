@@ -351,16 +351,17 @@ __device__ __forceinline__ void add_column_sums(float* dst, const float (&acc)[N
     }
 }
 
-// X <- X P_m in split precision with block m's transport operands (tiles `cb` bytes into their
-// pipeline stage): dense X - X C, or factored X - (X W^T) Y.
+// X <- X P_m with block m's transport operands (tiles `cb` bytes into their pipeline stage): dense
+// X - X C, or factored X - (X W^T) Y; in split precision unless `split` is false (gradient chains
+// with bf16 inputs: one bf16 plane per operand).
 template <int Dh>
 __device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const Tile& C, const Tile& W, const Tile& Y,
-                                               int cb, bool dense, int lane) {
+                                               int cb, bool dense, int lane, bool split = true) {
   constexpr int NTD = Dh / 8, KTD = Dh / 16;
   if (dense) {
     float Tm[NTD][4];
     zero(Tm);
-    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(C, cb), 0, 0, true, lane);
+    mma_rA<KTD, NTD, BL::KN>(Tm, X, 1.f, shifted(C, cb), 0, 0, split, lane);
 #pragma unroll
     for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
@@ -368,8 +369,8 @@ __device__ __forceinline__ void transport_rows(float (&X)[Dh / 8][4], const Tile
   } else {
     float T1[8][4];
     zero(T1);
-    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(W, cb), 0, 0, true, lane);   // X W^T
-    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(Y, cb), 0, 0, true, lane);  // X -= (X W^T) Y
+    mma_rA<KTD, 8, BL::NK>(T1, X, 1.f, shifted(W, cb), 0, 0, split, lane);   // X W^T
+    mma_rA<4, NTD, BL::KN>(X, T1, -1.f, shifted(Y, cb), 0, 0, split, lane);  // X -= (X W^T) Y
   }
 }
 

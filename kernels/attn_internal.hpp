@@ -231,6 +231,7 @@ struct BwdParams {
   // TMA on an mbarrier (with_load_maps) instead of cp.async, whose pending copies every proxy fence of
   // the iteration waited for (kernels/NOTES.md, session 25). STATEBENCH_ATTN_BWD_TMA=0 turns it off.
   bool load_tma = false;
+  bool grad_split = false;  // bf16: G's block transports in split planes (STATEBENCH_PATH_GRAD_SPLIT=1)
   TmaMap q_map, do_map, lse_map, delta_map;
   // wgmma softmax backward at Dh 64: warpgroup 1 computes and adds the previous query block's dQ
   // before its probabilities, warpgroup 0 after them (softmax_bwd_wgmma_kernel; slower, A/B only).

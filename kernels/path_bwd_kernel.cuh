@@ -162,6 +162,9 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool f32 = kF32;  // split every product (fp32 inputs); bf16 inputs are exact in one plane
   constexpr bool bf = !kF32;  // element type of q, k, v, out, dout, dq
+  // G's block transports: a gradient chain of at most sc - 1 blocks, so one bf16 plane per operand
+  // with bf16 inputs unless p.grad_split (the X chains recompute forward values: always split).
+  const bool gsplit = f32 || p.grad_split;
   const int warps = p.warps, Bq = 16 * warps, kt = warps;
   const BwdSmem sm = kStates ? states_smem(smem_raw, Dh, p.dense, Bq, p.stages)
                              : bwd_smem(smem_raw, Dh, f32, p.dense, Bq, p.stages);
@@ -344,7 +347,7 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
           if (!p.dense) {
             float T2[8][4];
             zero(T2);
-            mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, true, lane);  // G Y^T
+            mma_rA<KTD, 8, BL::NK>(T2, G, 1.f, shifted(sm.Yb, cb), 0, 0, gsplit, lane);  // G Y^T
             store_frag(sm.A, r0, T2, -1.f, lane);
             zero(T2);
             mma_rA<KTD, 8, BL::NK>(T2, X, 1.f, shifted(sm.Wb, cb), 0, 0, f32, lane);  // X W^T
@@ -371,13 +374,13 @@ __global__ void __launch_bounds__(128, kStates ? 3 : 1) path_bwd_kernel(const Bw
           if (p.dense) {
             float Tm[NTD][4];
             zero(Tm);
-            mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, true, lane);  // G C^T
+            mma_rA<KTD, NTD, BL::NK>(Tm, G, 1.f, shifted(sm.Cb, cb), 0, 0, gsplit, lane);  // G C^T
 #pragma unroll
             for (int nt = 0; nt < NTD; ++nt)
 #pragma unroll
               for (int e = 0; e < 4; ++e) G[nt][e] -= Tm[nt][e];
           } else {
-            mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, true, lane);  // G += (-G Y^T) W
+            mma_sA<NTD, false, BL::KN>(G, sm.A, r0, 0, 4, shifted(sm.Wb, cb), 0, 0, gsplit, lane);  // G += (-G Y^T) W
           }
         }
         mma_sA<NTD, false, BL::KN>(G, sm.dS, r0, 0, 4, Kc, 0, 0, f32, lane);  // G += dS_raw Kt (or Ke)

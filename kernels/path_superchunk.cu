@@ -28,18 +28,21 @@ struct ScTiles {
 };
 
 // prep: Kt, W, Y, A (Dh x Dh). bwd: W, Y, dKe, Kt, and a part's rows of A_m and D (pr x Dh each).
+// prep's products make forward factors: split planes. bwd's only make gradients: split with fp32
+// inputs, one bf16 plane per operand with bf16 inputs (as every bf16 attention backward).
 __host__ __device__ inline ScTiles sc_tiles(unsigned char* base, int Dh, bool f32, bool bwd, int pr = 0) {
   Carve cv{base, 0};
   ScTiles s;
+  const bool split = f32 || !bwd;
   s.Kt = cv.tile(kL, Dh, f32);
-  s.W = cv.tile(kL, Dh, true);
-  s.Y = cv.tile(kL, Dh, true);
+  s.W = cv.tile(kL, Dh, split);
+  s.Y = cv.tile(kL, Dh, split);
   if (!bwd) {
     s.A = cv.tile(Dh, Dh, true);
   } else {
-    s.dKe = cv.tile(kL, Dh, true);
-    s.A = cv.tile(pr, Dh, true);
-    s.D = cv.tile(pr, Dh, true);
+    s.dKe = cv.tile(kL, Dh, split);
+    s.A = cv.tile(pr, Dh, split);
+    s.D = cv.tile(pr, Dh, split);
   }
   s.bytes = cv.off;
   return s;
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (warp + 4 * r < RTP) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane);
+        if (warp + 4 * r < RTP) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane, kF32);
     }
     const float* dws = a.dws_acc + (lb * a.nsc + b) * DD;
 #pragma unroll
@@ -183,14 +186,14 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       {  // dKt_m += dKe_m A_m over this part's rows of A
         float acc[NTD][4];
         zero(acc);
-        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, r0, RTP, sm.A, 0, 0, true, lane);
+        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, r0, RTP, sm.A, 0, 0, kF32, lane);
         atomic_frag(a.dkt_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
       }
       float* dp = a.dense ? a.dp_acc + (lb * a.nb + m) * DD : a.dps + (lb * nblk + m) * DD;
       for (int rt = warp; rt < RTN; rt += 4) {  // dP_m += A_m^T D over this part's rows
         float acc[NTD][4];
         zero(acc);
-        mma_sA<NTD, true, BL::KN>(acc, sm.A, 16 * rt, 0, RTP, sm.D, 0, 0, true, lane);
+        mma_sA<NTD, true, BL::KN>(acc, sm.A, 16 * rt, 0, RTP, sm.D, 0, 0, kF32, lane);
         atomic_frag(dp, Dh, 16 * rt, acc, 1.f, lane);
       }
       if (!tr) continue;
@@ -198,8 +201,8 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       for (int r = 0; r < RT; ++r) {
         const int rt = r0 / 16 + warp + 4 * r;
         if (warp + 4 * r >= RTP) continue;
-        transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane);                      // D - (D Y^T) W
-        mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, true, lane);  // + dKe^T Kt
+        transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane, kF32);                // D - (D Y^T) W
+        mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, kF32, lane);  // + dKe^T Kt
       }
     }
   }

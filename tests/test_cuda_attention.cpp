@@ -211,6 +211,19 @@ void check_path_switch(const char* var, std::initializer_list<const char*> value
   }
 }
 
+// With bf16 inputs PaTH's well-conditioned gradient chains (the superchunk backward, G's block
+// transports in the pairs kernel) multiply one bf16 plane per operand with fp32 accumulation; their
+// split-plane variant (STATEBENCH_PATH_GRAD_SPLIT=1, the fp32 path's products) must agree with the
+// CPU too. Every head dim, dense (Dh <= 64) and factored transports, superchunks of 3 (T = 257 and
+// 300: several), and beta close to 2, where the block transports are reflections.
+TEST(CudaAttention, PathBf16GradientsBySplitPlanes) {
+  SKIP_WITHOUT_DEVICE();
+  check_path_switch("STATEBENCH_PATH_GRAD_SPLIT", {"0", "1"},
+                    {{2, 257, 1, 16, false}, {3, 113, 2, 32, true}, {1, 300, 2, 64, true},
+                     {1, 257, 1, 64, false, 1.9, 1.999}, {2, 129, 1, 128, true, 1.9, 1.999}},
+                    {DType::BF16}, 3000);
+}
+
 // The superchunk backward's rows split over 1, 2 or 4 CTAs per (head, superchunk)
 // (STATEBENCH_PATH_SC_PARTS, kept to 16-64 rows a part; PathSuperchunks runs the defaults): the
 // parts' shares of dP_m and dKt_m must add up to the CPU's gradients, in dense (Dh <= 64) and
