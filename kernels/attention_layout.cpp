@@ -207,7 +207,8 @@ int sc_bwd_parts(int64_t Dh) {
   const int64_t v = env_count_or("STATEBENCH_PATH_SC_PARTS", 0, what);
   if (v == 0) return Dh >= 64 ? 2 : 1;
   if (v != 1 && v != 2 && v != 4) fail("STATEBENCH_PATH_SC_PARTS: '{}' is not {}", v, what);
-  // A part holds 16 to 64 rows (the kernel's tiles; 128 rows do not fit its shared memory).
+  // A part holds 16 to 64 rows (the kernel's tiles: 128 rows of fp32's split tiles do not fit its
+  // shared memory, and would take 128 registers a thread for the rows' state).
   return static_cast<int>(std::clamp<int64_t>(v, std::max<int64_t>(1, Dh / 64), std::max<int64_t>(1, Dh / 16)));
 }
 
