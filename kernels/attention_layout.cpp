@@ -202,10 +202,10 @@ ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid) {
   return {2, 1};
 }
 
-int sc_bwd_parts(int64_t Dh) {
+int sc_bwd_parts(int64_t Dh, bool f32) {
   constexpr const char* what = "1, 2 or 4 CTAs per (head, superchunk) of sc_bwd (0 = default)";
   const int64_t v = env_count_or("STATEBENCH_PATH_SC_PARTS", 0, what);
-  if (v == 0) return Dh >= 64 ? 2 : 1;
+  if (v == 0) return Dh >= 128 && !f32 ? 4 : (Dh >= 64 ? 2 : 1);
   if (v != 1 && v != 2 && v != 4) fail("STATEBENCH_PATH_SC_PARTS: '{}' is not {}", v, what);
   // A part holds 16 to 64 rows (the kernel's tiles: 128 rows of fp32's split tiles do not fit its
   // shared memory, and would take 128 registers a thread for the rows' state).
@@ -333,7 +333,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     // with the wgmma pass: those states are in xs).
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
     cfg.slot_floats = (1 + cfg.sc + (cfg.inter ? 0 : cfg.nsc)) * state;
-    cfg.sc_parts = sc_bwd_parts(d.Dh);
+    cfg.sc_parts = sc_bwd_parts(d.Dh, f32);
     const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * cfg.sc_parts;
     cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
     return cfg;

@@ -428,13 +428,14 @@ struct ScArgs {
   bool dense = false;
 };
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
-// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh) CTAs per (head, superchunk): 2 at
-// Dh >= 64, 1 below (4 at Dh 128 measured no faster, kernels/NOTES.md session 23); STATEBENCH_PATH_SC_PARTS=N asks for
-// 1, 2 or 4 (anything else is an Error naming the variable), kept to Dh / 64 .. Dh / 16 (16 to 64
-// rows per part). A CTA's scratch holds
-// its rows of A_m for the sc blocks of a superchunk (sc_bwd_slot_floats floats); factored
-// transports add the group's dP_m (sc_bwd_dps_floats) after the grid's slots.
-int sc_bwd_parts(int64_t Dh);
+// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh, f32) CTAs per (head, superchunk): 4
+// at Dh 128 in bf16 (one-plane products, version 55: shorter items beat fewer; with fp32's split
+// products 4 measured no faster, kernels/NOTES.md sessions 23 and 26), 2 at Dh >= 64, 1 below;
+// STATEBENCH_PATH_SC_PARTS=N asks for 1, 2 or 4 (anything else is an Error naming the variable),
+// kept to Dh / 64 .. Dh / 16 (16 to 64 rows per part). A CTA's scratch holds its rows of A_m for the
+// sc blocks of a superchunk (sc_bwd_slot_floats floats); factored transports add the group's dP_m
+// (sc_bwd_dps_floats) after the grid's slots.
+int sc_bwd_parts(int64_t Dh, bool f32);
 constexpr int64_t sc_bwd_slot_floats(int64_t sc, int64_t Dh, int parts) { return sc * (Dh / parts) * Dh; }
 constexpr int64_t sc_bwd_dps_floats(int64_t nbh, int64_t sc, int64_t nsc, int64_t Dh) {
   return path_dense(Dh) ? 0 : nbh * (nsc - 1) * sc * Dh * Dh;

@@ -197,26 +197,29 @@ TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
     for (int warps : {1, 2, 4}) EXPECT_GT(path_own_smem_bytes(Dh, true, warps), path_own_smem_bytes(Dh, false, warps));
 }
 
-// sc_bwd's CTAs per (head, superchunk): 2 at Dh >= 64, 1 below; STATEBENCH_PATH_SC_PARTS
+// sc_bwd's CTAs per (head, superchunk): 4 at Dh 128 in bf16, 2 at Dh >= 64, 1 below; STATEBENCH_PATH_SC_PARTS
 // asks for 1, 2 or 4, kept to 16-64 rows per part; anything else names the variable. Every part
 // size it can give fits an H100 SM's shared memory (a part of 128 rows would not: hence the clamp),
 // and the factored transports' dP buffer is the group's (nsc - 1) sc blocks of Dh x Dh (dense: none).
 TEST(AttentionLayout, SuperchunkBackwardParts) {
   using cuda::detail::sc_bwd_parts;
   using cuda::detail::sc_bwd_smem_bytes;
-  EXPECT_EQ(sc_bwd_parts(128), 2);
-  EXPECT_EQ(sc_bwd_parts(64), 2);
-  EXPECT_EQ(sc_bwd_parts(32), 1);
-  EXPECT_EQ(sc_bwd_parts(16), 1);
-  for (auto [value, p128, p64, p32, p16] :
-       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 2, 2, 1, 1}}) {
-    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", value);
-    EXPECT_EQ(sc_bwd_parts(128), p128) << value;
-    EXPECT_EQ(sc_bwd_parts(64), p64) << value;
-    EXPECT_EQ(sc_bwd_parts(32), p32) << value;
-    EXPECT_EQ(sc_bwd_parts(16), p16) << value;
+  EXPECT_EQ(sc_bwd_parts(128, false), 4);
+  EXPECT_EQ(sc_bwd_parts(128, true), 2);
+  for (bool f32 : {false, true}) {
+    EXPECT_EQ(sc_bwd_parts(64, f32), 2);
+    EXPECT_EQ(sc_bwd_parts(32, f32), 1);
+    EXPECT_EQ(sc_bwd_parts(16, f32), 1);
   }
-  expect_rejected("STATEBENCH_PATH_SC_PARTS", {"3", "8", "-1", "four", ""}, [] { sc_bwd_parts(64); });
+  for (auto [value, p128, p64, p32, p16] :
+       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 4, 2, 1, 1}}) {
+    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", value);
+    EXPECT_EQ(sc_bwd_parts(128, false), p128) << value;
+    EXPECT_EQ(sc_bwd_parts(64, false), p64) << value;
+    EXPECT_EQ(sc_bwd_parts(32, false), p32) << value;
+    EXPECT_EQ(sc_bwd_parts(16, false), p16) << value;
+  }
+  expect_rejected("STATEBENCH_PATH_SC_PARTS", {"3", "8", "-1", "four", ""}, [] { sc_bwd_parts(64, false); });
   constexpr int one_per_sm = 227 * 1024;
   for (int Dh : {16, 32, 64, 128})
     for (int parts : {1, 2, 4})
