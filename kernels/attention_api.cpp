@@ -306,9 +306,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   p.load_tma = detail::env_switch_or("STATEBENCH_ATTN_BWD_TMA", true);
   // STATEBENCH_ATTN_STAGGER=1: the wgmma softmax backward's warpgroups out of step (Dh 64).
   p.stagger = detail::env_switch_or("STATEBENCH_ATTN_STAGGER", false);
-  // STATEBENCH_PATH_GRAD_SPLIT=1: PaTH's well-conditioned gradient chains (the superchunk backward,
-  // G's block transports) split their operands with bf16 inputs too, as with fp32.
-  p.grad_split = detail::env_switch_or("STATEBENCH_PATH_GRAD_SPLIT", false);
+  p.grad_split = cfg.split_grads;
   p.nqb = static_cast<int>((d.T + 16 * cfg.warps - 1) / (16 * cfg.warps));
   p.seg = cfg.seg, p.ck_slots = cfg.ck_slots, p.slot_floats = cfg.slot_floats;
   p.scale = scale, p.bf16 = bf16, p.dense = dense;
@@ -394,7 +392,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
           const size_t bytes = static_cast<size_t>(detail::sc_bwd_dps_floats(nbh, cfg.sc, cfg.nsc, d.Dh)) * 4;
           CUDA_CHECK(cudaMemsetAsync(sa.dps, 0, bytes, stream));
         }
-        detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, !bf16 || p.grad_split, stream), prof.mark("superchunk bwd");
+        detail::launch_sc_bwd(sa, cfg.sc_grid, d.Dh, cfg.split_grads, stream), prof.mark("superchunk bwd");
         if (sa.dps) detail::launch_sc_dwdy(sa, d.Dh, stream), prof.mark("superchunk dW dY");
       }
       detail::launch_path_own_bwd(p, cfg, d.Dh, stream);

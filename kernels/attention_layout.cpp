@@ -202,10 +202,10 @@ ItemWeights path_item_weights(int sc, int nsc, int64_t items, int64_t grid) {
   return {2, 1};
 }
 
-int sc_bwd_parts(int64_t Dh, bool f32) {
+int sc_bwd_parts(int64_t Dh, bool split) {
   constexpr const char* what = "1, 2 or 4 CTAs per (head, superchunk) of sc_bwd (0 = default)";
   const int64_t v = env_count_or("STATEBENCH_PATH_SC_PARTS", 0, what);
-  if (v == 0) return Dh >= 128 && !f32 ? 4 : (Dh >= 64 ? 2 : 1);
+  if (v == 0) return Dh >= 128 && !split ? 4 : (Dh >= 64 ? 2 : 1);
   if (v != 1 && v != 2 && v != 4) fail("STATEBENCH_PATH_SC_PARTS: '{}' is not {}", v, what);
   // A part holds 16 to 64 rows (the kernel's tiles: 128 rows of fp32's split tiles do not fit its
   // shared memory, and would take 128 registers a thread for the rows' state).
@@ -305,6 +305,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
   }
   const PathBwdShape shape = path_bwd_shape(d, dt, dev);
   cfg.warps = shape.warps, cfg.stages = shape.stages, cfg.smem = shape.smem;
+  cfg.split_grads = f32 || env_switch_or("STATEBENCH_PATH_GRAD_SPLIT", false);
   for (int warps : {4, 2, 1})
     if (path_own_smem_bytes(d.Dh, f32, warps) <= dev.max_smem) {
       cfg.own_warps = warps, cfg.own_smem = path_own_smem_bytes(d.Dh, f32, warps);
@@ -333,7 +334,7 @@ BwdConfig bwd_config(const AttnDims& d, DType dt, bool path) {
     // with the wgmma pass: those states are in xs).
     cfg.seg = cfg.sc, cfg.ck_slots = 1;
     cfg.slot_floats = (1 + cfg.sc + (cfg.inter ? 0 : cfg.nsc)) * state;
-    cfg.sc_parts = sc_bwd_parts(d.Dh, f32);
+    cfg.sc_parts = sc_bwd_parts(d.Dh, cfg.split_grads);
     const int64_t sc_items = cfg.bh_group * (cfg.nsc - 1) * cfg.sc_parts;
     cfg.sc_grid = static_cast<int>(std::min<int64_t>(sc_items, static_cast<int64_t>(dev.sms) * 2));
     return cfg;

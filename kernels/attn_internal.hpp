@@ -231,7 +231,7 @@ struct BwdParams {
   // TMA on an mbarrier (with_load_maps) instead of cp.async, whose pending copies every proxy fence of
   // the iteration waited for (kernels/NOTES.md, session 25). STATEBENCH_ATTN_BWD_TMA=0 turns it off.
   bool load_tma = false;
-  bool grad_split = false;  // bf16: G's block transports in split planes (STATEBENCH_PATH_GRAD_SPLIT=1)
+  bool grad_split = false;  // G's block transports in split planes (BwdConfig::split_grads)
   TmaMap q_map, do_map, lse_map, delta_map;
   // wgmma softmax backward at Dh 64: warpgroup 1 computes and adds the previous query block's dQ
   // before its probabilities, warpgroup 0 after them (softmax_bwd_wgmma_kernel; slower, A/B only).
@@ -251,6 +251,9 @@ struct BwdConfig {
   int64_t slot_floats = 0;
   int sc = 0, nsc = 0, sc_grid = 0;  // superchunks (PaTH, 0 = none) and the sc_bwd kernel's grid
   int sc_parts = 1;                  // sc_bwd's CTAs per (head, superchunk)
+  // PaTH: the gradient chains (sc_bwd, G's block transports) split their operands into hi + lo
+  // planes: with fp32 inputs, or bf16 under STATEBENCH_PATH_GRAD_SPLIT=1 (BwdParams::grad_split).
+  bool split_grads = false;
   int64_t bh_group = 1;              // rows (b, h) per backward group (softmax: B H, one group)
   bool inter = false;                // PaTH: inter-superchunk pairs on wgmma (BwdParams::inter)
   int64_t xs_rows = 0;               // their query states per head (sc_state_row)
@@ -428,22 +431,23 @@ struct ScArgs {
   bool dense = false;
 };
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream);
-// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh, f32) CTAs per (head, superchunk): 4
-// at Dh 128 in bf16 (one-plane products, version 55: shorter items beat fewer; with fp32's split
+// sc_bwd splits the Dh rows of its chains over sc_bwd_parts(Dh, split) CTAs per (head, superchunk):
+// 4 at Dh 128 with one-plane products (bf16, version 55: shorter items beat fewer; with split
 // products 4 measured no faster, kernels/NOTES.md sessions 23 and 26), 2 at Dh >= 64, 1 below;
 // STATEBENCH_PATH_SC_PARTS=N asks for 1, 2 or 4 (anything else is an Error naming the variable),
 // kept to Dh / 64 .. Dh / 16 (16 to 64 rows per part). A CTA's scratch holds its rows of A_m for the
 // sc blocks of a superchunk (sc_bwd_slot_floats floats); factored transports add the group's dP_m
 // (sc_bwd_dps_floats) after the grid's slots.
-int sc_bwd_parts(int64_t Dh, bool f32);
+int sc_bwd_parts(int64_t Dh, bool split);
 constexpr int64_t sc_bwd_slot_floats(int64_t sc, int64_t Dh, int parts) { return sc * (Dh / parts) * Dh; }
 constexpr int64_t sc_bwd_dps_floats(int64_t nbh, int64_t sc, int64_t nsc, int64_t Dh) {
   return path_dense(Dh) ? 0 : nbh * (nsc - 1) * sc * Dh * Dh;
 }
-void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream);
+// split: the chains' products in hi + lo planes (BwdConfig::split_grads; always with fp32 inputs).
+void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool split, cudaStream_t stream);
 // Factored transports: dW_m -= Y_m dP_m^T and dY_m -= W_m dP_m for the blocks of a.dps (after sc_bwd).
 void launch_sc_dwdy(const ScArgs& a, int64_t Dh, cudaStream_t stream);
-int sc_bwd_smem_bytes(int64_t Dh, bool f32, int parts);
+int sc_bwd_smem_bytes(int64_t Dh, bool split, int parts);
 // The inter-superchunk pairs of one head group on wgmma (path_attention_bwd.cu; p as for
 // launch_bwd<true> with p.inter set, between its inter = 1 and inter = 2 launches).
 void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream);

@@ -116,9 +116,9 @@ void launch_path_inter_bwd(const BwdParams& p, int64_t Dh, cudaStream_t stream) 
   // CTAs: (query range of superchunk b < nsc - 1, pair of its key blocks, head of the group),
   // superchunk 0's ranges first (it has the most query blocks after it).
   const int64_t grid = inter_ranges(p.nb, p.sc, p.nsc, p.qchunk) * ((p.sc + 1) / 2) * p.nbh;
-  BwdParams pm = with_load_maps(with_dq_map(p, p.dxs, p.nbh * p.xs_rows, Dh), Dh, true);
+  BwdParams pm = p;
   pm.head_chunk = head_chunk_or(0);
-  launch_bwd_wgmma<true>(pm, Dh, grid, stream);
+  launch_bwd_wgmma<true>(pm, p.dxs, p.nbh * p.xs_rows, Dh, grid, stream);
 }
 
 }  // namespace sb::cuda::detail

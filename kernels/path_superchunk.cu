@@ -28,8 +28,9 @@ struct ScTiles {
 };
 
 // prep: Kt, W, Y, A (Dh x Dh). bwd: W, Y, dKe, Kt, and a part's rows of A_m and D (pr x Dh each).
-// prep's products make forward factors: split planes. bwd's only make gradients: split with fp32
-// inputs, one bf16 plane per operand with bf16 inputs (as every bf16 attention backward).
+// f32: Kt has a low plane (fp32 inputs). prep's products make forward factors: split planes. bwd's
+// only make gradients: split where f32 is (sc_bwd's kSplit: fp32 inputs, or STATEBENCH_PATH_GRAD_SPLIT),
+// else one bf16 plane per operand (as every bf16 attention backward).
 __host__ __device__ inline ScTiles sc_tiles(unsigned char* base, int Dh, bool f32, bool bwd, int pr = 0) {
   Carve cv{base, 0};
   ScTiles s;
@@ -111,13 +112,13 @@ __global__ void __launch_bounds__(kThreads) sc_prep_kernel(const ScArgs a) {
 // each of the P CTAs of one (head, superchunk) carries Dh / P of them and adds its share of dP_m
 // (a sum over those rows) and of dKt_m by atomics: dP_m into dp (dense) or a.dps (factored, where
 // sc_dwdy turns it into dW_m, dY_m off this chain).
-template <int Dh, bool kF32, int P>
+template <int Dh, bool kSplit, int P>
 __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
   constexpr int NTD = Dh / 8, RTN = Dh / 16, PR = Dh / P, RTP = PR / 16;
   constexpr int RT = (RTP + 3) / 4;  // row tiles per warp
   static_assert(RTP >= 1, "a part holds at least one 16-row tile");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const ScTiles sm = sc_tiles(smem_raw, Dh, kF32, true, PR);
+  const ScTiles sm = sc_tiles(smem_raw, Dh, kSplit, true, PR);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t Tp = static_cast<int64_t>(a.nb) * kL, DD = static_cast<int64_t>(Dh) * Dh, slot = PR * Dh;
   const int64_t nitems = a.nbh * (a.nsc - 1) * P, nblk = static_cast<int64_t>(a.nsc - 1) * a.sc;
@@ -145,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < RT; ++r)
-        if (warp + 4 * r < RTP) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane, kF32);
+        if (warp + 4 * r < RTP) transport_rows<Dh>(X[r], sm.A, sm.W, sm.Y, 0, false, lane, kSplit);
     }
     const float* dws = a.dws_acc + (lb * a.nsc + b) * DD;
 #pragma unroll
@@ -186,14 +187,14 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       {  // dKt_m += dKe_m A_m over this part's rows of A
         float acc[NTD][4];
         zero(acc);
-        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, r0, RTP, sm.A, 0, 0, kF32, lane);
+        mma_sA<NTD, false, BL::KN>(acc, sm.dKe, 16 * warp, r0, RTP, sm.A, 0, 0, kSplit, lane);
         atomic_frag(a.dkt_acc + (lb * Tp + k0) * Dh, Dh, 16 * warp, acc, 1.f, lane);
       }
       float* dp = a.dense ? a.dp_acc + (lb * a.nb + m) * DD : a.dps + (lb * nblk + m) * DD;
       for (int rt = warp; rt < RTN; rt += 4) {  // dP_m += A_m^T D over this part's rows
         float acc[NTD][4];
         zero(acc);
-        mma_sA<NTD, true, BL::KN>(acc, sm.A, 16 * rt, 0, RTP, sm.D, 0, 0, kF32, lane);
+        mma_sA<NTD, true, BL::KN>(acc, sm.A, 16 * rt, 0, RTP, sm.D, 0, 0, kSplit, lane);
         atomic_frag(dp, Dh, 16 * rt, acc, 1.f, lane);
       }
       if (!tr) continue;
@@ -201,8 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1) sc_bwd_kernel(const ScArgs a) {
       for (int r = 0; r < RT; ++r) {
         const int rt = r0 / 16 + warp + 4 * r;
         if (warp + 4 * r >= RTP) continue;
-        transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane, kF32);                // D - (D Y^T) W
-        mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, kF32, lane);  // + dKe^T Kt
+        transport_rows<Dh>(X[r], sm.A, sm.Y, sm.W, 0, false, lane, kSplit);                // D - (D Y^T) W
+        mma_sA<NTD, true, BL::KN>(X[r], sm.dKe, 16 * rt, 0, kL / 16, sm.Kt, 0, 0, kSplit, lane);  // + dKe^T Kt
       }
     }
   }
@@ -246,8 +247,8 @@ void set_smem(K* kernel, int smem) {
 
 }  // namespace
 
-int sc_bwd_smem_bytes(int64_t Dh, bool f32, int parts) {
-  return sc_tiles(nullptr, static_cast<int>(Dh), f32, true, static_cast<int>(Dh) / parts).bytes;
+int sc_bwd_smem_bytes(int64_t Dh, bool split, int parts) {
+  return sc_tiles(nullptr, static_cast<int>(Dh), split, true, static_cast<int>(Dh) / parts).bytes;
 }
 
 void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream) {
@@ -262,11 +263,11 @@ void launch_sc_prep(const ScArgs& a, int64_t Dh, bool f32, cudaStream_t stream) 
   });
 }
 
-void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t stream) {
+void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool split, cudaStream_t stream) {
   if (a.nsc < 2) return;
   check_head_group(a.bh0, a.nbh, a.B * a.H, "PaTH superchunk backward: bad group of heads");
   if (!a.dense && !a.dps) throw_error("PaTH superchunk backward: factored transports need the dP buffer");
-  const int smem = sc_bwd_smem_bytes(Dh, f32, a.parts);
+  const int smem = sc_bwd_smem_bytes(Dh, split, a.parts);
   auto go = [&](auto* kernel) {
     set_smem(kernel, smem);
     kernel<<<grid, kThreads, smem, stream>>>(a);
@@ -276,13 +277,13 @@ void launch_sc_bwd(const ScArgs& a, int grid, int64_t Dh, bool f32, cudaStream_t
     constexpr int D = decltype(dh)::value;
     switch (a.parts) {
       case 1:
-        if constexpr (D <= 64) return f32 ? go(sc_bwd_kernel<D, true, 1>) : go(sc_bwd_kernel<D, false, 1>);
+        if constexpr (D <= 64) return split ? go(sc_bwd_kernel<D, true, 1>) : go(sc_bwd_kernel<D, false, 1>);
         break;
       case 2:
-        if constexpr (D >= 32) return f32 ? go(sc_bwd_kernel<D, true, 2>) : go(sc_bwd_kernel<D, false, 2>);
+        if constexpr (D >= 32) return split ? go(sc_bwd_kernel<D, true, 2>) : go(sc_bwd_kernel<D, false, 2>);
         break;
       case 4:
-        if constexpr (D >= 64) return f32 ? go(sc_bwd_kernel<D, true, 4>) : go(sc_bwd_kernel<D, false, 4>);
+        if constexpr (D >= 64) return split ? go(sc_bwd_kernel<D, true, 4>) : go(sc_bwd_kernel<D, false, 4>);
         break;
       default: break;
     }

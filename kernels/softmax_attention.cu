@@ -62,9 +62,10 @@ int softmax_bwd_smem_bytes(int64_t Dh, bool f32, int stages) {
 template <>
 void launch_bwd<false>(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream) {
   if (softmax_attention_uses_wgmma(Dh, p.bf16 ? DType::BF16 : DType::F32)) {  // 128-key blocks
-    BwdParams pm = with_load_maps(with_dq_map(p, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh), Dh, false);
+    BwdParams pm = p;
     pm.head_chunk = head_chunk_or(kWgBwdHeadChunk);
-    launch_bwd_wgmma<false>(pm, Dh, static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
+    launch_bwd_wgmma<false>(pm, p.dq_acc, p.B * p.H * p.nb * int64_t{kL}, Dh,
+                            static_cast<int64_t>((p.nb + 1) / 2) * p.B * p.H, stream);
     return;
   }
   with_dh(Dh, [&](auto dh) {

@@ -450,10 +450,13 @@ void launch_wgmma(void (*kernel64)(P), void (*kernel128)(P), int smem64, int sme
   SB_CUDA_CHECK_LAUNCH();
 }
 
-// Launches the wgmma backward (softmax, or PaTH's inter pass with kInter) at Dh 64 or 128 on `grid`
-// CTAs, with the TMA loads where with_load_maps set p.load_tma, else with cp.async.
+// Launches the wgmma backward (softmax, or PaTH's inter pass with kInter: its queries are the states
+// xs) at Dh 64 or 128 on `grid` CTAs, adding dQ into the fp32 [dq_rows, Dh] dq (with_dq_map), with
+// the TMA loads where with_load_maps keeps p.load_tma, else with cp.async.
 template <bool kInter>
-void launch_bwd_wgmma(const BwdParams& p, int64_t Dh, int64_t grid, cudaStream_t stream) {
+void launch_bwd_wgmma(const BwdParams& p0, float* dq, int64_t dq_rows, int64_t Dh, int64_t grid,
+                      cudaStream_t stream) {
+  const BwdParams p = with_load_maps(with_dq_map(p0, dq, dq_rows, Dh), Dh, kInter);
   if (p.load_tma)
     launch_wgmma(softmax_bwd_wgmma_kernel<64, kInter, true>, softmax_bwd_wgmma_kernel<128, kInter, true>,
                  wg_bwd_smem_bytes(64), wg_bwd_smem_bytes(128), p, Dh, grid, stream);
