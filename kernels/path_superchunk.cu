@@ -27,23 +27,24 @@ struct ScTiles {
   int bytes = 0;
 };
 
-// prep: Kt, W, Y, A (Dh x Dh). bwd: W, Y, dKe, Kt, and a part's rows of A_m and D (pr x Dh each).
-// f32: Kt has a low plane (fp32 inputs). prep's products make forward factors: split planes. bwd's
-// only make gradients: split where f32 is (sc_bwd's kSplit: fp32 inputs, or STATEBENCH_PATH_GRAD_SPLIT),
-// else one bf16 plane per operand (as every bf16 attention backward).
-__host__ __device__ inline ScTiles sc_tiles(unsigned char* base, int Dh, bool f32, bool bwd, int pr = 0) {
+// prep (bwd false): Kt, W, Y, A (Dh x Dh); its products make forward factors, so W, Y and A are
+// split, and `split` is its fp32 flag (Kt's low plane). bwd: W, Y, dKe, Kt, and a part's rows of A_m
+// and D (pr x Dh each); its products only make gradients, so every tile has a low plane where
+// `split` (sc_bwd's kSplit: fp32 inputs, or STATEBENCH_PATH_GRAD_SPLIT=1, where with bf16 inputs Kt's
+// low plane is zeros), else one bf16 plane per operand (as every bf16 attention backward).
+__host__ __device__ inline ScTiles sc_tiles(unsigned char* base, int Dh, bool split, bool bwd, int pr = 0) {
   Carve cv{base, 0};
   ScTiles s;
-  const bool split = f32 || !bwd;
-  s.Kt = cv.tile(kL, Dh, f32);
-  s.W = cv.tile(kL, Dh, split);
-  s.Y = cv.tile(kL, Dh, split);
+  const bool lo = split || !bwd;
+  s.Kt = cv.tile(kL, Dh, split);
+  s.W = cv.tile(kL, Dh, lo);
+  s.Y = cv.tile(kL, Dh, lo);
   if (!bwd) {
     s.A = cv.tile(Dh, Dh, true);
   } else {
-    s.dKe = cv.tile(kL, Dh, split);
-    s.A = cv.tile(pr, Dh, split);
-    s.D = cv.tile(pr, Dh, split);
+    s.dKe = cv.tile(kL, Dh, lo);
+    s.A = cv.tile(pr, Dh, lo);
+    s.D = cv.tile(pr, Dh, lo);
   }
   s.bytes = cv.off;
   return s;
