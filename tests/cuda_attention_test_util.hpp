@@ -13,13 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_cuda.hpp"
-#include "kernels/device_buffer.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/common/device_buffer.hpp"
 #include "path_test_util.hpp"
 
 namespace sb::test {
 
-using cuda::DeviceBuffer;
+using cuda::AttentionOptions;
+using cuda::DeviceBytes;
 using cuda::DType;
 
 // Norm-wise relative error tolerances ||gpu - ref|| / ||ref|| against a float64 reference on the
@@ -54,7 +55,7 @@ inline float bf16_value(uint16_t h) {
 }
 
 // Rounds x in place to what the device sees (float or bf16) and returns the device bytes.
-inline DeviceBuffer upload_rounded(Vec& x, DType dt) {
+inline DeviceBytes upload_rounded(Vec& x, DType dt) {
   if (dt == DType::BF16) {
     std::vector<uint16_t> h(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
@@ -67,10 +68,10 @@ inline DeviceBuffer upload_rounded(Vec& x, DType dt) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = f[i] = static_cast<float>(x[i]);
   return cuda::to_device(f);
 }
-inline DeviceBuffer upload_f32(Vec& x) { return upload_rounded(x, DType::F32); }
+inline DeviceBytes upload_f32(Vec& x) { return upload_rounded(x, DType::F32); }
 
 // Downloads n elements; counts non-finite values (the poison 0xFF.. is NaN in both types).
-inline Vec download(const DeviceBuffer& buf, size_t n, DType dt, int64_t& nonfinite) {
+inline Vec download(const DeviceBytes& buf, size_t n, DType dt, int64_t& nonfinite) {
   Vec out(n);
   if (dt == DType::BF16) {
     const auto h = cuda::to_host<uint16_t>(buf, n);
@@ -83,8 +84,8 @@ inline Vec download(const DeviceBuffer& buf, size_t n, DType dt, int64_t& nonfin
   return out;
 }
 
-inline DeviceBuffer poisoned(size_t bytes) {
-  DeviceBuffer b(bytes);
+inline DeviceBytes poisoned(size_t bytes) {
+  DeviceBytes b(bytes);
   b.fill_bytes(0xFF);
   return b;
 }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_check.hpp"
-#include "kernels/gpu_runner.hpp"
+#include "kernels/common/cuda_check.hpp"
+#include "model/cuda/gpu_runner.hpp"
 
 namespace sb::test_cuda {
 

@@ -1,6 +1,7 @@
-// test_attention_layout.cpp: the CUDA attention backend's host-side plans (kernels/attn_internal.hpp,
-// kernels/attention_layout.cpp), which need no device: the PaTH backward's head groups, the
-// superchunk plan and the factor layout, with their developer switches. Built only with CUDA.
+// test_attention_layout.cpp: the CUDA attention backend's plan (kernels/attention/plan.hpp), pure
+// functions of the shapes, dtype, device limits and options, so no GPU is needed: the PaTH
+// backward's head groups, the superchunk plan, the backward's launch shape, the factor layout and
+// the options' checks. Built only with CUDA (the plan is part of the kernels library).
 #include <gtest/gtest.h>
 
 #ifdef STATEBENCH_HAVE_CUDA
@@ -14,27 +15,24 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/attention_cuda.hpp"
-#include "kernels/attn_internal.hpp"
-#include "scoped_env.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/attention/internal.hpp"
 
 namespace sb::test {
 namespace {
 
+using cuda::AttentionOptions;
 using cuda::DType;
+using cuda::detail::DeviceLimits;
 
-// Each value in `bad` of the environment variable `var` makes call() throw an Error naming `var`.
-template <class F>
-void expect_rejected(const char* var, std::initializer_list<const char*> bad, F&& call) {
-  for (const char* value : bad) {
-    ScopedEnv env(var, value);
-    try {
-      call();
-      ADD_FAILURE() << var << " accepted '" << value << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
-    }
-  }
+// An H100-like device for the plan: 132 SMs, 227 KiB of shared memory per block, the wgmma kernels,
+// and the PaTH pairs kernel resident `occ2` / `occ1` times per SM at two / one pipeline stages.
+DeviceLimits h100(int occ2 = 1, int occ1 = 2) {
+  DeviceLimits L;
+  L.sms = 132, L.max_smem = 227 * 1024, L.sm90 = true;
+  for (auto& w : L.path_bwd_occupancy) w[0] = occ2, w[1] = occ1;
+  L.path_states = {2, 100 * 1024, 2};
+  return L;
 }
 
 // The wgmma kernels' CTA order: every (head, job) exactly once; within a chunk, job-major over
@@ -65,20 +63,6 @@ TEST(AttentionLayout, HeadOrderCoversEveryItemOnce) {
   cuda::detail::head_order(17, 128, 16, 0, bh, job);  // one chunk: item 17 = job 0 of head 17
   EXPECT_EQ(bh, 17);
   EXPECT_EQ(job, 0);
-}
-
-// The chunk switch: the launcher's default when unset, the value when a count, an Error otherwise.
-TEST(AttentionLayout, HeadChunkSwitch) {
-  using cuda::detail::head_chunk_or;
-  EXPECT_EQ(head_chunk_or(16), 16);
-  {
-    ScopedEnv env("STATEBENCH_ATTN_HEAD_CHUNK", "4");
-    EXPECT_EQ(head_chunk_or(16), 4);
-  }
-  for (const char* bad : {"-1", "4x", ""}) {
-    ScopedEnv env("STATEBENCH_ATTN_HEAD_CHUNK", bad);
-    EXPECT_THROW(head_chunk_or(16), Error) << bad;
-  }
 }
 
 // The inter pass's query ranges: for every superchunk b < nsc - 1, its ranges are consecutive,
@@ -116,7 +100,7 @@ TEST(AttentionLayout, InterRangesCoverEachQueryBlockOnce) {
 
 // Their length: where superchunk 0's range is more than 1.5 times one SM's share of the launch's
 // query-block visits, about half that share, at least 4; else 0 (whole ranges), and 0 without
-// superchunks; the switch sets it (0 = whole ranges) and a bad value is an Error.
+// superchunks.
 TEST(AttentionLayout, InterQueryChunk) {
   using cuda::detail::inter_qchunk;
   // (2,8192,16,128) in groups of 2 heads: superchunks of 12 blocks, 11 of them; 620 query blocks
@@ -130,54 +114,87 @@ TEST(AttentionLayout, InterQueryChunk) {
   EXPECT_EQ(inter_qchunk(64, 6, 11, 16, 132), 0);
   EXPECT_EQ(inter_qchunk(128, 12, 11, 4, 132), 0);  // 116 against 113 per SM
   EXPECT_EQ(inter_qchunk(12, 0, 0, 1, 132), 0);
-  {
-    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", "0");
-    EXPECT_EQ(inter_qchunk(128, 12, 11, 2, 132), 0);
-  }
-  {
-    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", "16");
-    EXPECT_EQ(inter_qchunk(128, 12, 11, 2, 132), 16);
-  }
-  for (const char* bad : {"-2", "x", ""}) {
-    ScopedEnv env("STATEBENCH_PATH_INTER_QCHUNK", bad);
-    EXPECT_THROW(inter_qchunk(128, 12, 11, 2, 132), Error) << bad;
-  }
 }
 
-// The on / off switches: the default when unset, 0 or 1 when set, an Error naming the variable otherwise.
-TEST(AttentionLayout, OnOffSwitch) {
-  using cuda::detail::env_switch_or;
-  EXPECT_TRUE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", true));
-  EXPECT_FALSE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", false));
-  {
-    ScopedEnv env("STATEBENCH_ATTN_DQ_BULK", "0");
-    EXPECT_FALSE(env_switch_or("STATEBENCH_ATTN_DQ_BULK", true));
+// Options out of range are errors naming the field; the defaults pass.
+TEST(AttentionLayout, OptionsAreChecked) {
+  EXPECT_NO_THROW(cuda::detail::check_options(AttentionOptions{}));
+  auto rejected = [](const AttentionOptions& o, const char* field) {
+    try {
+      cuda::detail::check_options(o);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  for (int sc : {1, -2}) {
+    AttentionOptions o;
+    o.path_superchunk = sc;
+    rejected(o, "path_superchunk");
   }
-  {
-    ScopedEnv env("STATEBENCH_ATTN_STAGGER", "1");
-    EXPECT_TRUE(env_switch_or("STATEBENCH_ATTN_STAGGER", false));
-  }
-  expect_rejected("STATEBENCH_ATTN_STAGGER", {"2", "on", "", "-1"},
-                  [] { env_switch_or("STATEBENCH_ATTN_STAGGER", false); });
+  AttentionOptions o;
+  o.path_bwd_group = -1;
+  rejected(o, "path_bwd_group");
+  o = {};
+  o.path_fwd_group = -3;
+  rejected(o, "path_fwd_group");
+  o = {};
+  o.path_checkpoint_budget = -1;
+  rejected(o, "path_checkpoint_budget");
 }
 
-// STATEBENCH_ATTN_BWD_STAGES (and _FWD_STAGES, the PaTH forward's): 1 or 2 forces the pipeline depth,
-// 0 or unset is the default, anything else names the variable.
-TEST(AttentionLayout, BackwardStagesSwitch) {
-  using cuda::detail::stages_override;
-  EXPECT_EQ(stages_override(), 0);
-  for (auto [value, stages] : {std::pair{"0", 0}, {"1", 1}, {"2", 2}}) {
-    ScopedEnv env("STATEBENCH_ATTN_BWD_STAGES", value);
-    EXPECT_EQ(stages_override(), stages) << value;
+// The wgmma kernels run only with bf16 at Dh 64 or 128 on an sm_90 device, and not with sm90 off.
+TEST(AttentionLayout, WgmmaChoice) {
+  using cuda::detail::uses_wgmma;
+  const DeviceLimits hopper = h100();
+  DeviceLimits other = hopper;
+  other.sm90 = false;
+  AttentionOptions off;
+  off.sm90 = false;
+  EXPECT_TRUE(uses_wgmma(64, DType::BF16, hopper, {}));
+  EXPECT_TRUE(uses_wgmma(128, DType::BF16, hopper, {}));
+  EXPECT_FALSE(uses_wgmma(32, DType::BF16, hopper, {}));
+  EXPECT_FALSE(uses_wgmma(64, DType::F32, hopper, {}));
+  EXPECT_FALSE(uses_wgmma(64, DType::BF16, other, {}));
+  EXPECT_FALSE(uses_wgmma(64, DType::BF16, hopper, off));
+}
+
+// The PaTH pairs kernel's launch shape: two pipeline stages unless one lets more CTAs share an SM,
+// its persistent grid = SMs x residency; the widest query block whose shared memory fits; none
+// fitting is an error naming the shared memory.
+TEST(AttentionLayout, BackwardShapeFollowsOccupancy) {
+  const cuda::AttnDims d{8, 2048, 16, 64};
+  auto cfg = cuda::detail::bwd_config(d, DType::BF16, true, h100(1, 2), {});
+  EXPECT_EQ(cfg.warps, 4);
+  EXPECT_EQ(cfg.stages, 1);
+  EXPECT_EQ(cfg.grid, 264);  // 132 SMs x 2, fewer than the group's query blocks
+  cfg = cuda::detail::bwd_config(d, DType::BF16, true, h100(2, 2), {});
+  EXPECT_EQ(cfg.stages, 2);
+  DeviceLimits narrow = h100();
+  narrow.path_bwd_occupancy[0][0] = narrow.path_bwd_occupancy[0][1] = 0;  // 4 warps do not fit
+  cfg = cuda::detail::bwd_config(d, DType::BF16, true, narrow, {});
+  EXPECT_EQ(cfg.warps, 2);
+  DeviceLimits none = h100();
+  for (auto& w : none.path_bwd_occupancy) w[0] = w[1] = 0;
+  try {
+    cuda::detail::bwd_config(d, DType::BF16, true, none, {});
+    ADD_FAILURE() << "no fitting query block accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
   }
-  expect_rejected("STATEBENCH_ATTN_BWD_STAGES", {"3", "two", "-1", ""}, [] { stages_override(); });
-  using cuda::detail::fwd_stages_override;  // the same for the PaTH forward's fused kernel
-  EXPECT_EQ(fwd_stages_override(), 0);
-  {
-    ScopedEnv env("STATEBENCH_ATTN_FWD_STAGES", "1");
-    EXPECT_EQ(fwd_stages_override(), 1);
-  }
-  expect_rejected("STATEBENCH_ATTN_FWD_STAGES", {"3", "one", "-2", ""}, [] { fwd_stages_override(); });
+  // fp32 splits the gradient chains; bf16 takes one plane (and 4 sc_bwd parts at Dh 128).
+  const cuda::AttnDims big{2, 8192, 16, 128};
+  EXPECT_TRUE(cuda::detail::bwd_config(big, DType::F32, true, h100(), {}).split_grads);
+  cfg = cuda::detail::bwd_config(big, DType::BF16, true, h100(), {});
+  EXPECT_FALSE(cfg.split_grads);
+  EXPECT_EQ(cfg.sc_parts, 4);
+  // The checkpoint budget: below one segment per item, ~sqrt(nb) segments.
+  const cuda::AttnDims plain{1, 640, 1, 32};  // 10 blocks, superchunks off
+  AttentionOptions no_sc;
+  no_sc.path_superchunk = 0;
+  EXPECT_EQ(cuda::detail::bwd_config(plain, DType::F32, true, h100(), no_sc).seg, 9);
+  no_sc.path_checkpoint_budget = 1;
+  EXPECT_EQ(cuda::detail::bwd_config(plain, DType::F32, true, h100(), no_sc).seg, 3);
 }
 
 // The split PaTH backward's occupancy by design (bf16, 4-warp query blocks): at Dh 64 the own-block
@@ -197,10 +214,9 @@ TEST(AttentionLayout, SplitBackwardFitsTwoCtasPerSm) {
     for (int warps : {1, 2, 4}) EXPECT_GT(path_own_smem_bytes(Dh, true, warps), path_own_smem_bytes(Dh, false, warps));
 }
 
-// sc_bwd's CTAs per (head, superchunk): 4 at Dh 128 in bf16, 2 at Dh >= 64, 1 below; STATEBENCH_PATH_SC_PARTS
-// asks for 1, 2 or 4, kept to 16-64 rows per part; anything else names the variable. Every part
-// size it can give fits an H100 SM's shared memory (a part of 128 rows would not: hence the clamp),
-// and the factored transports' dP buffer is the group's (nsc - 1) sc blocks of Dh x Dh (dense: none).
+// sc_bwd's CTAs per (head, superchunk): 4 at Dh 128 in bf16, 2 at Dh >= 64, 1 below. Every part
+// size of 16-64 rows fits an H100 SM's shared memory (a part of 128 rows would not), and the
+// factored transports' dP buffer is the group's (nsc - 1) sc blocks of Dh x Dh (dense: none).
 TEST(AttentionLayout, SuperchunkBackwardParts) {
   using cuda::detail::sc_bwd_parts;
   using cuda::detail::sc_bwd_smem_bytes;
@@ -211,15 +227,6 @@ TEST(AttentionLayout, SuperchunkBackwardParts) {
     EXPECT_EQ(sc_bwd_parts(32, f32), 1);
     EXPECT_EQ(sc_bwd_parts(16, f32), 1);
   }
-  for (auto [value, p128, p64, p32, p16] :
-       {std::tuple{"1", 2, 1, 1, 1}, {"2", 2, 2, 2, 1}, {"4", 4, 4, 2, 1}, {"0", 4, 2, 1, 1}}) {
-    ScopedEnv env("STATEBENCH_PATH_SC_PARTS", value);
-    EXPECT_EQ(sc_bwd_parts(128, false), p128) << value;
-    EXPECT_EQ(sc_bwd_parts(64, false), p64) << value;
-    EXPECT_EQ(sc_bwd_parts(32, false), p32) << value;
-    EXPECT_EQ(sc_bwd_parts(16, false), p16) << value;
-  }
-  expect_rejected("STATEBENCH_PATH_SC_PARTS", {"3", "8", "-1", "four", ""}, [] { sc_bwd_parts(64, false); });
   constexpr int one_per_sm = 227 * 1024;
   for (int Dh : {16, 32, 64, 128})
     for (int parts : {1, 2, 4})
@@ -233,8 +240,8 @@ TEST(AttentionLayout, SuperchunkBackwardParts) {
 
 // The order of the query blocks with the wgmma pass: by the cost 2 j + a where the persistent CTAs
 // get fewer than 4 items each ((2,8192,16,128): 256 items on 132 CTAs), else by block (wa = sc: from
-// the last); STATEBENCH_PATH_ITEM_ORDER picks 0 / 1 / 2, anything else names the variable.
-TEST(AttentionLayout, ItemOrderSwitch) {
+// the last).
+TEST(AttentionLayout, ItemOrder) {
   using cuda::detail::path_item_weights;
   auto w = path_item_weights(12, 11, 256, 132);
   EXPECT_EQ(w.wj, 2);
@@ -242,44 +249,27 @@ TEST(AttentionLayout, ItemOrderSwitch) {
   w = path_item_weights(6, 6, 64 * 32, 264);
   EXPECT_EQ(w.wj, 1);
   EXPECT_EQ(w.wa, 6);
-  for (auto [value, wj, wa] : {std::tuple{"0", 1, 12}, {"1", 11, 1}, {"2", 2, 1}}) {
-    ScopedEnv env("STATEBENCH_PATH_ITEM_ORDER", value);
-    w = path_item_weights(12, 11, 256, 132);
-    EXPECT_EQ(w.wj, wj) << value;
-    EXPECT_EQ(w.wa, wa) << value;
-  }
-  expect_rejected("STATEBENCH_PATH_ITEM_ORDER", {"3", "-1", "j", ""}, [] { path_item_weights(12, 11, 256, 132); });
 }
 
 // The head-group policy itself (host arithmetic, no device): all heads while the accumulators fit
 // the budget (512 MiB; 128 MiB where one head's take more than 24 MiB); else as many as fit, at least
-// 3 waves of the persistent grid, split evenly; the switches override (capped at B H).
+// 3 waves of the persistent grid, split evenly; AttentionOptions::path_bwd_group overrides (capped at B H).
 TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   using cuda::detail::path_acc_row_bytes;
   using cuda::detail::path_bwd_group;
   // (2,8192,16,128): nb = 128 blocks, 11 superchunks, 64-row query blocks, 132 persistent CTAs.
   const cuda::AttnDims big{2, 8192, 16, 128};
   EXPECT_EQ(path_acc_row_bytes(big, 128, 11, 0), 27983872);        // 6 [Tp, Dh] + dz + dws (factored)
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 4);         // 26.7 MiB a head: 4 fit 128 MiB -> 8 launches
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 1000), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132, {}), 4);         // 26.7 MiB a head: 4 fit 128 MiB -> 8 launches
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 1000, {}), 16);       // 3 waves of 1000 CTAs need 24 -> 2 x 16
   const cuda::AttnDims mid{8, 2048, 16, 64};                     // dense: + dp
   EXPECT_EQ(path_acc_row_bytes(mid, 32, 4, 0), 4259840);
-  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 64);           // 126 fit 512 MiB -> 2 launches of 64
+  EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132, {}), 64);           // 126 fit 512 MiB -> 2 launches of 64
   // MQRAR (64,768,2,128) with the inter pass's states (1152 rows): 3.7 MB a head, all 128 fit.
-  EXPECT_EQ(path_bwd_group({64, 768, 2, 128}, 12, 12, 4, 1152, 132), 128);
-  {
-    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", "128");
-    EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 26);  // 31 fit 128 MiB -> 5 launches: 26 x 4, 24
-  }
-  {
-    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", "256");
-    EXPECT_EQ(path_bwd_group(mid, 32, 32, 4, 0, 132), 43);  // 63 fit 256 MiB -> 3 launches: 43, 43, 42
-  }
-  for (const char* bad : {"0", "-3", "2x"}) {
-    ScopedEnv env("STATEBENCH_PATH_ACC_BUDGET_MIB", bad);
-    EXPECT_THROW(path_bwd_group(mid, 32, 32, 4, 0, 132), Error) << bad;
-  }
-  EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 0, 132), 8);  // small: one group
+  EXPECT_EQ(path_bwd_group({64, 768, 2, 128}, 12, 12, 4, 1152, 132, {}), 128);
+  EXPECT_EQ(path_bwd_group({6, 2048, 21, 64}, 32, 32, 4, 0, 132, {}), 126);  // 126 heads of 4.26 MB fit 512 MiB
+  EXPECT_EQ(path_bwd_group({1, 2048, 127, 64}, 32, 32, 4, 0, 132, {}), 64);  // 127 do not: 2 launches of 64
+  EXPECT_EQ(path_bwd_group({4, 256, 2, 64}, 4, 4, 0, 0, 132, {}), 8);  // small: one group
   // The wgmma inter pass's states: superchunk b covers rows (b + 1) S .. Tp - 1, stored one after
   // the other; at (2,8192,16,128), 10 superchunks of 768 rows before the last: 39680 rows per head,
   // fp32 gradients (zeroed with the accumulators) and bf16 states.
@@ -291,110 +281,108 @@ TEST(AttentionLayout, BackwardHeadGroupPolicy) {
   // With the pass the floor is 1.5 waves: 2 fit 128 MiB, and 1.5 waves of 132 CTAs need 2 (without
   // the pass, 3 waves need 4); of 66 CTAs 1; of 264 CTAs 4 (over the budget: the plan then drops
   // the pass).
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 132), 2);
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 66), 2);
-  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 264), 4);
-  {
-    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3");
-    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 3);
-  }
-  {
-    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "100");
-    EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132), 32);
-  }
-  ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "3x");
-  EXPECT_THROW(path_bwd_group(big, 128, 128, 11, 0, 132), Error);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 132, {}), 2);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 66, {}), 2);
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 39680, 264, {}), 4);
+  AttentionOptions forced;
+  forced.path_bwd_group = 3;
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132, forced), 3);
+  forced.path_bwd_group = 100;
+  EXPECT_EQ(path_bwd_group(big, 128, 128, 11, 0, 132, forced), 32);
 }
 
-// The superchunk plan (host arithmetic, no device; kernels/NOTES.md "Inter-superchunk pairs on
-// wgmma"): with the wgmma pass, superchunks of 6 blocks from 24 blocks on where the pass's states
+// The superchunk plan (host arithmetic, no device): with the wgmma pass, superchunks of 6 blocks from 24 blocks on where the pass's states
 // fit the accumulator budget; else the default size, with the pass where it fits (at
 // (2,8192,16,128): 12 blocks, 2 heads per group); from 9 to 23 blocks round(sqrt(nb)) (at least 3)
 // with the pass; without wgmma the default size and never the pass.
 TEST(AttentionLayout, SuperchunkPlan) {
   using cuda::detail::superchunk_plan_for;
   const cuda::AttnDims mid{8, 2048, 16, 64}, long4k{4, 4096, 16, 64}, big{2, 8192, 16, 128};
-  auto p = superchunk_plan_for(mid, true, 32, 132);  // 32 blocks: 6 superchunks of 6 (the last of 2)
+  auto p = superchunk_plan_for(mid, true, 32, 132, {});  // 32 blocks: 6 superchunks of 6 (the last of 2)
   EXPECT_EQ(p.sc, 6);
   EXPECT_EQ(p.nsc, 6);
   EXPECT_TRUE(p.inter);
   EXPECT_EQ(p.xs_rows, cuda::detail::sc_state_row(5, 2048, 384));
-  p = superchunk_plan_for(long4k, true, 64, 132);
+  p = superchunk_plan_for(long4k, true, 64, 132, {});
   EXPECT_EQ(p.sc, 6);
   EXPECT_TRUE(p.inter);
-  p = superchunk_plan_for(big, true, 128, 132);  // 6 blocks: 2 heads' states exceed 128 MiB; 12: 2 fit
+  p = superchunk_plan_for(big, true, 128, 132, {});  // 6 blocks: 2 heads' states exceed 128 MiB; 12: 2 fit
   EXPECT_EQ(p.sc, 12);
   EXPECT_EQ(p.nsc, 11);
   EXPECT_TRUE(p.inter);
   EXPECT_EQ(p.xs_rows, 39680);
-  p = superchunk_plan_for(big, true, 128, 264);  // a larger GPU: 4 heads per group, no room for the pass
+  p = superchunk_plan_for(big, true, 128, 264, {});  // a larger GPU: 4 heads per group, no room for the pass
   EXPECT_EQ(p.sc, 12);
   EXPECT_FALSE(p.inter);
   EXPECT_EQ(p.xs_rows, 0);
-  p = superchunk_plan_for(mid, false, 32, 132);  // no wgmma: max(8, sqrt(32))
+  p = superchunk_plan_for(mid, false, 32, 132, {});  // no wgmma: max(8, sqrt(32))
   EXPECT_EQ(p.sc, 8);
   EXPECT_FALSE(p.inter);
-  p = superchunk_plan_for({2, 1000, 2, 64}, true, 16, 132);  // 16 blocks: 4 superchunks of 4
+  p = superchunk_plan_for({2, 1000, 2, 64}, true, 16, 132, {});  // 16 blocks: 4 superchunks of 4
   EXPECT_EQ(p.sc, 4);
   EXPECT_EQ(p.nsc, 4);
   EXPECT_TRUE(p.inter);
-  p = superchunk_plan_for({64, 768, 2, 128}, true, 12, 132);  // 12 blocks (MQRAR): 4 of 3
+  p = superchunk_plan_for({64, 768, 2, 128}, true, 12, 132, {});  // 12 blocks (MQRAR): 4 of 3
   EXPECT_EQ(p.sc, 3);
   EXPECT_EQ(p.nsc, 4);
   EXPECT_TRUE(p.inter);
-  p = superchunk_plan_for({2, 1000, 2, 64}, false, 16, 132);  // no wgmma: 2 of 8, no pass
+  p = superchunk_plan_for({2, 1000, 2, 64}, false, 16, 132, {});  // no wgmma: 2 of 8, no pass
   EXPECT_EQ(p.sc, 8);
   EXPECT_FALSE(p.inter);
-  EXPECT_EQ(superchunk_plan_for({64, 512, 4, 64}, true, 8, 132).sc, 0);  // 8 blocks: none
-  {
-    ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "3");
-    p = superchunk_plan_for(mid, true, 32, 132);
-    EXPECT_EQ(p.sc, 3);
-    EXPECT_EQ(p.nsc, 11);
-    EXPECT_TRUE(p.inter);
-  }
-  ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "1");
-  EXPECT_THROW(superchunk_plan_for(mid, true, 32, 132), Error);
+  EXPECT_EQ(superchunk_plan_for({64, 512, 4, 64}, true, 8, 132, {}).sc, 0);  // 8 blocks: none
+  AttentionOptions three;
+  three.path_superchunk = 3;
+  p = superchunk_plan_for(mid, true, 32, 132, three);
+  EXPECT_EQ(p.sc, 3);
+  EXPECT_EQ(p.nsc, 11);
+  EXPECT_TRUE(p.inter);
+  three.path_superchunk = 0;
+  EXPECT_EQ(superchunk_plan_for(mid, true, 32, 132, three).sc, 0);
+  // The whole plan on a device: short sequences (nb <= 2) have none.
+  EXPECT_EQ(cuda::detail::superchunk_plan({4, 128, 2, 64}, DType::BF16, h100(), {}).sc, 0);
+  EXPECT_EQ(cuda::detail::superchunk_plan(mid, DType::BF16, h100(), {}).sc, 6);
+  AttentionOptions mma;
+  mma.sm90 = false;
+  p = cuda::detail::superchunk_plan(mid, DType::BF16, h100(), mma);
+  EXPECT_EQ(p.sc, 8);
+  EXPECT_FALSE(p.inter);
 }
 
 // The forward's wgmma pass between superchunks: where the backward's runs, in head groups whose
 // states fit the accumulator budget (at (2,8192,16,128): 10.2 MB a head in 128 MiB, 13 heads, evened
-// out to 11 over 3 launches; at (8,2048,16,64) all 128 heads), off without the backward's pass or with
-// STATEBENCH_PATH_FWD_INTER=0; STATEBENCH_PATH_FWD_GROUP=N forces N heads; bad values name the variable.
+// out to 11 over 3 launches; at (8,2048,16,64) all 128 heads), off without the backward's pass;
+// AttentionOptions::path_fwd_group forces a group size.
 TEST(AttentionLayout, ForwardInterPlan) {
   using cuda::detail::path_fwd_inter_plan_for;
   using cuda::detail::superchunk_plan_for;
   const cuda::AttnDims mid{8, 2048, 16, 64}, big{2, 8192, 16, 128};
-  const auto pbig = superchunk_plan_for(big, true, 128, 132), pmid = superchunk_plan_for(mid, true, 32, 132);
-  auto f = path_fwd_inter_plan_for(big, pbig);
+  const auto pbig = superchunk_plan_for(big, true, 128, 132, {}), pmid = superchunk_plan_for(mid, true, 32, 132, {});
+  auto f = path_fwd_inter_plan_for(big, pbig, {});
   EXPECT_EQ(f.group, 11);
   EXPECT_EQ(f.xs_rows, 39680);
-  f = path_fwd_inter_plan_for(mid, pmid);
+  f = path_fwd_inter_plan_for(mid, pmid, {});
   EXPECT_EQ(f.group, 128);
   EXPECT_EQ(f.xs_rows, pmid.xs_rows);
-  EXPECT_EQ(path_fwd_inter_plan_for(big, superchunk_plan_for(big, true, 128, 264)).group, 0);  // no pass
-  EXPECT_EQ(path_fwd_inter_plan_for(mid, superchunk_plan_for(mid, false, 32, 132)).group, 0);
-  {
-    ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
-    EXPECT_EQ(path_fwd_inter_plan_for(big, pbig).group, 0);
-  }
-  {
-    ScopedEnv forced("STATEBENCH_PATH_FWD_GROUP", "5");
-    EXPECT_EQ(path_fwd_inter_plan_for(big, pbig).group, 5);
-  }
-  EXPECT_EQ(cuda::detail::path_fwd_inter_plan({1, 1000, 2, 64}, DType::F32).group, 0);  // bf16 only
-  expect_rejected("STATEBENCH_PATH_FWD_INTER", {"2", "yes", ""}, [&] { path_fwd_inter_plan_for(big, pbig); });
-  expect_rejected("STATEBENCH_PATH_FWD_GROUP", {"-1", "x", ""}, [&] { path_fwd_inter_plan_for(big, pbig); });
+  EXPECT_EQ(path_fwd_inter_plan_for(big, superchunk_plan_for(big, true, 128, 264, {}), {}).group, 0);  // no pass
+  EXPECT_EQ(path_fwd_inter_plan_for(mid, superchunk_plan_for(mid, false, 32, 132, {}), {}).group, 0);
+  AttentionOptions forced;
+  forced.path_fwd_group = 5;
+  EXPECT_EQ(path_fwd_inter_plan_for(big, pbig, forced).group, 5);
+  EXPECT_EQ(cuda::detail::path_fwd_inter_plan({1, 1000, 2, 64}, DType::F32, h100(), {}).group, 0);  // bf16 only
+  // The forward keeps the states in the caller's factors where its pass runs in one group of all heads.
+  EXPECT_TRUE(cuda::detail::path_states_kept(mid, DType::BF16, h100(), {}));
+  EXPECT_FALSE(cuda::detail::path_states_kept(big, DType::BF16, h100(), {}));
+  EXPECT_FALSE(cuda::detail::path_states_kept(mid, DType::F32, h100(), {}));
 }
 
 // The factor layout (host arithmetic): Z and Minv keep only their strictly lower parts, packed in
 // 2112 floats per 64-row block instead of 4096; minv only for a backward.
 TEST(AttentionLayout, FactorLayoutPacksTriangles) {
   const cuda::AttnDims d{2, 128, 3, 64};  // 6 heads x 2 blocks
-  const auto f = cuda::detail::factor_layout(d, DType::BF16, true);
+  const auto f = cuda::detail::factor_layout(d, DType::BF16, true, false, h100(), {});
   EXPECT_EQ(f.minv - f.z, size_t{12} * 2112 * 4);
   EXPECT_EQ(f.c - f.minv, size_t{12} * 2112 * 4);
-  const auto fwd_only = cuda::detail::factor_layout(d, DType::BF16, false);
+  const auto fwd_only = cuda::detail::factor_layout(d, DType::BF16, false, false, h100(), {});
   EXPECT_EQ(fwd_only.c, fwd_only.minv);
   EXPECT_EQ(f.total - fwd_only.total, size_t{12} * 2112 * 4);
 }

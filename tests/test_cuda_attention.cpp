@@ -1,4 +1,4 @@
-// test_cuda_attention.cpp: parity of the CUDA attention kernels (kernels/attention_cuda.hpp) with
+// test_cuda_attention.cpp: parity of the CUDA attention kernels (kernels/attention/attention.hpp) with
 // the CPU reference ops run in double: PaTH (nn::path_attention_*, Blockwise form) and softmax
 // attention (nn::softmax_attention_*; NoPE, RoPE-applied q/k, FoX gate). Forward output, lse and
 // every gradient, over awkward shapes, fp32 and bf16, outputs poisoned before each run (the launch
@@ -17,14 +17,15 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attention_cuda.hpp"
-#include "kernels/attn_internal.hpp"
-#include "kernels/device_buffer.hpp"
+#include "core/error.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/attention/internal.hpp"
+#include "kernels/common/device_buffer.hpp"
 #include "nn/ops_attention.hpp"
 #include "nn/path_attention.hpp"
+#include "tests/cuda/attention_selftest.hpp"
 #include "cuda_attention_test_util.hpp"
 #include "path_test_util.hpp"
-#include "scoped_env.hpp"
 
 namespace sb::test {
 namespace {
@@ -41,10 +42,11 @@ std::string describe(const Shape& s, DType dt) {
          " beta in [" + std::to_string(s.beta_lo) + "," + std::to_string(s.beta_hi) + "]";
 }
 
-// One forward + backward on the device and in double on the CPU; checks every output. With
-// keep_factors (PaTH) the forward hands its factors to the backward through a poisoned buffer, and
-// both calls get a poisoned caller workspace sized without the factors.
-void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_factors = false) {
+// One forward + backward on the device (with options `opt`) and in double on the CPU; checks every
+// output. With keep_factors (PaTH) the forward hands its factors to the backward through a poisoned
+// buffer, and both calls get a poisoned caller workspace sized without the factors.
+void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_factors = false,
+                const AttentionOptions& opt = {}) {
   SCOPED_TRACE(describe(s, dt) + (path ? " PaTH" : " softmax") + (keep_factors ? " kept factors" : ""));
   PathInputs in = make_inputs(s.B, s.T, s.H, s.Dh, s.gate, seed, s.beta_lo, s.beta_hi);
   if (s.rope) {
@@ -54,34 +56,35 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
   Vec dout = randn(in.nx(), seed + 99);
   const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns());
   const size_t esz = cuda::dtype_bytes(dt);
-  DeviceBuffer q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
-  DeviceBuffer dO = upload_rounded(dout, dt);
-  DeviceBuffer w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
-  DeviceBuffer out = poisoned(nx * esz), lse = poisoned(ns * 4), dq = poisoned(nx * esz), dk = poisoned(nx * esz);
-  DeviceBuffer dv = poisoned(nx * esz), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  DeviceBytes q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
+  DeviceBytes dO = upload_rounded(dout, dt);
+  DeviceBytes w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
+  DeviceBytes out = poisoned(nx * esz), lse = poisoned(ns * 4), dq = poisoned(nx * esz), dk = poisoned(nx * esz);
+  DeviceBytes dv = poisoned(nx * esz), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
   const float* lf = s.gate ? logf.as<float>() : nullptr;
   if (path) {
-    DeviceBuffer factors, ws;
+    DeviceBytes factors, ws;
     if (keep_factors) {
-      factors = poisoned(cuda::path_attention_factors_bytes(d, dt));
-      ws = poisoned(std::max(cuda::path_attention_forward_workspace_bytes(d, dt, true),
-                             cuda::path_attention_backward_workspace_bytes(d, dt, true)));
+      factors = poisoned(cuda::path_attention_factors_bytes(d, dt, opt));
+      ws = poisoned(std::max(cuda::path_attention_forward_workspace_bytes(d, dt, true, opt),
+                             cuda::path_attention_backward_workspace_bytes(d, dt, true, opt)));
     }
-    cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
-                                      beta.as<float>(), lf, d, static_cast<float>(scale), dt, ws.get(), ws.bytes(),
-                                      nullptr, factors.get());
-    cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
-                                       s.gate ? dlogf.as<float>() : nullptr, dO.get(), q.get(), k.get(), v.get(),
-                                       w.as<float>(), beta.as<float>(), lf, out.get(), lse.as<float>(), d,
-                                       static_cast<float>(scale), dt, ws.get(), ws.bytes(), nullptr, factors.get());
+    cuda::path_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
+                                      beta.as<float>(), lf, d, static_cast<float>(scale), dt, ws.data(), ws.bytes(),
+                                      nullptr, factors.data(), opt);
+    cuda::path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(),
+                                       s.gate ? dlogf.as<float>() : nullptr, dO.data(), q.data(), k.data(), v.data(),
+                                       w.as<float>(), beta.as<float>(), lf, out.data(), lse.as<float>(), d,
+                                       static_cast<float>(scale), dt, ws.data(), ws.bytes(), nullptr, factors.data(),
+                                       opt);
   } else {
-    cuda::softmax_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), lf, d,
-                                         static_cast<float>(scale), dt, nullptr, 0, nullptr);
-    cuda::softmax_attention_backward_cuda(dq.get(), dk.get(), dv.get(), s.gate ? dlogf.as<float>() : nullptr,
-                                          dO.get(), q.get(), k.get(), v.get(), lf, out.get(), lse.as<float>(), d,
-                                          static_cast<float>(scale), dt, nullptr, 0, nullptr);
+    cuda::softmax_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), lf, d,
+                                         static_cast<float>(scale), dt, nullptr, 0, nullptr, opt);
+    cuda::softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), s.gate ? dlogf.as<float>() : nullptr,
+                                          dO.data(), q.data(), k.data(), v.data(), lf, out.data(), lse.as<float>(), d,
+                                          static_cast<float>(scale), dt, nullptr, 0, nullptr, opt);
   }
   CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -152,11 +155,11 @@ const std::vector<Shape>& softmax_shapes() {
   return shapes;
 }
 
-// The softmax parity cases in bf16 at the head dims of the wgmma kernels (64 and 128, or 64 only):
-// the variants those kernels keep for comparison must agree with the CPU as the default does.
-void check_softmax_wgmma_dims(uint64_t seed, bool dh64_only = false) {
-  for (const Shape& s : softmax_shapes())
-    if (s.Dh == 64 || (s.Dh == 128 && !dh64_only)) check_case(s, DType::BF16, false, seed += 10);
+// Options with superchunks of `sc` blocks and backward head groups of `group` heads (0: the plan's).
+AttentionOptions small_plan(int sc, int64_t group = 0) {
+  AttentionOptions o;
+  o.path_superchunk = sc, o.path_bwd_group = group;
+  return o;
 }
 
 TEST(CudaAttention, MmaBuildingBlocks) {
@@ -179,7 +182,7 @@ TEST(CudaAttention, PathBf16) {
   for (const Shape& s : path_shapes()) check_case(s, DType::BF16, true, seed += 10);
 }
 
-// The superchunk backward (kernels/NOTES.md) with superchunks of 2 and 3 blocks, so that short
+// The superchunk backward with superchunks of 2 and 3 blocks, so that short
 // sequences have several (T = 257: 5 blocks; T = 1000: 16): every head dim, both transports,
 // gate on and off, both precisions, kept and recomputed factors. The default (max(8, sqrt(nb))
 // blocks) already applies to the T = 1000 shapes of PathFp32 / PathBf16.
@@ -189,103 +192,79 @@ TEST(CudaAttention, PathSuperchunks) {
                                      {1, 1000, 1, 64, true},          {1, 257, 1, 128, true, 1.9, 1.999},
                                      {3, 129, 2, 64, false},          {1, 1000, 1, 128, false}};
   uint64_t seed = 4000;
-  for (const char* sc : {"2", "3"}) {
-    ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", sc);
-    SCOPED_TRACE(std::string("superchunk of ") + sc + " blocks");
+  for (int sc : {2, 3}) {
+    SCOPED_TRACE("superchunks of " + std::to_string(sc) + " blocks");
     for (const Shape& s : shapes)
-      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, dt == DType::BF16);
+      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, dt == DType::BF16, small_plan(sc));
   }
 }
 
 // check_case (PaTH) over `shapes` in each of `dtypes`, with superchunks of 3 blocks and head groups
-// of 3, at each of `values` of the developer switch `var`.
-void check_path_switch(const char* var, std::initializer_list<const char*> values, const std::vector<Shape>& shapes,
-                       std::initializer_list<DType> dtypes, uint64_t seed) {
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
-  const ScopedEnv group("STATEBENCH_PATH_BWD_GROUP", "3");
-  for (const char* value : values) {
-    ScopedEnv env(var, value);
-    SCOPED_TRACE(std::string(var) + "=" + value);
-    for (const Shape& s : shapes)
-      for (DType dt : dtypes) check_case(s, dt, true, seed += 10);
-  }
+// of 3 (short sequences then have several of each).
+void check_path_small_plan(const std::vector<Shape>& shapes, std::initializer_list<DType> dtypes, uint64_t seed) {
+  for (const Shape& s : shapes)
+    for (DType dt : dtypes) check_case(s, dt, true, seed += 10, false, small_plan(3, 3));
 }
 
 // With bf16 inputs PaTH's well-conditioned gradient chains (the superchunk backward, G's block
-// transports in the pairs kernel) multiply one bf16 plane per operand with fp32 accumulation; their
-// split-plane variant (STATEBENCH_PATH_GRAD_SPLIT=1, the fp32 path's products) must agree with the
-// CPU too. Every head dim, dense (Dh <= 64) and factored transports, superchunks of 3 (T = 257 and
-// 300: several), and beta close to 2, where the block transports are reflections.
-TEST(CudaAttention, PathBf16GradientsBySplitPlanes) {
+// transports in the pairs kernel) multiply one bf16 plane per operand with fp32 accumulation (fp32
+// inputs split them): every head dim, dense (Dh <= 64) and factored transports, superchunks of 3
+// (T = 257 and 300: several), and beta close to 2, where the block transports are reflections.
+TEST(CudaAttention, PathBf16GradientChains) {
   SKIP_WITHOUT_DEVICE();
-  check_path_switch("STATEBENCH_PATH_GRAD_SPLIT", {"0", "1"},
-                    {{2, 257, 1, 16, false}, {3, 113, 2, 32, true}, {1, 300, 2, 64, true},
-                     {1, 257, 1, 64, false, 1.9, 1.999}, {2, 129, 1, 128, true, 1.9, 1.999}},
-                    {DType::BF16}, 3000);
+  check_path_small_plan({{2, 257, 1, 16, false}, {3, 113, 2, 32, true}, {1, 300, 2, 64, true},
+                         {1, 257, 1, 64, false, 1.9, 1.999}, {2, 129, 1, 128, true, 1.9, 1.999}},
+                        {DType::BF16}, 3000);
 }
 
-// The superchunk backward's rows split over 1, 2 or 4 CTAs per (head, superchunk)
-// (STATEBENCH_PATH_SC_PARTS, kept to 16-64 rows a part; PathSuperchunks runs the defaults): the
-// parts' shares of dP_m and dKt_m must add up to the CPU's gradients, in dense (Dh <= 64) and
-// factored (Dh 128, through sc_dwdy) transports, both precisions, with a gate and two head groups.
+// The superchunk backward's rows split over sc_bwd's CTAs per (head, superchunk): 1 at Dh 32, 2 at
+// Dh 64 and at Dh 128 in fp32, 4 at Dh 128 in bf16. The parts' shares of dP_m and dKt_m must add up
+// to the CPU's gradients, in dense (Dh <= 64) and factored (Dh 128, through sc_dwdy) transports,
+// both precisions, with a gate and two head groups.
 TEST(CudaAttention, PathSuperchunkParts) {
   SKIP_WITHOUT_DEVICE();
-  check_path_switch("STATEBENCH_PATH_SC_PARTS", {"1", "2", "4"},
-                    {{2, 257, 1, 32, false}, {1, 1000, 1, 64, true}, {1, 257, 1, 128, true, 1.9, 1.999},
-                     {2, 449, 2, 128, false}},
-                    {DType::F32, DType::BF16}, 4700);
+  check_path_small_plan({{2, 257, 1, 32, false}, {1, 1000, 1, 64, true}, {1, 257, 1, 128, true, 1.9, 1.999},
+                         {2, 449, 2, 128, false}},
+                        {DType::F32, DType::BF16}, 4700);
 }
 
-// The states and pairs launches take their query blocks from a counter in a cost order when the
-// wgmma pass runs (STATEBENCH_PATH_ITEM_ORDER 0 / 1 / 2): every order must visit each block once,
-// over two head groups (bf16, Dh 64 and 128; elsewhere the pass is off).
-TEST(CudaAttention, PathItemOrders) {
-  SKIP_WITHOUT_DEVICE();
-  check_path_switch("STATEBENCH_PATH_ITEM_ORDER", {"0", "1", "2"}, {{1, 1000, 1, 64, true}, {2, 449, 2, 128, false}},
-                    {DType::BF16}, 4900);
-}
-
-// The forward's pairs between superchunks on wgmma (path_fwd_inter.cu; bf16, Dh 64 / 128 on an
+// The forward's pairs between superchunks on wgmma (kernels/attention/path/path_fwd_inter_sm90.cu; bf16, Dh 64 / 128 on an
 // H100; the other PaTH tests run it in one head group) in groups of 1 and 4 heads of B H = 6 (a short
 // last group), the fused kernel at one and two pipeline stages (one or two tiles for Cs_b), with superchunks of 3 blocks (a 128-query CTA's two blocks then may lie in different
-// superchunks), the gate on and off, T not a multiple of 64; and with the pass off
-// (STATEBENCH_PATH_FWD_INTER=0), where the fused kernel visits every key block as on other GPUs.
+// superchunks), the gate on and off, T not a multiple of 64.
 TEST(CudaAttention, PathForwardInterGroups) {
   SKIP_WITHOUT_DEVICE();
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
   const std::vector<Shape> shapes = {{2, 1000, 3, 64, true}, {3, 449, 2, 128, false}, {1, 700, 1, 128, true}};
   uint64_t seed = 5300;
-  for (auto [group, stages] : {std::pair{"1", "1"}, {"4", "2"}}) {
-    ScopedEnv env("STATEBENCH_PATH_FWD_GROUP", group), depth("STATEBENCH_ATTN_FWD_STAGES", stages);
-    SCOPED_TRACE(std::string("forward groups of ") + group + " heads, " + stages + " stages");
-    for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+  for (int64_t group : {1, 4}) {
+    SCOPED_TRACE("forward groups of " + std::to_string(group) + " heads");
+    AttentionOptions o = small_plan(3);
+    o.path_fwd_group = group;
+    for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10, false, o);
   }
-  ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
-  SCOPED_TRACE("forward pass off");
-  for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
 }
 
 // The backward's states launch of each head group after the first on a side stream, overlapping
-// the previous group's tail (STATEBENCH_PATH_STATES_OVERLAP 1, the default, against 0): B H = 4 and
-// 5 in groups of 3 (two groups each), bf16 (the wgmma pass), recomputed factors (kept factors with
-// kept states skip the states launch), Dh 64 and 128, gate on and off.
+// the previous group's tail: B H = 4 and 5 in groups of 3 (two groups each), bf16 (the wgmma pass),
+// recomputed factors (kept factors with kept states skip the states launch), Dh 64 and 128, gate on
+// and off; the query blocks taken in the cost order (few items per CTA).
 TEST(CudaAttention, PathStatesOverlap) {
   SKIP_WITHOUT_DEVICE();
-  check_path_switch("STATEBENCH_PATH_STATES_OVERLAP", {"1", "0"}, {{2, 449, 2, 128, false}, {1, 1000, 5, 64, true}},
-                    {DType::BF16}, 5500);
+  check_path_small_plan({{2, 449, 2, 128, false}, {1, 1000, 5, 64, true}}, {DType::BF16}, 5500);
 }
 
 // Where the forward's pass runs in one group of all heads, a caller's factor buffer keeps its states
 // for the backward (which then skips its states launch; the kept-factor cases of PathSuperchunks,
 // PathBackwardHeadGroups and PathBackwardReusesForwardFactors check the gradients through them): the
 // buffer grows by B H xs_rows Dh bf16 values, the backward's workspace loses its group's states, and
-// with the pass off nothing is kept.
+// with the pass off (the mma.sync kernels) nothing is kept.
 TEST(CudaAttention, PathKeptStates) {
   SKIP_WITHOUT_DEVICE();
   const cuda::AttnDims d{2, 1000, 2, 64};
-  if (!cuda::detail::path_states_kept(d, DType::BF16)) GTEST_SKIP() << "no wgmma pass on this device";
-  const auto with = cuda::detail::factor_layout(d, DType::BF16, true, true);
-  const auto without = cuda::detail::factor_layout(d, DType::BF16, true, false);
+  const auto dev = cuda::detail::device_limits(d.Dh, DType::BF16);
+  if (!cuda::detail::path_states_kept(d, DType::BF16, dev, {})) GTEST_SKIP() << "no wgmma pass on this device";
+  const auto with = cuda::detail::factor_layout(d, DType::BF16, true, true, dev, {});
+  const auto without = cuda::detail::factor_layout(d, DType::BF16, true, false, dev, {});
   EXPECT_GT(with.xs_rows, 0);
   EXPECT_EQ(cuda::path_attention_factors_bytes(d, DType::BF16), with.total);
   EXPECT_EQ(with.total - without.total, static_cast<size_t>(4 * with.xs_rows * 64 * 2));
@@ -293,9 +272,10 @@ TEST(CudaAttention, PathKeptStates) {
   EXPECT_EQ(cuda::path_attention_backward_workspace_bytes(d, DType::BF16, false) -
                 cuda::path_attention_backward_workspace_bytes(d, DType::BF16, true),
             without.total + static_cast<size_t>(4 * with.xs_rows * 64 * 2));
-  const ScopedEnv off("STATEBENCH_PATH_FWD_INTER", "0");
-  EXPECT_FALSE(cuda::detail::path_states_kept(d, DType::BF16));
-  EXPECT_EQ(cuda::path_attention_factors_bytes(d, DType::BF16), without.total);
+  AttentionOptions mma;
+  mma.sm90 = false;
+  EXPECT_FALSE(cuda::detail::path_states_kept(d, DType::BF16, dev, mma));
+  EXPECT_LT(cuda::path_attention_factors_bytes(d, DType::BF16, mma), with.total);
 }
 
 // Where the inter-superchunk pairs run on wgmma (bf16, Dh 64 / 128 on an H100; PathSuperchunks and
@@ -303,14 +283,14 @@ TEST(CudaAttention, PathKeptStates) {
 // CPU: it runs on other GPUs and in fp32.
 TEST(CudaAttention, PathSuperchunksWithoutWgmma) {
   SKIP_WITHOUT_DEVICE();
-  const ScopedEnv off("STATEBENCH_PATH_INTER_WGMMA", "0");
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
+  AttentionOptions o = small_plan(3);
+  o.sm90 = false;
   const std::vector<Shape> shapes = {{1, 1000, 1, 64, true}, {3, 129, 2, 64, false}, {1, 1000, 1, 128, false}};
   uint64_t seed = 4500;
-  for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10);
+  for (const Shape& s : shapes) check_case(s, DType::BF16, true, seed += 10, false, o);
 }
 
-// The backward in groups of heads (kernels/NOTES.md, "Backward head groups"), forced to 1 and 3
+// The backward in groups of heads (plan.hpp, path_bwd_group), forced to 1 and 3
 // heads per group. B H = 4 or 5 past T = 7, so that groups of 3 leave a short last group, and with
 // B = 2, H = 2 straddle batch elements (heads (0,0) (0,1) (1,0), then (1,1)). T = 7 (one block),
 // 129 (checkpoints) and 1000 (default superchunks of 8 blocks), every transport (Dh 16 / 64 dense,
@@ -321,24 +301,24 @@ TEST(CudaAttention, PathBackwardHeadGroups) {
   SKIP_WITHOUT_DEVICE();
   const cuda::AttnDims big{2, 1000, 2, 64};
   const size_t whole = cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true);
-  for (const char* bad : {"x", "-1", "2x", ""}) {
-    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", bad);
-    EXPECT_THROW(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true), Error) << "'" << bad << "'";
-  }
-  {
-    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", "1");
-    EXPECT_LT(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true), whole);
-  }
+  AttentionOptions bad;
+  bad.path_bwd_group = -1;
+  EXPECT_THROW(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true, bad), Error);
+  AttentionOptions one;
+  one.path_bwd_group = 1;
+  EXPECT_LT(cuda::path_attention_backward_workspace_bytes(big, DType::BF16, true, one), whole);
   const std::vector<Shape> shapes = {
       {2, 7, 3, 16, true},    {2, 129, 2, 64, false},  {2, 129, 2, 128, true, 1.9, 1.999},
       {1, 1000, 5, 16, true}, {2, 1000, 2, 64, false}, {2, 1000, 2, 128, true}};
   uint64_t seed = 5000;
-  for (const char* group : {"1", "3"}) {
-    ScopedEnv env("STATEBENCH_PATH_BWD_GROUP", group);
-    SCOPED_TRACE(std::string("backward groups of ") + group + " heads");
-    const bool keep_bf16 = std::string(group) == "1";
+  for (int64_t group : {1, 3}) {
+    SCOPED_TRACE("backward groups of " + std::to_string(group) + " heads");
+    AttentionOptions o;
+    o.path_bwd_group = group;
+    const bool keep_bf16 = group == 1;
     for (const Shape& s : shapes)
-      for (DType dt : {DType::F32, DType::BF16}) check_case(s, dt, true, seed += 10, (dt == DType::BF16) == keep_bf16);
+      for (DType dt : {DType::F32, DType::BF16})
+        check_case(s, dt, true, seed += 10, (dt == DType::BF16) == keep_bf16, o);
   }
 }
 
@@ -346,12 +326,11 @@ TEST(CudaAttention, PathBackwardHeadGroups) {
 // superchunks off).
 TEST(CudaAttention, PathCheckpointSegments) {
   SKIP_WITHOUT_DEVICE();
-  ScopedEnv env("STATEBENCH_PATH_SUPERCHUNK", "0");
-  cuda::set_path_checkpoint_budget(1);
-  check_case({1, 1000, 2, 64, true}, DType::F32, true, 900);
-  check_case({2, 700, 1, 128, false, 1.9, 1.999}, DType::BF16, true, 910);
-  check_case({1, 600, 1, 16, true}, DType::F32, true, 920);
-  cuda::set_path_checkpoint_budget(0);
+  AttentionOptions o = small_plan(0);
+  o.path_checkpoint_budget = 1;
+  check_case({1, 1000, 2, 64, true}, DType::F32, true, 900, false, o);
+  check_case({2, 700, 1, 128, false, 1.9, 1.999}, DType::BF16, true, 910, false, o);
+  check_case({1, 600, 1, 16, true}, DType::F32, true, 920, false, o);
 }
 
 // The backward reading the forward's factors (the training path) instead of recomputing them:
@@ -389,43 +368,23 @@ TEST(CudaAttention, WgmmaBuildingBlocks) {
 // replace must still agree with the CPU: they run on other GPUs.
 TEST(CudaAttention, SoftmaxBf16WithoutWgmma) {
   SKIP_WITHOUT_DEVICE();
-  const ScopedEnv off("STATEBENCH_SOFTMAX_WGMMA", "0");
-  EXPECT_FALSE(cuda::softmax_attention_uses_wgmma(64, DType::BF16));
-  check_softmax_wgmma_dims(2500);
-}
-
-// The wgmma backward adds dQ by bulk reductions from shared memory; its atomic variant
-// (STATEBENCH_ATTN_DQ_BULK=0, kept for comparison) must agree with the CPU too.
-TEST(CudaAttention, SoftmaxBf16DqByAtomics) {
-  SKIP_WITHOUT_DEVICE();
-  const ScopedEnv atomics("STATEBENCH_ATTN_DQ_BULK", "0");
-  check_softmax_wgmma_dims(2700);
+  AttentionOptions mma;
+  mma.sm90 = false;
+  EXPECT_FALSE(cuda::softmax_attention_uses_wgmma(64, DType::BF16, mma));
+  uint64_t seed = 2500;
+  for (const Shape& s : softmax_shapes())
+    if (s.Dh == 64 || s.Dh == 128) check_case(s, DType::BF16, false, seed += 10, false, mma);
 }
 
 // The wgmma softmax backward and PaTH's inter pass load Q (the states), dO and the statistics by TMA
-// where T is a multiple of 4; their cp.async variant (STATEBENCH_ATTN_BWD_TMA=0, the fallback
-// elsewhere) must agree with the CPU too. PaTH at both settings: T = 1000 and 300 end in a partial
-// block, whose padded state rows the TMA path loads as the states launch wrote them.
-TEST(CudaAttention, Bf16LoadsByCpAsync) {
+// where T is a multiple of 4, else by cp.async (SoftmaxBf16's shapes have both). PaTH at both: T =
+// 1000 and 300 end in a partial block, whose padded state rows the TMA path loads as the states
+// launch wrote them; T = 999 and 301 take cp.async.
+TEST(CudaAttention, PathBf16LoadsByTmaAndCpAsync) {
   SKIP_WITHOUT_DEVICE();
-  {
-    const ScopedEnv cp_async("STATEBENCH_ATTN_BWD_TMA", "0");
-    check_softmax_wgmma_dims(2800);
-  }
-  check_path_switch("STATEBENCH_ATTN_BWD_TMA", {"0", "1"}, {{1, 1000, 1, 64, true}, {2, 300, 2, 128, false}},
-                    {DType::BF16}, 2850);
-}
-
-// The staggered order of the wgmma backward's warpgroups (STATEBENCH_ATTN_STAGGER=1, Dh 64; kept
-// for comparison) must agree with the CPU too, and so must the inter-superchunk pass it shares.
-TEST(CudaAttention, SoftmaxBf16Staggered) {
-  SKIP_WITHOUT_DEVICE();
-  const ScopedEnv stagger("STATEBENCH_ATTN_STAGGER", "1");
-  check_softmax_wgmma_dims(2900, true);
-  uint64_t seed = 2990;
-  const ScopedEnv sc("STATEBENCH_PATH_SUPERCHUNK", "3");
-  for (const Shape& s : {Shape{1, 1000, 1, 64, true}, Shape{3, 129, 2, 64, false}})
-    check_case(s, DType::BF16, true, seed += 10, true);
+  check_path_small_plan({{1, 1000, 1, 64, true}, {2, 300, 2, 128, false}, {1, 999, 1, 64, true},
+                         {2, 301, 2, 128, false}},
+                        {DType::BF16}, 2850);
 }
 
 // The shape on which the reference Triton kernel failed (illegal memory access in backward, head
@@ -438,18 +397,18 @@ TEST(CudaAttention, PathReferenceFailureShape) {
   PathInputs in = make_inputs(s.B, s.T, s.H, s.Dh, s.gate, 4242);
   Vec dout = randn(in.nx(), 4243);
   const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns());
-  DeviceBuffer q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
-  DeviceBuffer dO = upload_rounded(dout, dt), w = upload_f32(in.w), beta = upload_f32(in.beta);
-  DeviceBuffer logf = upload_f32(in.log_f);
-  DeviceBuffer out = poisoned(nx * 2), lse = poisoned(ns * 4), dq = poisoned(nx * 2), dk = poisoned(nx * 2);
-  DeviceBuffer dv = poisoned(nx * 2), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  DeviceBytes q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
+  DeviceBytes dO = upload_rounded(dout, dt), w = upload_f32(in.w), beta = upload_f32(in.beta);
+  DeviceBytes logf = upload_f32(in.log_f);
+  DeviceBytes out = poisoned(nx * 2), lse = poisoned(ns * 4), dq = poisoned(nx * 2), dk = poisoned(nx * 2);
+  DeviceBytes dv = poisoned(nx * 2), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
   const float scale = 1.f / std::sqrt(static_cast<float>(s.Dh));
-  cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
+  cuda::path_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
                                     beta.as<float>(), logf.as<float>(), d, scale, dt, nullptr, 0, nullptr);
-  cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
-                                     dlogf.as<float>(), dO.get(), q.get(), k.get(), v.get(), w.as<float>(),
-                                     beta.as<float>(), logf.as<float>(), out.get(), lse.as<float>(), d, scale, dt,
+  cuda::path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(),
+                                     dlogf.as<float>(), dO.data(), q.data(), k.data(), v.data(), w.as<float>(),
+                                     beta.as<float>(), logf.as<float>(), out.data(), lse.as<float>(), d, scale, dt,
                                      nullptr, 0, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   int64_t bad = 0;
@@ -489,17 +448,17 @@ TEST(CudaAttention, RejectsBadArguments) {
   const cuda::AttnDims bad_dh{1, 8, 1, 48};
   EXPECT_THROW(cuda::path_attention_forward_workspace_bytes(bad_dh, DType::F32), Error);
   const cuda::AttnDims ok{1, 8, 1, 16};
-  DeviceBuffer small(16);
-  DeviceBuffer x(8 * 16 * 4), w(8 * 16 * 4), b(8 * 4), lse(8 * 4);
-  EXPECT_THROW(cuda::path_attention_forward_cuda(x.get(), lse.as<float>(), x.get(), x.get(), x.get(), w.as<float>(),
-                                                 b.as<float>(), nullptr, ok, 0.25f, DType::F32, small.get(), 16,
+  DeviceBytes small(16);
+  DeviceBytes x(8 * 16 * 4), w(8 * 16 * 4), b(8 * 4), lse(8 * 4);
+  EXPECT_THROW(cuda::path_attention_forward_cuda(x.data(), lse.as<float>(), x.data(), x.data(), x.data(), w.as<float>(),
+                                                 b.as<float>(), nullptr, ok, 0.25f, DType::F32, small.data(), 16,
                                                  nullptr),
                Error);
-  EXPECT_THROW(cuda::path_attention_forward_cuda(x.get(), lse.as<float>(), x.get(), x.get(), x.get(), nullptr,
+  EXPECT_THROW(cuda::path_attention_forward_cuda(x.data(), lse.as<float>(), x.data(), x.data(), x.data(), nullptr,
                                                  b.as<float>(), nullptr, ok, 0.25f, DType::F32, nullptr, 0, nullptr),
                Error);
-  const void* misaligned = static_cast<const unsigned char*>(x.get()) + 8;  // q must be 16-byte aligned
-  EXPECT_THROW(cuda::softmax_attention_forward_cuda(x.get(), lse.as<float>(), misaligned, x.get(), x.get(), nullptr,
+  const void* misaligned = static_cast<const unsigned char*>(x.data()) + 8;  // q must be 16-byte aligned
+  EXPECT_THROW(cuda::softmax_attention_forward_cuda(x.data(), lse.as<float>(), misaligned, x.data(), x.data(), nullptr,
                                                     ok, 0.25f, DType::F32, nullptr, 0, nullptr),
                Error);
 }

@@ -17,12 +17,11 @@ TEST(CudaModel, RequiresCuda) { GTEST_SKIP() << "statebench was built without CU
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/gpu_runner.hpp"
-#include "kernels/ops_cuda.hpp"
+#include "model/cuda/gpu_runner.hpp"
+#include "kernels/ops/ops.hpp"
 #include "model/transformer.hpp"
 #include "train/cpu_engine.hpp"
 #include "train/gpu_engine.hpp"
-#include "scoped_env.hpp"
 
 namespace sb {
 namespace {
@@ -72,8 +71,8 @@ struct TwinModels {
 };
 
 // The model's parameters as a device buffer.
-cuda::DeviceArray<float> device_params(const Transformer<float>& m) {
-  cuda::DeviceArray<float> params(m.params().size());
+cuda::DeviceBuffer<float> device_params(const Transformer<float>& m) {
+  cuda::DeviceBuffer<float> params(m.params().size());
   CUDA_CHECK(cudaMemcpy(params.data(), m.params().params(), m.params().size() * sizeof(float), cudaMemcpyHostToDevice));
   return params;
 }
@@ -85,7 +84,7 @@ struct GpuResult {
 };
 
 // One forward + backward of `gpu` on device params; grads zeroed first.
-GpuResult run_gpu(cuda::GpuRunner& gpu, const cuda::DeviceArray<float>& params, cuda::DeviceArray<float>& grads,
+GpuResult run_gpu(cuda::GpuRunner& gpu, const cuda::DeviceBuffer<float>& params, cuda::DeviceBuffer<float>& grads,
                   const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, cudaStream_t s) {
   GpuResult r;
   const int64_t n = grads.size();
@@ -115,7 +114,7 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
       std::vector<double> g_cpu(n, 0.0);
       cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
 
-      cuda::DeviceArray<float> params = device_params(mf), grads(n);
+      cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
       cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
       const int64_t M = gpu.forward(params.data(), ids.data(), labels.data());
       ASSERT_EQ(M, ls.count);
@@ -136,7 +135,7 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
     }
 }
 
-// Sparse-label batches end the last layer on the labelled rows (kernels/gpu_runner_layers.cpp):
+// Sparse-label batches end the last layer on the labelled rows (model/cuda/gpu_runner_layers.cpp):
 // with PaTH there through the rows attention while no sequence has more than kPathRowsMaxPerSeq
 // labelled rows, else through the whole-sequence kernels. Loss and every gradient must still match
 // the double CPU runner, for label patterns that take each path: the last rows of one sequence and
@@ -145,43 +144,41 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
 // the rows).
 TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
   const int64_t V = 11, B = 2, T = 100;
-  for (const char* tail : {"1", "0"})  // STATEBENCH_ROWS_TAIL=0: whole layers, the head gathers its rows
-    for (bool variant : {false, true})
-      for (int pattern = 0; pattern < 4; ++pattern) {
-        test::ScopedEnv env("STATEBENCH_ROWS_TAIL", tail);
-        ModelConfig cfg = two_layer(GetParam(), variant);
-        if (pattern == 0) cfg.n_layers = 1;
-        TwinModels m(cfg, V, 5);
-        const int64_t n = m.f.params().size();
-        std::vector<int32_t> ids, labels;
-        batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
-        for (int64_t i = 0; i < B * T; ++i) {
-          const int64_t t = i % T;
-          const bool keep = pattern == 0   ? (i < T && t >= T - 5)
-                            : pattern == 1 ? (i == 0)
-                            : pattern == 2 ? (t % 2 == 0)
-                                           : (t % 5 != 0);
-          if (!keep) labels[i] = -100;
-        }
-        TransformerRunner<double> cpu(m.d, B, T);
-        const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
-        std::vector<double> g_cpu(n, 0.0);
-        cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
-        cuda::DeviceArray<float> params = device_params(m.f), grads(n);
-        cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
-        const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
-        ASSERT_EQ(r.M, ls.count);
-        EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4)
-            << "pattern " << pattern << " variant " << variant << " rows tail " << tail;
-        for (const ParamView& v : m.f.params().views()) {
-          double ref = 0;
-          const double e = view_error(v, r.grads, g_cpu, &ref);
-          // + 1e-4: with position 0 alone labelled, dq and dk are exactly 0 (one key, dS = 0) and the
-          // device leaves a softmax cancellation residue ~3e-5 (as test_cuda_attention's T = 1 floor).
-          EXPECT_LE(e * ref, 1e-3 * ref + 1e-4)
-              << v.name << " pattern " << pattern << " variant " << variant << " rows tail " << tail;
-        }
+  for (bool variant : {false, true})
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      ModelConfig cfg = two_layer(GetParam(), variant);
+      if (pattern == 0) cfg.n_layers = 1;
+      TwinModels m(cfg, V, 5);
+      const int64_t n = m.f.params().size();
+      std::vector<int32_t> ids, labels;
+      batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
+      for (int64_t i = 0; i < B * T; ++i) {
+        const int64_t t = i % T;
+        const bool keep = pattern == 0   ? (i < T && t >= T - 5)
+                          : pattern == 1 ? (i == 0)
+                          : pattern == 2 ? (t % 2 == 0)
+                                         : (t % 5 != 0);
+        if (!keep) labels[i] = -100;
       }
+      TransformerRunner<double> cpu(m.d, B, T);
+      const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
+      std::vector<double> g_cpu(n, 0.0);
+      cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
+      cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
+      cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+      const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
+      ASSERT_EQ(r.M, ls.count);
+      EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4)
+          << "pattern " << pattern << " variant " << variant;
+      for (const ParamView& v : m.f.params().views()) {
+        double ref = 0;
+        const double e = view_error(v, r.grads, g_cpu, &ref);
+        // + 1e-4: with position 0 alone labelled, dq and dk are exactly 0 (one key, dS = 0) and the
+        // device leaves a softmax cancellation residue ~3e-5 (as test_cuda_attention's T = 1 floor).
+        EXPECT_LE(e * ref, 1e-3 * ref + 1e-4)
+            << v.name << " pattern " << pattern << " variant " << variant;
+      }
+    }
 }
 
 // The head's logit buffers are sized to the labelled rows seen so far: a dense batch after a sparse
@@ -191,7 +188,7 @@ TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
   const ModelConfig cfg = two_layer(GetParam(), false);
   TwinModels m(cfg, V, 4);
   const int64_t n = m.f.params().size();
-  cuda::DeviceArray<float> params = device_params(m.f), grads(n);
+  cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
   cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
   TransformerRunner<double> cpu(m.d, B, T);
   for (bool sparse : {true, false}) {
@@ -222,7 +219,7 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    cuda::DeviceArray<float> params = device_params(mf), grads_a(n), grads_b(n);
+    cuda::DeviceBuffer<float> params = device_params(mf), grads_a(n), grads_b(n);
     cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
     cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
     for (int call = 0; call < 4; ++call) {
@@ -249,7 +246,7 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
   Transformer<float> mf(cfg, V);
   mf.init_params(9);
   const int64_t n = mf.params().size();
-  cuda::DeviceArray<float> params = device_params(mf), grads(n);
+  cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
   cuda::GpuRunner train(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
   cuda::GpuRunner eval(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, false);
   for (int call = 0; call < 3; ++call) {  // the third call replays the recorded graph
@@ -287,7 +284,7 @@ void check_bf16_model(const ModelConfig& cfg) {
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    cuda::DeviceArray<float> params = device_params(mf), grads(n);
+    cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
     cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s);
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
     ASSERT_EQ(r.M, ls.count);

@@ -1,4 +1,4 @@
-// test_cuda_ops.cpp: every CUDA op of kernels/ops_cuda.hpp and kernels/blas_cuda.hpp (forward and
+// test_cuda_ops.cpp: every CUDA op of kernels/ops/ops.hpp and model/cuda/blas.hpp (forward and
 // backward) against the CPU reference op of src/nn/ on awkward shapes (T = 1, 7, 113, 257; head
 // dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser (the bf16 ops:
 // test_cuda_ops_bf16.cpp). Skips with a message when built without CUDA or when no device is
@@ -19,10 +19,9 @@ TEST(CudaOps, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA
 
 #include "cuda_ops_test_util.hpp"
 #include "core/error.hpp"
-#include "kernels/blas_cuda.hpp"
-#include "kernels/gpu_runner.hpp"
-#include "scoped_env.hpp"
-#include "kernels/ops_cuda.hpp"
+#include "model/cuda/blas.hpp"
+#include "model/cuda/gpu_runner.hpp"
+#include "kernels/ops/ops.hpp"
 #include "model/param_store.hpp"
 #include "nn/ops_act.hpp"
 #include "nn/ops_attention.hpp"
@@ -97,7 +96,7 @@ TEST_F(CudaOps, Bf16ConversionRoundsToNearestEven) {
   const std::vector<float> want = {1.f, 1.f, 1.f + 4 * e, 1.f + 2 * e, -2.5f, 0.f, 0, 0};
   const int64_t n = static_cast<int64_t>(x.size());
   Dev<float> d_x(x), d_y(n);
-  cuda::DeviceArray<uint16_t> b(n);
+  cuda::DeviceBuffer<uint16_t> b(n);
   cuda::f32_to_bf16_cuda(b.data(), d_x.p, n, s);
   cuda::bf16_to_f32_cuda(d_y.p, b.data(), n, s);
   const auto y = d_y.host();
@@ -108,7 +107,7 @@ TEST_F(CudaOps, Bf16ConversionRoundsToNearestEven) {
   // fallback) round trip the same values.
   const auto r = randn(4099, 31);
   Dev<float> d_r(r), d_back(4099);
-  cuda::DeviceArray<uint16_t> rb(4099);
+  cuda::DeviceBuffer<uint16_t> rb(4099);
   for (int64_t off : {0, 1}) {
     cuda::f32_to_bf16_cuda(rb.data() + off, d_r.p + off, 4099 - off, s);
     cuda::bf16_to_f32_cuda(d_back.p + off, rb.data() + off, 4099 - off, s);
@@ -153,14 +152,13 @@ TEST_F(CudaOps, LinearFp32Tf32AndBf16) {
 }
 
 // out = residual + x W^T in the product's epilogue (cuBLASLt) and through the fallback (residual copied,
-// then cublasGemmEx with beta 1; STATEBENCH_BLAS_LT=0), into a separate out and in place; a misaligned
+// then cublasGemmEx with beta 1: a Blas made with use_lt = false), into a separate out and in place; a misaligned
 // weight view (one float off) must find an algorithm for its alignment or fall back, never fault.
 TEST_F(CudaOps, LinearResidualForward) {
-  for (const char* lt : {"1", "0"})
+  for (bool lt : {true, false})
     for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::tf32}) {
-      test::ScopedEnv env("STATEBENCH_BLAS_LT", lt);
-      cuda::Blas blas(prec, s);
-      EXPECT_EQ(blas.uses_lt(), lt[0] == '1');
+      cuda::Blas blas(prec, s, lt);
+      EXPECT_EQ(blas.uses_lt(), lt);
       const double tol = prec == cuda::MatmulPrecision::fp32 ? 1e-5 : 3e-3;
       for (int64_t N : kTs)
         for (auto [I, O] : {std::pair<int64_t, int64_t>{16, 48}, {130, 7}, {256, 256}})
@@ -181,8 +179,6 @@ TEST_F(CudaOps, LinearResidualForward) {
             expect_close(d_res.host(), y, tol, tol * 10, "residual linear in place");
           }
     }
-  test::ScopedEnv env("STATEBENCH_BLAS_LT", "2");
-  EXPECT_THROW({ cuda::Blas bad(cuda::MatmulPrecision::fp32, s); }, Error);
 }
 
 // A norm backward's accumulate mode and bf16 copy: run(dinp, accumulate, dinp_bf16) must give

@@ -1,5 +1,5 @@
-// test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops_bf16.hpp) bit for bit against bf16 of
-// their fp32 ops on the same inputs, and the linear layer on bf16 operands (kernels/blas_cuda.hpp's
+// test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops/ops_bf16.hpp) bit for bit against bf16 of
+// their fp32 ops on the same inputs, and the linear layer on bf16 operands (model/cuda/blas.hpp's
 // typed overloads) against the CPU layer on the same bf16-exact values. Skips with a message when
 // built without CUDA or when no device is present.
 #include <gtest/gtest.h>
@@ -17,9 +17,9 @@ TEST(CudaOpsBf16, RequiresCuda) { GTEST_SKIP() << "statebench was built without 
 
 #include "core/error.hpp"
 #include "cuda_ops_test_util.hpp"
-#include "kernels/blas_cuda.hpp"
-#include "kernels/ops_bf16.hpp"
-#include "kernels/ops_cuda.hpp"
+#include "model/cuda/blas.hpp"
+#include "kernels/ops/ops_bf16.hpp"
+#include "kernels/ops/ops.hpp"
 #include "nn/ops_basic.hpp"
 
 namespace sb {
@@ -27,7 +27,7 @@ namespace {
 
 using namespace test_cuda;
 
-// ---- bf16 ops (kernels/ops_bf16.hpp): every output is bit for bit bf16(the fp32 op on the same inputs) ----
+// ---- bf16 ops (kernels/ops/ops_bf16.hpp): every output is bit for bit bf16(the fp32 op on the same inputs) ----
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> b(v.size());
   std::transform(v.begin(), v.end(), b.begin(), [](float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); });

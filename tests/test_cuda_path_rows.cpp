@@ -15,7 +15,7 @@
 
 #include "core/error.hpp"
 #include "cuda_attention_test_util.hpp"
-#include "kernels/attention_cuda.hpp"
+#include "kernels/attention/attention.hpp"
 #include "nn/path_attention.hpp"
 #include "path_test_util.hpp"
 
@@ -65,29 +65,29 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
   for (int64_t r = 0; r < M; ++r)
     for (int64_t i = 0; i < H * Dh; ++i) dout_rows[r * H * Dh + i] = noise[r * H * Dh + i];
   const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns()), esz = cuda::dtype_bytes(dt);
-  DeviceBuffer q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
-  DeviceBuffer dO = upload_rounded(dout_rows, dt);  // rounds dout_rows in place
+  DeviceBytes q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
+  DeviceBytes dO = upload_rounded(dout_rows, dt);  // rounds dout_rows in place
   for (int64_t r = 0; r < M; ++r)
     for (int64_t i = 0; i < H * Dh; ++i) dout[rows[r] * H * Dh + i] = dout_rows[r * H * Dh + i];
-  DeviceBuffer w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
-  DeviceBuffer d_rows = cuda::to_device(std::vector<int32_t>(rows.empty() ? std::vector<int32_t>{0} : rows));
-  DeviceBuffer d_starts = cuda::to_device(starts);
+  DeviceBytes w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
+  DeviceBytes d_rows = cuda::to_device(std::vector<int32_t>(rows.empty() ? std::vector<int32_t>{0} : rows));
+  DeviceBytes d_starts = cuda::to_device(starts);
   const size_t nr = static_cast<size_t>(std::max<int64_t>(1, M));
-  DeviceBuffer out = poisoned(nr * H * Dh * esz), lse = poisoned(nr * H * 4);
-  DeviceBuffer dq = poisoned(nx * esz), dk = poisoned(nx * esz), dv = poisoned(nx * esz), dw = poisoned(nx * 4);
-  DeviceBuffer dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  DeviceBytes out = poisoned(nr * H * Dh * esz), lse = poisoned(nr * H * 4);
+  DeviceBytes dq = poisoned(nx * esz), dk = poisoned(nx * esz), dv = poisoned(nx * esz), dw = poisoned(nx * 4);
+  DeviceBytes dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
   const cuda::AttnDims d{c.B, c.T, c.H, c.Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
   const float* lf = c.gate ? logf.as<float>() : nullptr;
   const int32_t* pr = d_rows.as<int32_t>();
   const int32_t* ps = d_starts.as<int32_t>();
-  DeviceBuffer ws = poisoned(cuda::path_attention_rows_backward_workspace_bytes(d));
-  cuda::path_attention_rows_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
+  DeviceBytes ws = poisoned(cuda::path_attention_rows_backward_workspace_bytes(d));
+  cuda::path_attention_rows_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
                                          beta.as<float>(), lf, pr, ps, M, d, static_cast<float>(scale), dt, nullptr);
-  cuda::path_attention_rows_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(),
-                                          c.gate ? dlogf.as<float>() : nullptr, dO.get(), out.get(), lse.as<float>(),
-                                          q.get(), k.get(), v.get(), w.as<float>(), beta.as<float>(), lf, pr, ps, M, d,
-                                          static_cast<float>(scale), dt, ws.get(), ws.bytes(), nullptr);
+  cuda::path_attention_rows_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(),
+                                          c.gate ? dlogf.as<float>() : nullptr, dO.data(), out.data(), lse.as<float>(),
+                                          q.data(), k.data(), v.data(), w.as<float>(), beta.as<float>(), lf, pr, ps, M, d,
+                                          static_cast<float>(scale), dt, ws.data(), ws.bytes(), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 
   // Reference: the whole sequence in double, outputs read at the rows.
@@ -150,7 +150,7 @@ TEST(CudaPathRows, MatchesDoubleCpuBf16) {
 TEST(CudaPathRows, RejectsBadArguments) {
   SKIP_WITHOUT_DEVICE();
   const cuda::AttnDims d{1, 8, 1, 16};
-  DeviceBuffer buf(4096), ws(16);
+  DeviceBytes buf(4096), ws(16);
   const float* f = buf.as<float>();
   const int32_t* i = buf.as<int32_t>();
   float* o = buf.as<float>();
@@ -158,9 +158,9 @@ TEST(CudaPathRows, RejectsBadArguments) {
     cuda::path_attention_rows_backward_cuda(o, o, o, o, o, dlog_f, f, f, f, f, f, f, f, f, log_f, i, i, 1, d, 1.f,
                                             DType::F32, w, bytes, nullptr);
   };
-  EXPECT_THROW(backward(ws.get(), ws.bytes(), nullptr, nullptr), Error);  // workspace too small
+  EXPECT_THROW(backward(ws.data(), ws.bytes(), nullptr, nullptr), Error);  // workspace too small
   EXPECT_THROW(backward(nullptr, 0, nullptr, nullptr), Error);            // no workspace
-  EXPECT_THROW(backward(buf.get(), buf.bytes(), f, nullptr), Error);      // gate without dlog_f
+  EXPECT_THROW(backward(buf.data(), buf.bytes(), f, nullptr), Error);      // gate without dlog_f
   EXPECT_THROW(cuda::path_attention_rows_forward_cuda(o, o, f, f, f, f, f, nullptr, i, i, -1, d, 1.f, DType::F32,
                                                       nullptr),
                Error);

@@ -1,4 +1,4 @@
-// statebench/plugin.hpp: write a task plugin as an ordinary C++ class and export it with one line,
+// plugin.hpp: write a task plugin as an ordinary C++ class and export it with one line,
 // STATEBENCH_PLUGIN(MyTask, OtherTask), which generates the C entry points of plugin_abi.h.
 // Header-only: needs the C++20 standard library and the include/ directory, nothing else (no fmt,
 // no Eigen, no statebench library). docs/adding-a-task.md walks through a complete plugin.

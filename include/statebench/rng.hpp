@@ -1,4 +1,4 @@
-// statebench/rng.hpp: the counter-based random number generator behind every task.
+// rng.hpp: the counter-based random number generator behind every task.
 // Philox4x32-10 (Salmon et al., SC'11): example i of a split is a pure function of
 // (key, index, attempt), so any example can be regenerated alone, on any thread or machine.
 // Header-only and dependency-free: plugins include it too.

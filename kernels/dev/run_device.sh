@@ -3,7 +3,7 @@
 # statebench + test_cuda_* (built on the CPU box with nvcc, carried with their non-system libraries
 # in lib/), the attention parity tests, the other CUDA tests, a per-step profile, the SDPA reference
 # and our benchmark.
-# Usage: run_device.sh [tests] [unit] [profile] [sdpa] [bench] [ab] [sanitize]; logs go to $OUT (or ./out).
+# Usage: run_device.sh [tests] [unit] [profile] [sdpa] [bench] [sanitize]; logs go to $OUT (or ./out).
 set -uo pipefail
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}
@@ -27,7 +27,7 @@ for what in "$@"; do
       done ;;
     profile)
       for s in 8x2048x16x64 128x256x8x64 2x8192x16x128; do
-        STATEBENCH_ATTN_PROFILE=1 timeout 60 ./statebench bench attention --reps 1 --shapes $s > "$OUT/prof_$s.log" 2>&1
+        timeout 60 ./statebench bench attention --profile --reps 1 --shapes $s > "$OUT/prof_$s.log" 2>&1
         grep "attn profile" "$OUT/prof_$s.log" | tail -4 | sed "s/^/$s /" | cut -c1-250
       done ;;
     sdpa)
@@ -36,11 +36,6 @@ for what in "$@"; do
     bench)
       timeout 240 ./statebench bench attention --reps 10 --sdpa "$sdpa" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
       echo "bench rc=$?"; tail -15 "$OUT/bench.log" ;;
-    ab)  # A/B of the developer switches on the backward
-      for v in "" "STATEBENCH_ATTN_BWD_STAGES=1" "STATEBENCH_ATTN_ATOMIC_V2=1" "STATEBENCH_ATTN_BWD_STAGES=1 STATEBENCH_ATTN_ATOMIC_V2=1"; do
-        env $v timeout 60 ./statebench bench attention --reps 10 --shapes 8x2048x16x64 128x256x8x64 > "$OUT/ab.log" 2>&1
-        echo "[$v]"; grep -E "^(path|softmax) " "$OUT/ab.log" | awk '{print "   ", $1, $2, "fwd", $3, "f+b", $5}'
-      done ;;
     sanitize)
       timeout 200 compute-sanitizer --tool memcheck --print-limit 20 ./test_cuda_attention \
         --gtest_filter='*Mma*:*PathBf16*:*SoftmaxFp32*' > "$OUT/memcheck.log" 2>&1

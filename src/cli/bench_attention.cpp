@@ -1,8 +1,9 @@
 // bench_attention.cpp: `statebench bench attention [--dtype bf16|fp32] [--shapes BxTxHxDh ...]
-// [--kind path|softmax|both] [--reps N] [--sdpa FILE] [--json FILE]`: device time (median of CUDA
-// event timings) of the CUDA PaTH and softmax attention kernels, forward and forward+backward, on
-// random inputs; nominal TFLOP/s; workspace and peak memory; optionally the ratio to the PyTorch
-// SDPA numbers written by tools/sdpa_bench.py --json. Without CUDA the subcommand fails.
+// [--kind path|softmax|both] [--reps N] [--sdpa FILE] [--json FILE] [--profile]`: device time
+// (median of CUDA event timings) of the CUDA PaTH and softmax attention kernels, forward and
+// forward+backward, on random inputs; nominal TFLOP/s; workspace and peak memory; optionally the
+// ratio to the PyTorch SDPA numbers written by tools/sdpa_bench.py --json; with --profile, one more
+// untimed forward+backward per shape prints each launch's device time. Without CUDA it fails.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,8 +23,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attention_cuda.hpp"
-#include "kernels/device_buffer.hpp"
+#include "kernels/attention/attention.hpp"
+#include "kernels/common/device_buffer.hpp"
 #endif
 
 namespace sb::cli {
@@ -52,11 +53,12 @@ struct Options {
   std::string dtype = "bf16", kind = "both", json, sdpa;
   std::vector<std::string> shapes = kDefaultShapes;
   int reps = 20;
+  bool profile = false;
 };
 
 #ifdef STATEBENCH_HAVE_CUDA
 
-using cuda::DeviceBuffer;
+using cuda::DeviceBytes;
 
 struct Result {
   std::string kernel;
@@ -78,7 +80,7 @@ struct Fill {
   }
 };
 
-DeviceBuffer random_tensor(int64_t n, cuda::DType dt, Fill& f, double lo, double hi) {
+DeviceBytes random_tensor(int64_t n, cuda::DType dt, Fill& f, double lo, double hi) {
   if (dt == cuda::DType::BF16) {
     std::vector<uint16_t> h(static_cast<size_t>(n));
     for (auto& x : h) {
@@ -94,7 +96,7 @@ DeviceBuffer random_tensor(int64_t n, cuda::DType dt, Fill& f, double lo, double
   return cuda::to_device(h);
 }
 
-DeviceBuffer unit_rows(int64_t rows, int64_t Dh, Fill& f) {
+DeviceBytes unit_rows(int64_t rows, int64_t Dh, Fill& f) {
   std::vector<float> h(static_cast<size_t>(rows * Dh));
   for (int64_t r = 0; r < rows; ++r) {
     double n = 0;
@@ -128,52 +130,58 @@ double median_ms(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
-Result measure(const Shape& s, cuda::DType dt, bool path, int reps) {
+Result measure(const Shape& s, cuda::DType dt, bool path, int reps, bool profile) {
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
   const int64_t nx = s.B * s.T * s.H * s.Dh, ns = s.B * s.T * s.H;
   const size_t esz = cuda::dtype_bytes(dt);
   Fill f{static_cast<uint64_t>(nx * 31 + s.Dh)};
-  DeviceBuffer q = random_tensor(nx, dt, f, -1.7, 1.7), k = random_tensor(nx, dt, f, -1.7, 1.7);
-  DeviceBuffer v = random_tensor(nx, dt, f, -1.7, 1.7), dout = random_tensor(nx, dt, f, -1.7, 1.7);
-  DeviceBuffer w, beta, dw, dbeta;
+  DeviceBytes q = random_tensor(nx, dt, f, -1.7, 1.7), k = random_tensor(nx, dt, f, -1.7, 1.7);
+  DeviceBytes v = random_tensor(nx, dt, f, -1.7, 1.7), dout = random_tensor(nx, dt, f, -1.7, 1.7);
+  DeviceBytes w, beta, dw, dbeta;
   if (path) {
     w = unit_rows(ns, s.Dh, f);
     beta = random_tensor(ns, cuda::DType::F32, f, 0.05, 1.95);
-    dw.reset(nx * 4);
-    dbeta.reset(ns * 4);
+    dw.resize(nx * 4);
+    dbeta.resize(ns * 4);
   }
-  DeviceBuffer out(nx * esz), lse(ns * 4), dq(nx * esz), dk(nx * esz), dv(nx * esz);
+  DeviceBytes out(nx * esz), lse(ns * 4), dq(nx * esz), dk(nx * esz), dv(nx * esz);
   Result r;
   r.kernel = path ? "path" : "softmax";
   r.s = s;
   // PaTH: the forward keeps its factors for the backward (as training does), counted with the tensors.
   r.ws_fwd = path ? cuda::path_attention_forward_workspace_bytes(d, dt, true) : cuda::softmax_attention_forward_workspace_bytes(d, dt);
   r.ws_bwd = path ? cuda::path_attention_backward_workspace_bytes(d, dt, true) : cuda::softmax_attention_backward_workspace_bytes(d, dt);
-  DeviceBuffer ws(std::max(r.ws_fwd, r.ws_bwd)), factors(path ? cuda::path_attention_factors_bytes(d, dt) : 0);
+  DeviceBytes ws(std::max(r.ws_fwd, r.ws_bwd)), factors(path ? cuda::path_attention_factors_bytes(d, dt) : 0);
   r.tensors = 8 * nx * esz + 2 * ns * 4 + (path ? 2 * nx * 4 + 2 * ns * 4 + factors.bytes() : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(s.Dh));
+  cuda::AttentionOptions opt;
   auto fwd = [&] {
     if (path)
-      cuda::path_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), w.as<float>(),
-                                        beta.as<float>(), nullptr, d, scale, dt, ws.get(), ws.bytes(), nullptr,
-                                        factors.get());
+      cuda::path_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
+                                        beta.as<float>(), nullptr, d, scale, dt, ws.data(), ws.bytes(), nullptr,
+                                        factors.data(), opt);
     else
-      cuda::softmax_attention_forward_cuda(out.get(), lse.as<float>(), q.get(), k.get(), v.get(), nullptr, d, scale,
-                                           dt, ws.get(), ws.bytes(), nullptr);
+      cuda::softmax_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), nullptr, d, scale,
+                                           dt, ws.data(), ws.bytes(), nullptr, opt);
   };
   auto bwd = [&] {
     if (path)
-      cuda::path_attention_backward_cuda(dq.get(), dk.get(), dv.get(), dw.as<float>(), dbeta.as<float>(), nullptr,
-                                         dout.get(), q.get(), k.get(), v.get(), w.as<float>(), beta.as<float>(),
-                                         nullptr, out.get(), lse.as<float>(), d, scale, dt, ws.get(), ws.bytes(),
-                                         nullptr, factors.get());
+      cuda::path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(), nullptr,
+                                         dout.data(), q.data(), k.data(), v.data(), w.as<float>(), beta.as<float>(),
+                                         nullptr, out.data(), lse.as<float>(), d, scale, dt, ws.data(), ws.bytes(),
+                                         nullptr, factors.data(), opt);
     else
-      cuda::softmax_attention_backward_cuda(dq.get(), dk.get(), dv.get(), nullptr, dout.get(), q.get(), k.get(),
-                                            v.get(), nullptr, out.get(), lse.as<float>(), d, scale, dt, ws.get(),
-                                            ws.bytes(), nullptr);
+      cuda::softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), nullptr, dout.data(), q.data(), k.data(),
+                                            v.data(), nullptr, out.data(), lse.as<float>(), d, scale, dt, ws.data(),
+                                            ws.bytes(), nullptr, opt);
   };
   r.fwd_ms = median_ms(fwd, reps);
   r.fb_ms = median_ms([&] { fwd(), bwd(); }, reps);
+  if (profile) {  // after the timed runs: the profile synchronises after every launch
+    opt.profile = true;
+    fwd(), bwd();
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   // Nominal causal-attention matmul FLOPs (Q K^T and P V over the causal half, as FlashAttention
   // counts them); forward+backward = 3.5x. PaTH's extra transport work is not counted.
   r.flops_fwd = 4.0 * static_cast<double>(s.B * s.H * s.Dh) * static_cast<double>(s.T) * static_cast<double>(s.T + 1) / 2;
@@ -234,7 +242,7 @@ void run_bench_attention(const Options& opt) {
   for (const Shape& s : shapes)
     for (bool path : {true, false}) {
       if ((path && opt.kind == "softmax") || (!path && opt.kind == "path")) continue;
-      results.push_back(measure(s, dt, path, opt.reps));
+      results.push_back(measure(s, dt, path, opt.reps, opt.profile));
       const Result& r = results.back();
       fmt::print("  {} {}x{}x{}x{}: fwd {:.3f} ms, fwd+bwd {:.3f} ms\n", r.kernel, s.B, s.T, s.H, s.Dh, r.fwd_ms,
                  r.fb_ms);
@@ -282,6 +290,8 @@ void add_bench_attention(CLI::App& bench, Context& /*ctx*/) {
   cmd->add_option("--reps", opt->reps, "timed runs per measurement (median reported)")->capture_default_str();
   cmd->add_option("--sdpa", opt->sdpa, "JSON from tools/sdpa_bench.py --json, for ratios")->type_name("FILE");
   cmd->add_option("--json", opt->json, "also write the results to this JSON file")->type_name("FILE");
+  cmd->add_flag("--profile", opt->profile,
+                "after timing each shape, one more forward+backward printing each launch's device time (stderr)");
   cmd->callback([opt] { run_bench_attention(*opt); });
 }
 

@@ -1,5 +1,5 @@
 // bench_train.cpp: `statebench bench train [--device cpu] [--threads N] [--seconds S] [--json F]
-// [--presets a,b]`: training throughput (tokens/s of full steps: forward, backward, clipping, AdamW)
+// [--presets a,b] [--set KEY=VALUE ...]`: training throughput (tokens/s of full steps: forward, backward, clipping, AdamW)
 // of reference models: by default the two of tools/torch_train_bench.py's presets, for a
 // side-by-side; `mqrar` (the MQRAR study's model) on request.
 #include <chrono>
@@ -87,7 +87,7 @@ Result measure(const Context& ctx, const Preset& p, const std::vector<std::strin
 
 void run_bench_train(Context& ctx, const std::string& device, const std::string& precision,
                      const std::string& attention, int64_t threads, double seconds, const std::string& json_path,
-                     std::vector<std::string> presets) {
+                     std::vector<std::string> presets, const std::vector<std::string>& sets) {
   ctx.load_plugins();
   if (!std::isfinite(seconds) || seconds <= 0) fail("--seconds {}: expected a positive duration", seconds);
   if (presets.empty()) presets.assign(std::begin(kDefaultPresets), std::end(kDefaultPresets));
@@ -97,6 +97,7 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
   if (!attention.empty()) common.push_back("model.attention=" + attention);
   if (threads > 0) common.push_back("train.threads=" + std::to_string(threads));
   if (device != "cpu") common.push_back("train.precision=" + precision);
+  common.insert(common.end(), sets.begin(), sets.end());
   std::unique_ptr<AtomicFile> json;
   if (!json_path.empty()) json = std::make_unique<AtomicFile>(json_path);
   fmt::print("bench train: full training steps (fwd, bwd, clip, AdamW) on {} (statebench {} {})\n", device,
@@ -130,7 +131,7 @@ void run_bench_train(Context& ctx, const std::string& device, const std::string&
 void add_bench_train(CLI::App& bench, Context& ctx) {
   struct Options {
     std::string device = "cpu", precision = "tf32", attention, json;
-    std::vector<std::string> presets;
+    std::vector<std::string> presets, sets;
     int64_t threads = 0;
     double seconds = 3.0;
   };
@@ -145,8 +146,10 @@ void add_bench_train(CLI::App& bench, Context& ctx) {
   cmd->add_option("--presets", o->presets,
                   "models to time, comma-separated: flipflop_ref, wordproblem_128 (the default two), mqrar")
       ->delimiter(',');
+  cmd->add_option("--set", o->sets, "a config override KEY=VALUE for every preset, e.g. train.cuda_graphs=false")
+      ->type_name("KEY=VALUE");
   cmd->callback([&ctx, o] {
-    run_bench_train(ctx, o->device, o->precision, o->attention, o->threads, o->seconds, o->json, o->presets);
+    run_bench_train(ctx, o->device, o->precision, o->attention, o->threads, o->seconds, o->json, o->presets, o->sets);
   });
 }
 

@@ -23,7 +23,13 @@ int main(int argc, char** argv) {
   using namespace sb;
   cli::Context ctx;
   CLI::App app{"statebench: state tracking in small transformers (tasks, training, sweeps, tables)"};
-  app.set_version_flag("--version", std::string("statebench " STATEBENCH_VERSION " (") + sb::build_commit() + ")");
+#ifdef STATEBENCH_HAVE_CUDA
+  constexpr const char* backends = "cpu+cuda";
+#else
+  constexpr const char* backends = "cpu";
+#endif
+  app.set_version_flag("--version",
+                       std::string("statebench " STATEBENCH_VERSION " (") + sb::build_commit() + ") " + backends);
   app.add_option("--plugin", ctx.plugin_files, "load task plugins from these shared libraries")
       ->check(CLI::ExistingFile)
       ->type_name("PATH.so");

@@ -21,9 +21,6 @@ namespace {
 template <class S>
 using Buf = AlignedVector<S>;
 
-bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
-bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }
-
 template <class S>
 void zero(Buf<S>& b) {
   std::fill(b.begin(), b.end(), S(0));

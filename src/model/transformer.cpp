@@ -9,11 +9,6 @@
 
 namespace sb {
 
-namespace {
-bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
-bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }
-}  // namespace
-
 template <class S>
 Transformer<S>::Transformer(const ModelConfig& config, int64_t vocab_size) : config_(config), V_(vocab_size) {
   const ModelConfig& c = config_;

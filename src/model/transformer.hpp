@@ -18,7 +18,7 @@
 
 #include "model/param_store.hpp"
 #include "nn/ops_loss.hpp"
-#include "train/config.hpp"
+#include "model/config.hpp"
 
 namespace sb {
 

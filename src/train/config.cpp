@@ -12,26 +12,6 @@
 
 namespace sb {
 
-const char* to_string(Attention a) {
-  switch (a) {
-    case Attention::path: return "path";
-    case Attention::rope: return "rope";
-    case Attention::nope: return "nope";
-    case Attention::fox: return "fox";
-    case Attention::path_fox: return "path_fox";
-  }
-  return "?";
-}
-const char* to_string(MlpKind m) {
-  switch (m) {
-    case MlpKind::swiglu: return "swiglu";
-    case MlpKind::gelu: return "gelu";
-    case MlpKind::none: return "none";
-  }
-  return "?";
-}
-const char* to_string(NormKind n) { return n == NormKind::rmsnorm ? "rmsnorm" : "layernorm"; }
-const char* to_string(InitScheme s) { return s == InitScheme::normal ? "normal" : "scaled"; }
 const char* to_string(LrSchedule s) {
   switch (s) {
     case LrSchedule::cosine: return "cosine";
@@ -49,13 +29,6 @@ const char* to_string(Precision p) {
   }
   return "?";
 }
-
-Attention ModelConfig::layer_attention(int64_t layer) const {
-  if (layer < 0 || layer >= n_layers) fail("layer {} out of range (model has {} layers)", layer, n_layers);
-  return layers.empty() ? attention : layers[static_cast<size_t>(layer)];
-}
-
-int64_t ModelConfig::mlp_hidden() const { return std::max<int64_t>(1, std::llround(mlp_ratio * static_cast<double>(d_model))); }
 
 void resolve_and_validate(TrainConfig& c) {
   ModelConfig& m = c.model;
@@ -184,6 +157,9 @@ std::string emit(const TrainConfig& c) {
   y += fmt::format("  eval_examples: {}\n  checkpoint_every: {}\n  target_accuracy: {}\n", t.eval_examples,
                    t.checkpoint_every, num(t.target_accuracy));
   y += fmt::format("  device: {}\n  threads: {}\n  precision: {}\n", to_string(t.device), t.threads, to_string(t.precision));
+  // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
+  // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
+  if (!t.cuda_graphs) y += "  cuda_graphs: false\n";
   y += fmt::format("out_dir: {}\n", yaml_str(c.out_dir));
   return y;
 }
@@ -205,6 +181,7 @@ uint64_t config_fingerprint(const TrainConfig& config) {
   c.train.device = defaults.train.device;
   c.train.threads = defaults.train.threads;
   c.train.precision = defaults.train.precision;
+  c.train.cuda_graphs = defaults.train.cuda_graphs;
   return mix64(hash_str(emit(c)));
 }
 

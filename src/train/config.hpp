@@ -9,21 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "model/config.hpp"
+
 namespace sb {
 
-enum class Attention { path, rope, nope, fox, path_fox };
-enum class MlpKind { swiglu, gelu, none };
-enum class NormKind { rmsnorm, layernorm };
-enum class InitScheme { normal, scaled };
 enum class LrSchedule { cosine, linear, constant };
 enum class Device { cpu, cuda };
 enum class Precision { fp32, tf32, bf16 };
 
-// Names as written in YAML ("path", "path_fox", "swiglu", ...).
-const char* to_string(Attention a);
-const char* to_string(MlpKind m);
-const char* to_string(NormKind n);
-const char* to_string(InitScheme s);
+// Names as written in YAML ("cosine", "cuda", "bf16", ...).
 const char* to_string(LrSchedule s);
 const char* to_string(Device d);
 const char* to_string(Precision p);
@@ -40,41 +34,6 @@ struct TaskConfig {
   std::map<std::string, std::string> params;  // the task's own k=v parameters, as strings
   std::vector<EvalSplitConfig> eval;          // never empty after loading (default: [val])
   bool operator==(const TaskConfig&) const = default;
-};
-
-struct InitConfig {
-  InitScheme scheme = InitScheme::scaled;  // scaled: output projections get std/sqrt(2*n_layers)
-  double std = 0.02;
-  double gate_bias = 0.0;  // initial forget-gate bias b_f of fox / path_fox layers: f = sigmoid(b_f) at init
-  bool operator==(const InitConfig&) const = default;
-};
-
-struct PathConfig {
-  int64_t rank = 32;         // low rank r of the w projection (W1: d_model -> r, W2: r -> Dh)
-  double beta_clamp = 0.0;   // 0 = off; else beta = min(beta, beta_clamp), in (0, 2]
-  int64_t block = 32;        // block size of the blockwise (UT) algorithm
-  bool conv_bias = false;    // bias in the causal depthwise conv (kernel 3) on u
-  bool operator==(const PathConfig&) const = default;
-};
-
-struct ModelConfig {
-  int64_t d_model = 64;                   // D
-  int64_t n_layers = 1;
-  int64_t n_heads = 2;                    // H
-  int64_t head_dim = 0;                   // Dh; resolved to d_model / n_heads when omitted
-  MlpKind mlp = MlpKind::swiglu;
-  double mlp_ratio = 4.0;                 // MLP hidden width = mlp_hidden() = round(ratio * D)
-  Attention attention = Attention::path;  // for every layer unless `layers` is given
-  std::vector<Attention> layers;          // empty, or one entry per layer (hybrids)
-  NormKind norm = NormKind::rmsnorm;
-  bool tied_embeddings = false;           // output head reuses the token embedding
-  InitConfig init;
-  double rope_theta = 10000.0;
-  PathConfig path;
-
-  Attention layer_attention(int64_t layer) const;  // layers[layer] if given, else attention
-  int64_t mlp_hidden() const;                      // round(mlp_ratio * d_model), >= 1
-  bool operator==(const ModelConfig&) const = default;
 };
 
 struct OptimConfig {
@@ -102,6 +61,7 @@ struct TrainSettings {
   Device device = Device::cpu;
   int64_t threads = 0;           // CPU threads, 0 = all cores
   Precision precision = Precision::fp32;  // tf32/bf16 only with device cuda
+  bool cuda_graphs = true;       // device cuda: replay each step's fixed-shape launches as CUDA graphs
   bool operator==(const TrainSettings&) const = default;
 };
 
@@ -129,8 +89,8 @@ void resolve_and_validate(TrainConfig& config);
 std::string to_yaml(const TrainConfig& config);
 
 // Hash of the semantic part of the config: everything except out_dir, task.eval, train.log_every,
-// eval_every, eval_examples, checkpoint_every, target_accuracy, device, threads, precision
-// (settings that do not change the training trajectory's definition). Checkpoints store it.
+// eval_every, eval_examples, checkpoint_every, target_accuracy, device, threads, precision,
+// cuda_graphs (settings that do not change the training trajectory's definition). Checkpoints store it.
 uint64_t config_fingerprint(const TrainConfig& config);
 
 }  // namespace sb

@@ -331,6 +331,7 @@ void map_train(Section s, TrainSettings& t) {
   t.device = s.choice("device", d.device, kDevices);
   t.threads = s.integer("threads", d.threads, 0, 4096);
   t.precision = s.choice("precision", d.precision, kPrecisions);
+  t.cuda_graphs = s.boolean("cuda_graphs", d.cuda_graphs);
   s.done();
 }
 

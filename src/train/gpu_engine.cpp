@@ -5,19 +5,18 @@
 #include "train/gpu_engine.hpp"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/gpu_runner.hpp"
-#include "kernels/ops_cuda.hpp"
+#include "kernels/ops/ops.hpp"
+#include "model/cuda/gpu_runner.hpp"
 
 namespace sb {
 
 struct GpuEngine::DeviceState {
-  cuda::DeviceArray<float> params, grads, m, v;
-  cuda::DeviceArray<uint8_t> decay_mask;
-  cuda::DeviceArray<double> norm, partials;
+  cuda::DeviceBuffer<float> params, grads, m, v;
+  cuda::DeviceBuffer<uint8_t> decay_mask;
+  cuda::DeviceBuffer<double> norm, partials;
   double* host_scalars = nullptr;  // pinned [2]: loss sum, grad norm
   ~DeviceState() {
     if (host_scalars) cudaFreeHost(host_scalars);
@@ -31,15 +30,12 @@ cuda::MatmulPrecision matmul_precision(Precision p) {
                                 : cuda::MatmulPrecision::fp32;
 }
 
-// STATEBENCH_CUDA_GRAPHS=0 launches every kernel eagerly (A/B timing of the graphs).
-bool cuda_graphs_enabled() {
-  const char* e = std::getenv("STATEBENCH_CUDA_GRAPHS");
-  return e == nullptr || std::string(e) != "0";
-}
 }  // namespace
 
-GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision)
+GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision,
+                     bool cuda_graphs)
     : model_(model, vocab_size), optimizer_(optim, model_.params()), optim_(optim), precision_(precision),
+      cuda_graphs_(cuda_graphs),
       dev_(std::make_unique<DeviceState>()) {
   if (!cuda::cuda_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -108,7 +104,7 @@ void GpuEngine::download_if_device_newer() {
 void GpuEngine::ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T, bool train) {
   if (runner && runner->batch() == B && runner->seq_len() == T) return;
   runner.reset();
-  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_enabled(),
+  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_,
                                              train);
 }
 

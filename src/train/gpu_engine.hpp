@@ -26,9 +26,10 @@ class GpuRunner;
 class GpuEngine {
  public:
   // precision: fp32, tf32 or bf16 (bf16 activations, products and attention: GpuRunner); fp32 master weights
-  // and optimizer state in every case. Throws if no device. STATEBENCH_CUDA_GRAPHS=0 in the
-  // environment turns the CUDA graphs of the layer stacks off (A/B timing).
-  GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision);
+  // and optimizer state in every case. Throws if no device. cuda_graphs: the layer stacks replay as
+  // CUDA graphs (GpuRunner).
+  GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision,
+            bool cuda_graphs = true);
   ~GpuEngine();
 
   // Host mirrors (see the header comment): valid after the call, edits are uploaded before the next step.
@@ -55,6 +56,7 @@ class GpuEngine {
   AdamW<float> optimizer_;
   OptimConfig optim_;
   Precision precision_;
+  bool cuda_graphs_;
   cudaStream_t stream_ = nullptr;
   struct DeviceState;
   std::unique_ptr<DeviceState> dev_;

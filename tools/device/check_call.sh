@@ -21,9 +21,9 @@ for t in test_cuda_ops test_cuda_model test_cuda_attention; do
   grep -E "^\[  FAILED|Failure|error" "$OUT/$t.log" | head -8
 done
 for prec in tf32 bf16; do
-  for graphs in 1 0; do
-    echo "== bench train --precision $prec graphs=$graphs"
-    STATEBENCH_CUDA_GRAPHS=$graphs build-gpu/statebench bench train --device cuda --precision $prec --seconds "$secs" \
+  for graphs in true false; do
+    echo "== bench train --precision $prec cuda_graphs=$graphs"
+    build-gpu/statebench bench train --device cuda --precision $prec --seconds "$secs" --set train.cuda_graphs=$graphs \
       --json "$OUT/bench_train_${prec}_g$graphs.json" 2>&1 | tail -4
   done
 done

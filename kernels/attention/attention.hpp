@@ -1,0 +1,187 @@
+// attention.hpp: the public host API of the CUDA attention kernels: PaTH attention (fused,
+// FlashAttention-style, forward and backward; optional FoX gate) and causal softmax attention
+// (NoPE, RoPE-applied q/k, FoX gate). Same math and layouts as the CPU ops in src/nn/
+// (path_attention.hpp, ops_attention.hpp): q, k, v, out [B, T, H, Dh] (and their gradients:
+// 16-byte aligned, as cudaMalloc gives); lse [B, H, T] fp32; w [B, T, H, Dh] fp32; beta, log_f
+// [B, T, H] fp32. Algorithm and numerics: kernels/DESIGN.md.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/cuda_check.hpp"  // cuda_device_available()
+
+namespace sb::cuda {
+
+// Element type of q, k, v, out, dout, dq, dk, dv. w, beta, log_f, lse and their gradients are
+// always fp32. Arithmetic: tensor-core bf16 products with fp32 accumulation; in F32 mode every
+// product splits its operands into two bf16 halves (three products, ~1e-5 relative error), in BF16
+// mode only the Householder transports do (kernels/DESIGN.md).
+enum class DType { F32, BF16 };
+const char* dtype_name(DType dt);
+size_t dtype_bytes(DType dt);
+
+struct AttnDims {
+  int64_t B = 1, T = 1, H = 1, Dh = 64;  // Dh in {16, 32, 64, 128}; any T >= 1, any B * H >= 1
+};
+
+// How the kernels run, where a caller may choose (the defaults are the measured best; the plan,
+// kernels/attention/plan.hpp, decides the rest from the shapes, dtype and device). A forward and
+// its backward must get the same options (they share the factors' layout).
+struct AttentionOptions {
+  // The Hopper kernels (sm_90a wgmma) where the device and the build have them; false runs the
+  // mma.sync kernels that other GPUs run (their parity tests on a Hopper GPU use it).
+  bool sm90 = true;
+  // PaTH superchunks of this many 64-row blocks: -1 the plan's choice, 0 none, 2 or more blocks
+  // (tests use small values to cover superchunks at small T).
+  int path_superchunk = -1;
+  // Heads (b, h) per launch group of the PaTH backward and of the forward's inter-superchunk pass
+  // (0: the plan's, from a memory budget; tests force small groups).
+  int64_t path_bwd_group = 0, path_fwd_group = 0;
+  // Bytes for the PaTH backward's query-state checkpoints (0: max(64 MiB, 4 B T H Dh)); below one
+  // segment per item it keeps ~sqrt(T / 64) checkpoints and recomputes segments.
+  int64_t path_checkpoint_budget = 0;
+  // Each launch's device time, printed to stderr when the call ends (synchronises the stream).
+  bool profile = false;
+};
+
+// Scratch bytes each call needs on the current device (the backward's query-state checkpoints are
+// sized from the device's multiprocessor count). Pass a workspace at least this large, or nullptr
+// to let the call allocate (stream-ordered) and free its own. Independent of whether a gate is used.
+// external_factors: the call gets a `factors` buffer (below), so its workspace leaves them out.
+size_t path_attention_forward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors = false,
+                                              const AttentionOptions& opt = {});
+size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt, bool external_factors = false,
+                                               const AttentionOptions& opt = {});
+size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
+size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
+
+// The PaTH factors (pushed keys, UT transforms and block transports; O(B H T Dh) bytes) that a
+// forward can keep for its backward: pass one buffer of this size as `factors` to the forward and
+// to the matching backward (same d, dt, k, w, beta; unchanged in between) and the backward skips
+// the factor kernel. With factors == nullptr each call computes them into its workspace.
+size_t path_attention_factors_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
+
+// PaTH forward (math: docs/path-attention.md; CPU: nn::path_attention_forward):
+//   s_ij = scale * q_i . (H_i ... H_{j+1} k_j) + sum_{s=j+1..i} log_f_s,  H_t = I - beta_t w_t w_t^T
+//   out_i = sum_{j<=i} softmax_j(s_ij) v_j,  lse_i = log sum_j exp(s_ij)  (natural log)
+// out and lse are overwritten. log_f == nullptr: no forget gate. All pointers are device pointers.
+void path_attention_forward_cuda(void* out,            // [B, T, H, Dh] dt
+                                 float* lse,           // [B, H, T]
+                                 const void* q,        // [B, T, H, Dh] dt
+                                 const void* k,        // [B, T, H, Dh] dt
+                                 const void* v,        // [B, T, H, Dh] dt
+                                 const float* w,       // [B, T, H, Dh]
+                                 const float* beta,    // [B, T, H]
+                                 const float* log_f,   // [B, T, H] or nullptr
+                                 const AttnDims& d, float scale, DType dt,
+                                 void* workspace,      // [path_attention_forward_workspace_bytes] or nullptr
+                                 size_t workspace_bytes, cudaStream_t stream,
+                                 void* factors = nullptr,  // [path_attention_factors_bytes], written
+                                 const AttentionOptions& opt = {});
+
+// PaTH backward. OVERWRITES every gradient (unlike the accumulating CPU op); dlog_f is required
+// when log_f is given (its position-0 entries are exactly 0) and ignored otherwise. out and lse
+// are the forward's outputs.
+void path_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
+                                  void* dk,            // [B, T, H, Dh] dt
+                                  void* dv,            // [B, T, H, Dh] dt
+                                  float* dw,           // [B, T, H, Dh]
+                                  float* dbeta,        // [B, T, H]
+                                  float* dlog_f,       // [B, T, H] or nullptr (no gate)
+                                  const void* dout,    // [B, T, H, Dh] dt
+                                  const void* q,       // [B, T, H, Dh] dt
+                                  const void* k,       // [B, T, H, Dh] dt
+                                  const void* v,       // [B, T, H, Dh] dt
+                                  const float* w,      // [B, T, H, Dh]
+                                  const float* beta,   // [B, T, H]
+                                  const float* log_f,  // [B, T, H] or nullptr
+                                  const void* out,     // [B, T, H, Dh] dt
+                                  const float* lse,    // [B, H, T]
+                                  const AttnDims& d, float scale, DType dt,
+                                  void* workspace,     // [path_attention_backward_workspace_bytes] or nullptr
+                                  size_t workspace_bytes, cudaStream_t stream,
+                                  const void* factors = nullptr,  // the forward's, or nullptr
+                                  const AttentionOptions& opt = {});
+
+// Causal softmax attention (CPU: nn::softmax_attention_forward): s_ij = scale q_i . k_j +
+// sum_{s=j+1..i} log_f_s. RoPE is applied to q and k by the caller beforehand.
+void softmax_attention_forward_cuda(void* out,           // [B, T, H, Dh] dt
+                                    float* lse,          // [B, H, T]
+                                    const void* q,       // [B, T, H, Dh] dt
+                                    const void* k,       // [B, T, H, Dh] dt
+                                    const void* v,       // [B, T, H, Dh] dt
+                                    const float* log_f,  // [B, T, H] or nullptr
+                                    const AttnDims& d, float scale, DType dt,
+                                    void* workspace,     // [softmax_attention_forward_workspace_bytes] or nullptr
+                                    size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {});
+
+// Softmax attention backward; overwrites dq, dk, dv and (with a gate) dlog_f.
+void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
+                                     void* dk,            // [B, T, H, Dh] dt
+                                     void* dv,            // [B, T, H, Dh] dt
+                                     float* dlog_f,       // [B, T, H] or nullptr (no gate)
+                                     const void* dout,    // [B, T, H, Dh] dt
+                                     const void* q,       // [B, T, H, Dh] dt
+                                     const void* k,       // [B, T, H, Dh] dt
+                                     const void* v,       // [B, T, H, Dh] dt
+                                     const float* log_f,  // [B, T, H] or nullptr
+                                     const void* out,     // [B, T, H, Dh] dt
+                                     const float* lse,    // [B, H, T]
+                                     const AttnDims& d, float scale, DType dt,
+                                     void* workspace,     // [softmax_attention_backward_workspace_bytes] or nullptr
+                                     size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {});
+
+// PaTH attention at selected query rows only: the labelled rows of a sparse-label batch, where the
+// last layer's outputs are needed at those rows alone (MQRAR: 32 of 768). Keys, values, w, beta
+// and log_f are the whole sequences; the math is path_attention_forward_cuda's at those rows. One
+// lane group per query walks its chain q <- H_j q over every earlier key in fp32: O(rows T Dh) work
+// instead of the blockwise kernels' O(T^2 Dh). rows: device [M] row indices b T + t, ascending;
+// row_starts: device [B + 1], sequence b's rows are rows[row_starts[b] .. row_starts[b + 1]), at
+// most kPathRowsMaxPerSeq of them (the caller checks; rows beyond it are ignored).
+constexpr int64_t kPathRowsMaxPerSeq = 32;
+void path_attention_rows_forward_cuda(void* out_rows,           // [M, H, Dh] dt
+                                      float* lse_rows,          // [M, H]
+                                      const void* q,            // [B, T, H, Dh] dt
+                                      const void* k,            // [B, T, H, Dh] dt
+                                      const void* v,            // [B, T, H, Dh] dt
+                                      const float* w,           // [B, T, H, Dh]
+                                      const float* beta,        // [B, T, H]
+                                      const float* log_f,       // [B, T, H] or nullptr
+                                      const int32_t* rows,      // [M]
+                                      const int32_t* row_starts,  // [B + 1]
+                                      int64_t M, const AttnDims& d, float scale, DType dt, cudaStream_t stream);
+
+// Workspace of the rows backward: fp32 checkpoints of each query's chain every 8 keys.
+size_t path_attention_rows_backward_workspace_bytes(const AttnDims& d);
+
+// Its backward. OVERWRITES the whole-sequence gradients dq (0 off the selected rows), dk, dv, dw,
+// dbeta and dlog_f (required with log_f; position 0 is exactly 0). dout_rows, out_rows, lse_rows:
+// per selected row, as the forward wrote them.
+void path_attention_rows_backward_cuda(void* dq,                  // [B, T, H, Dh] dt
+                                       void* dk,                  // [B, T, H, Dh] dt
+                                       void* dv,                  // [B, T, H, Dh] dt
+                                       float* dw,                 // [B, T, H, Dh]
+                                       float* dbeta,              // [B, T, H]
+                                       float* dlog_f,             // [B, T, H] or nullptr
+                                       const void* dout_rows,     // [M, H, Dh] dt
+                                       const void* out_rows,      // [M, H, Dh] dt
+                                       const float* lse_rows,     // [M, H]
+                                       const void* q,             // [B, T, H, Dh] dt
+                                       const void* k,             // [B, T, H, Dh] dt
+                                       const void* v,             // [B, T, H, Dh] dt
+                                       const float* w,            // [B, T, H, Dh]
+                                       const float* beta,         // [B, T, H]
+                                       const float* log_f,        // [B, T, H] or nullptr
+                                       const int32_t* rows,       // [M]
+                                       const int32_t* row_starts,  // [B + 1]
+                                       int64_t M, const AttnDims& d, float scale, DType dt,
+                                       void* workspace,  // [path_attention_rows_backward_workspace_bytes]
+                                       size_t workspace_bytes, cudaStream_t stream);
+
+// Whether softmax attention at head dim Dh and dtype dt runs the Hopper wgmma kernels (bf16, Dh 64
+// or 128, an sm_90 device, a build with sm_90a code and opt.sm90) rather than the mma.sync kernels.
+bool softmax_attention_uses_wgmma(int64_t Dh, DType dt, const AttentionOptions& opt = {});
+
+}  // namespace sb::cuda

@@ -1,0 +1,288 @@
+// elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, bias,
+// row gather / scatter) and the fixed-order column sums that the parameter gradients
+// share (kernels/ops/launch.cuh); norms are in kernels/ops/norm.cu, activations and SwiGLU in kernels/ops/act.cu, RoPE in
+// kernels/ops/rope.cu, the PaTH w path and beta in kernels/ops/path_wpath.cu. Declarations: kernels/ops/ops.hpp.
+// Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
+// result is deterministic.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/ops/ops_bf16.hpp"
+#include "kernels/ops/ops.hpp"
+#include "kernels/ops/launch.cuh"
+
+namespace sb::cuda {
+namespace ops_detail {
+int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch) {
+  if (!scratch.data) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>({kReduceChunks, N / 512, scratch.floats / cols}));
+}
+
+// ---- column sums (parameter gradients of norms and biases) ---------------------------------------
+namespace {
+// sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
+// 2: a[n, d] * (b[n, d] - mu[n]) * r[n]. Block (32, 16): columns x rows, fixed reduction order.
+// partial == nullptr (one chunk): out[d] += sum; else partial[chunk, d] = sum.
+__global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
+                              const float* r, int64_t N, int64_t D, int64_t rows_per_chunk, int mode) {
+  __shared__ float part[16][33];
+  const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+  float acc = 0.f;
+  if (d < D)
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
+      const float x = a[n * D + d];
+      if (mode == 0)
+        acc += x;
+      else if (mode == 1)
+        acc += x * b[n * D + d] * r[n];
+      else
+        acc += x * ((b[n * D + d] - mu[n]) * r[n]);
+    }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && d < D) {
+    float s = 0.f;
+    for (int i = 0; i < 16; ++i) s += part[i][threadIdx.x];
+    if (partial)
+      partial[blockIdx.y * D + d] = s;
+    else
+      out[d] += s;
+  }
+}
+
+// out[d] += sum over chunks c of partial[c, d]. Block (32, 32): columns x chunk lanes; lane y sums
+// chunks y, y + 32, ... (coalesced over the columns), then the 32 lane sums are added in lane order:
+// a fixed order, and 32 times fewer dependent loads than one thread per column (the norms' fused
+// sums have up to 1024 chunks).
+__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D) {
+  __shared__ float part[32][33];
+  const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.f;
+  if (d < D)
+    for (int64_t c = threadIdx.y; c < chunks; c += 32) s += partial[c * D + d];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && d < D) {
+    float t = 0.f;
+    for (int i = 0; i < 32; ++i) t += part[i][threadIdx.x];
+    out[d] += t;
+  }
+}
+}  // namespace
+
+void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream) {
+  chunk_sum_kernel<<<blocks_for(D, 32), dim3(32, 32), 0, stream>>>(out, partial, chunks, D);
+  SB_CUDA_CHECK_LAUNCH();
+}
+
+void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
+            int mode, cudaStream_t stream, ReduceScratch scratch) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
+  float* partial = chunks > 1 ? scratch.data : nullptr;
+  colsum_kernel<<<dim3(blocks_for(D, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
+      out, partial, a, b, mu, r, N, D, rows, mode);
+  SB_CUDA_CHECK_LAUNCH();
+  if (partial) chunk_sum(out, partial, chunks, D, stream);
+}
+}  // namespace ops_detail
+
+namespace {
+
+using namespace ops_detail;
+
+// ---- embedding ---------------------------------------------------------------------------------
+__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t D) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < N * D) out[i] = wte[static_cast<int64_t>(ids[i / D]) * D + i % D];
+}
+
+// Embedding gradient (layout in kernels/ops/ops.hpp). One CTA of kEmbWarps warps per segment: warp w sums
+// rows w, w + kEmbWarps, ... of the segment (4 rows in flight), the warps' sums are added in order.
+constexpr int kEmbWarps = 8, kEmbCols = 256;
+struct EmbIndex {
+  const int32_t *seg_id, *seg_begin, *seg_slot, *order, *multi_id, *multi_slot0;
+  __device__ EmbIndex(const int32_t* index, int64_t N)
+      : seg_id(index + 2), seg_begin(index + 2 + N), seg_slot(index + 3 + 2 * N), order(index + 3 + 3 * N),
+        multi_id(index + 3 + 4 * N), multi_slot0(index + 3 + 5 * N) {}
+};
+
+__global__ void embedding_segments_kernel(float* dwte, float* slots, const float* dout, const int32_t* index, int64_t N,
+                                          int64_t D) {
+  __shared__ float part[kEmbWarps][kEmbCols];
+  const EmbIndex ix(index, N);
+  const int nseg = index[0], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int sgi = blockIdx.x; sgi < nseg; sgi += gridDim.x) {
+    const int b = ix.seg_begin[sgi], e = ix.seg_begin[sgi + 1], slot = ix.seg_slot[sgi];
+    float* dst = slot < 0 ? dwte + static_cast<int64_t>(ix.seg_id[sgi]) * D : slots + static_cast<int64_t>(slot) * D;
+    for (int64_t c0 = 0; c0 < D; c0 += kEmbCols) {
+      const int cols = static_cast<int>(min(D - c0, static_cast<int64_t>(kEmbCols)));
+      float acc[kEmbCols / 32];
+#pragma unroll
+      for (int j = 0; j < kEmbCols / 32; ++j) acc[j] = 0.f;
+      int i = b + warp;
+      for (; i + 3 * kEmbWarps < e; i += 4 * kEmbWarps) {  // 4 rows per step: 4 loads per column in flight
+        const float* r0 = dout + static_cast<int64_t>(ix.order[i]) * D + c0;
+        const float* r1 = dout + static_cast<int64_t>(ix.order[i + kEmbWarps]) * D + c0;
+        const float* r2 = dout + static_cast<int64_t>(ix.order[i + 2 * kEmbWarps]) * D + c0;
+        const float* r3 = dout + static_cast<int64_t>(ix.order[i + 3 * kEmbWarps]) * D + c0;
+#pragma unroll
+        for (int j = 0; j < kEmbCols / 32; ++j) {
+          const int d = lane + 32 * j;
+          if (d < cols) acc[j] += ((r0[d] + r1[d]) + r2[d]) + r3[d];
+        }
+      }
+      for (; i < e; i += kEmbWarps) {
+        const float* r0 = dout + static_cast<int64_t>(ix.order[i]) * D + c0;
+#pragma unroll
+        for (int j = 0; j < kEmbCols / 32; ++j) {
+          const int d = lane + 32 * j;
+          if (d < cols) acc[j] += r0[d];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kEmbCols / 32; ++j) part[warp][lane + 32 * j] = acc[j];
+      __syncthreads();
+      for (int d = threadIdx.x; d < cols; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < kEmbWarps; ++w) sum += part[w][d];
+        if (slot < 0)
+          dst[c0 + d] += sum;
+        else
+          dst[c0 + d] = sum;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// dwte[id] += the id's slots, in segment order (ids with more than one segment).
+__global__ void embedding_slots_kernel(float* dwte, const float* slots, const int32_t* index, int64_t N, int64_t D) {
+  const EmbIndex ix(index, N);
+  const int nmulti = index[1];
+  for (int m = blockIdx.x; m < nmulti; m += gridDim.x) {
+    const int s0 = ix.multi_slot0[m], s1 = ix.multi_slot0[m + 1];
+    float* dst = dwte + static_cast<int64_t>(ix.multi_id[m]) * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float sum = 0.f;
+      for (int k = s0; k < s1; ++k) sum += slots[static_cast<int64_t>(k) * D + d];
+      dst[d] += sum;
+    }
+  }
+}
+
+
+__global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t O) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < N * O) out[i] += bias[i % O];
+}
+
+template <class T>
+__global__ void gather_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < M * D) out[i] = inp[static_cast<int64_t>(rows[i / D]) * D + i % D];
+}
+template <class T>
+__global__ void scatter_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < M * D) out[static_cast<int64_t>(rows[i / D]) * D + i % D] = inp[i];
+}
+
+}  // namespace
+
+using namespace ops_detail;
+
+// ---- host wrappers ------------------------------------------------------------------------------
+void embedding_forward_cuda(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t V, int64_t D,
+                            cudaStream_t stream) {
+  if (N <= 0) return;
+  embedding_forward_kernel<<<blocks_for(N * D), kThreads, 0, stream>>>(out, ids, wte, N, D);
+  SB_CUDA_CHECK_LAUNCH();
+}
+
+int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats) {
+  // slots <= 2 N / rows + 1 (every many-segment id has at least one full segment)
+  const int64_t per_row = std::max<int64_t>(1, floats / std::max<int64_t>(1, D) - 1);
+  return std::max<int64_t>(256, (2 * N + per_row - 1) / per_row);
+}
+
+void embedding_index_build(int32_t* index, const int32_t* ids, int64_t N, int64_t V, int64_t D, int32_t* counts,
+                           int64_t scratch_floats) {
+  const int64_t max_rows = embedding_segment_rows(N, D, scratch_floats);
+  int32_t *seg_id = index + 2, *seg_begin = index + 2 + N, *seg_slot = index + 3 + 2 * N, *order = index + 3 + 3 * N;
+  int32_t *multi_id = index + 3 + 4 * N, *multi_slot0 = index + 3 + 5 * N;
+  std::fill(counts, counts + V, 0);
+  for (int64_t n = 0; n < N; ++n) ++counts[ids[n]];
+  int32_t nseg = 0, nmulti = 0, slot = 0, pos = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const int32_t c = counts[v];
+    if (c == 0) continue;
+    const bool multi = c > max_rows;
+    if (multi) multi_id[nmulti] = static_cast<int32_t>(v), multi_slot0[nmulti++] = slot;
+    for (int32_t b = 0; b < c; b += static_cast<int32_t>(max_rows)) {
+      seg_id[nseg] = static_cast<int32_t>(v), seg_begin[nseg] = pos + b, seg_slot[nseg] = multi ? slot++ : -1;
+      ++nseg;
+    }
+    counts[v] = pos;  // the id's write cursor in order[]
+    pos += c;
+  }
+  seg_begin[nseg] = pos, multi_slot0[nmulti] = slot;
+  index[0] = nseg, index[1] = nmulti;
+  for (int64_t n = 0; n < N; ++n) order[counts[ids[n]]++] = static_cast<int32_t>(n);
+}
+
+void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* index, int64_t N, int64_t V, int64_t D,
+                             cudaStream_t stream, ReduceScratch scratch) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t grid = std::min<int64_t>(N, 16384);
+  embedding_segments_kernel<<<static_cast<unsigned>(grid), 32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, dout,
+                                                                                     index, N, D);
+  SB_CUDA_CHECK_LAUNCH();
+  const int64_t multi_grid = std::min<int64_t>({N / 256 + 1, V, 16384});  // segments have >= 256 rows
+  embedding_slots_kernel<<<static_cast<unsigned>(multi_grid), 128, 0, stream>>>(dwte, scratch.data, index, N, D);
+  SB_CUDA_CHECK_LAUNCH();
+}
+
+
+void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStream_t stream) {
+  if (N * O <= 0) return;
+  add_bias_kernel<<<blocks_for(N * O), kThreads, 0, stream>>>(out, bias, N, O);
+  SB_CUDA_CHECK_LAUNCH();
+}
+
+void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, cudaStream_t stream,
+                        ReduceScratch scratch) {
+  colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
+}
+
+template <class T>
+void gather_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  if (M * D <= 0) return;
+  gather_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
+  SB_CUDA_CHECK_LAUNCH();
+}
+template <class T>
+void scatter_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  if (M * D <= 0) return;
+  scatter_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
+  SB_CUDA_CHECK_LAUNCH();
+}
+void gather_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  gather_rows(out, inp, rows, M, D, stream);
+}
+void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                      cudaStream_t stream) {
+  gather_rows(out, inp, rows, M, D, stream);
+}
+void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
+  scatter_rows(out, inp, rows, M, D, stream);
+}
+void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
+                       cudaStream_t stream) {
+  scatter_rows(out, inp, rows, M, D, stream);
+}
+
+}  // namespace sb::cuda

@@ -1,0 +1,55 @@
+// ops_bf16.hpp: the per-token ops on bf16 activations (train.precision bf16: the runner stores the
+// matrix products' inputs and outputs as bf16, raw uint16_t, round to nearest even; the residual
+// stream, norm statistics and parameter gradients stay fp32). Math is fp32: each op equals its fp32
+// version (kernels/ops/ops.hpp) applied to the same bf16-exact inputs, with its output rounded to bf16 (bit for bit:
+// they share the fp32 ops' element math or kernels). Every pointer is a device pointer; every call is
+// asynchronous on `stream`. Definitions: kernels/ops/elementwise.cu (norms), kernels/ops/act.cu (activations, SwiGLU),
+// kernels/ops/rope.cu (RoPE).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/ops/ops.hpp"  // Act
+
+namespace sb::cuda {
+
+// out = bf16(norm(inp)); the saved statistics are fp32, as in rmsnorm_forward_cuda / layernorm_forward_cuda.
+void rmsnorm_forward_bf16_cuda(uint16_t* out,        // [N, D] bf16
+                               float* rstd,          // [N] saved
+                               const float* inp,     // [N, D]
+                               const float* weight,  // [D]
+                               int64_t N, int64_t D, double eps, cudaStream_t stream);
+void layernorm_forward_bf16_cuda(uint16_t* out,        // [N, D] bf16
+                                 float* mean,          // [N] saved
+                                 float* rstd,          // [N] saved
+                                 const float* inp,     // [N, D]
+                                 const float* weight,  // [D]
+                                 const float* bias,    // [D]
+                                 int64_t N, int64_t D, double eps, cudaStream_t stream);
+
+// Elementwise activations on bf16 (dinp may alias dout).
+void act_forward_bf16_cuda(Act act, uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream);  // [n]
+void act_backward_bf16_cuda(Act act, uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
+                            cudaStream_t stream);  // [n] each
+
+// SwiGLU: eight columns per thread (16-byte accesses) where F % 8 == 0 and every pointer is 16-byte
+// aligned, else one.
+void swiglu_forward_bf16_cuda(uint16_t* out,        // [N, F]
+                              const uint16_t* inp,  // [N, 2F] = [gate | up]
+                              int64_t N, int64_t F, cudaStream_t stream);
+void swiglu_backward_bf16_cuda(uint16_t* dinp,        // [N, 2F] (overwritten)
+                               const uint16_t* dout,  // [N, F]
+                               const uint16_t* inp,   // [N, 2F]
+                               int64_t N, int64_t F, cudaStream_t stream);
+
+// RoPE with the table of rope_table_cuda. The forward rotates fp32 rows (a product's fp32 output) and
+// rounds once; the backward rotates bf16 rows, dinp may alias dout.
+void rope_forward_bf16_cuda(uint16_t* out, const float* inp,  // [B, T, H, Dh] each
+                            const float* cs,                       // [T, Dh/2, 2]
+                            int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
+void rope_backward_bf16_cuda(uint16_t* dinp, const uint16_t* dout,  // [B, T, H, Dh] each
+                             const float* cs,                         // [T, Dh/2, 2]
+                             int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
+
+}  // namespace sb::cuda

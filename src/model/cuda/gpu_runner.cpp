@@ -1,0 +1,232 @@
+// gpu_runner.cpp: GpuRunner, the device forward/backward of the transformer (mirrors
+// src/model/runner.cpp op for op; activation gradients are overwritten, parameter gradients
+// accumulated). This file: buffers, batch upload, the head and the step's order; the layer stacks
+// are model/cuda/gpu_runner_layers.cpp. bf16 precision stores the products' activations as bf16 (kernels/ops/ops_bf16.hpp),
+// reading the weights from a bf16 mirror of the parameters made at each forward.
+#include "model/cuda/gpu_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "model/cuda/gpu_runner_impl.hpp"
+
+namespace sb::cuda {
+
+GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st,
+                      bool graphs, bool train)
+    : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), B(b), T(t), N(b * t), D(c.d_model),
+      H(c.n_heads),
+      Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
+      attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
+      backward_graph(graphs) {
+  if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
+  scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
+  dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
+  const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
+  const bool bf = bf16();
+  bool any_path = false, any_rope = false, any_gate = false;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    Layer L;
+    L.kind = c.layer_attention(l);
+    L.x_in.resize(N * D), L.mean1.resize(N), L.rstd1.resize(N);
+    if (bf && L.kind == Attention::rope) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
+    if (bf)
+      L.h1b.resize(N * D), L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
+    else
+      L.h1.resize(N * D), L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD), L.att.resize(N * HD);
+    if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
+    if (uses_path(L.kind)) {
+      L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
+      L.zb.resize(N * H), L.beta.resize(N * H);
+      L.factors.resize(static_cast<int64_t>(path_attention_factors_bytes(dims, attn_dt)));
+      any_path = true;
+    }
+    any_rope |= L.kind == Attention::rope;
+    L.lse.resize(B * H * T), L.x_mid.resize(N * D);
+    if (c.mlp != MlpKind::none) {
+      L.mean2.resize(N), L.rstd2.resize(N);
+      if (bf)
+        L.h2b.resize(N * D), L.gb.resize(N * f_in), L.sb.resize(N * F);
+      else
+        L.h2.resize(N * D), L.g.resize(N * f_in), L.s.resize(N * F);
+    }
+    const size_t fwd_ws = uses_path(L.kind) ? path_attention_forward_workspace_bytes(dims, attn_dt, true)
+                                            : softmax_attention_forward_workspace_bytes(dims, attn_dt);
+    const size_t bwd_ws = !trains              ? 0
+                          : uses_path(L.kind) ? path_attention_backward_workspace_bytes(dims, attn_dt, true)
+                                              : softmax_attention_backward_workspace_bytes(dims, attn_dt);
+    ws_bytes = std::max({ws_bytes, fwd_ws, bwd_ws});
+    layers.push_back(std::move(L));
+  }
+  ws.resize(static_cast<int64_t>(ws_bytes));
+  if (any_rope) rope_cs.resize(T * Dh), rope_table_cuda(rope_cs.data(), T, Dh, c.rope_theta, stream);
+  batch.resize(batch_ints());
+  ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, row_starts = batch.data() + 3 * N;
+  embed_index = row_starts + B + 1;
+  id_counts.resize(V);
+  for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
+  x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N);
+  hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
+  if (bf) {
+    int64_t end = 0;
+    wb_begin = model.params().size();
+    for (const ParamView& v : model.params().views()) {
+      if (v.name.rfind("layers.", 0) != 0) continue;
+      wb_begin = std::min(wb_begin, v.offset), end = std::max(end, v.offset + v.numel);
+    }
+    wb.resize(std::max<int64_t>(0, end - wb_begin));
+  }
+  if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
+  dx.resize(N * D), dh.resize(N * D);
+  if (bf) {
+    dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
+    dsmall.resize(N * std::max(H, R));
+  } else {
+    datt.resize(N * HD), dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
+    if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
+  }
+  if (any_path) {
+    dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), da1.resize(N * R), dbeta.resize(N * H);
+    dzb.resize(N * H);
+  }
+  if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
+  if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(N * F);
+  if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);
+  dhf_rows.resize(N * D);
+}
+
+// Grows logits / dlogits to hold M rows (by half again, capped at N). Tasks label a fraction of
+// the positions (MQRAR: 32 of 768), so N x V buffers would waste most of a cell's memory. Waits
+// for the stream first: the previous step may still read the old buffers.
+void GpuRunner::Impl::ensure_head_rows(int64_t rows) {
+  if (rows <= head_rows) return;
+  head_rows = std::min(N, std::max(rows, head_rows + head_rows / 2));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  logits.resize(head_rows * V);
+  if (trains) dlogits.resize(head_rows * V);
+}
+
+// Sizes the rows tail's buffers to head_rows (pruned batches only: dense tasks never allocate them).
+void GpuRunner::Impl::ensure_tail_rows() {
+  if (x_rows.size() >= head_rows * D) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  x_rows.resize(head_rows * D), lse_rows.resize(head_rows * H);
+  if (bf16()) att_rowsb.resize(head_rows * HD); else att_rows.resize(head_rows * HD);
+  if (!trains) return;
+  dres_rows.resize(head_rows * D);
+  if (bf16()) datt_rowsb.resize(head_rows * HD); else datt_rows.resize(head_rows * HD);
+}
+
+// Allocates the rows attention's backward workspace on its first use.
+void GpuRunner::Impl::ensure_rows_workspace() {
+  if (rows_ws.size() > 0) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  rows_ws.resize(static_cast<int64_t>(path_attention_rows_backward_workspace_bytes(dims)));
+}
+
+// Validates the batch on the host, stages it in pinned memory and uploads it (asynchronously).
+void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels) {
+  for (int64_t n = 0; n < N; ++n)
+    if (in_ids[n] < 0 || in_ids[n] >= V) fail("gpu runner: token id {} at position {} is outside [0, {})", in_ids[n], n, V);
+  host_rows.clear(), host_row_labels.clear();
+  for (int64_t n = 0; n < N; ++n) {
+    if (labels[n] == -100) continue;
+    if (labels[n] < 0 || labels[n] >= V) fail("gpu runner: label {} at position {} is outside [0, {})", labels[n], n, V);
+    host_rows.push_back(static_cast<int32_t>(n)), host_row_labels.push_back(labels[n]);
+  }
+  M = static_cast<int64_t>(host_rows.size());
+  // Sequence b's rows are host_rows[row_start[b] .. row_start[b + 1]) (ascending, so one pass).
+  host_row_starts.assign(B + 1, 0);
+  for (int32_t r : host_rows) ++host_row_starts[r / T + 1];
+  max_rows_per_seq = 0;
+  for (int64_t b = 0; b < B; ++b)
+    max_rows_per_seq = std::max<int64_t>(max_rows_per_seq, host_row_starts[b + 1]),
+    host_row_starts[b + 1] += host_row_starts[b];
+  StagingSlot& slot = *staging[next_slot];
+  next_slot ^= 1;
+  // Waits only for the upload issued from this slot two batches ago (bounds the host's run-ahead).
+  CUDA_CHECK(cudaEventSynchronize(slot.copied));
+  std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
+  std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
+  std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
+  std::memcpy(slot.host + 3 * N, host_row_starts.data(), (B + 1) * sizeof(int32_t));
+  embedding_index_build(slot.host + 3 * N + B + 1, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
+  CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, batch_ints() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+}
+
+// A sparse-label batch (pruned()) ends the last layer on its M labelled rows (the rows tail, after
+// the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
+int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
+  upload_batch(in_ids, labels);
+  ensure_head_rows(std::max<int64_t>(1, M));
+  if (pruned()) ensure_tail_rows();
+  forward_graph.run(stream, {prm, graph_mode()}, [&] { forward_layers(prm); });
+  const float* head_in = hf.data();
+  if (pruned()) {
+    forward_rows_tail(prm);  // writes hf_rows
+    head_in = hf_rows.data();
+  } else if (!all_rows()) {
+    gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
+    head_in = hf_rows.data();
+  }
+  linear_forward_cuda(blas, logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
+  crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
+  have_forward = true;
+  return M;
+}
+
+void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss) {
+  if (!trains) fail("gpu runner: built for evaluation only (train = false): it has no backward");
+  if (!have_forward) fail("gpu runner: backward needs a forward first");
+  crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
+  float* dhead = G(grads, head_name());
+  if (pruned()) {  // dh holds the M rows' d(final norm output)
+    linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M, D,
+                         V, false);
+    backward_rows_tail(prm, grads);
+  } else if (all_rows()) {
+    linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
+                         false);
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
+    linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M,
+                         D, V, false);
+    scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
+  }
+  backward_graph.run(stream, {prm, grads, graph_mode()}, [&] { backward_layers(prm, grads); });
+}
+
+
+GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
+                     cudaStream_t stream, bool cuda_graphs, bool train)
+    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs, train)) {}
+GpuRunner::~GpuRunner() = default;
+int64_t GpuRunner::batch() const { return impl_->B; }
+int64_t GpuRunner::seq_len() const { return impl_->T; }
+int64_t GpuRunner::forward(const float* params, const int32_t* ids, const int32_t* labels) {
+  return impl_->forward(params, ids, labels);
+}
+const double* GpuRunner::loss_sum_device() const { return impl_->loss_sum.data(); }
+void GpuRunner::backward(const float* params, float* grads, float scale) { impl_->backward(params, grads, scale); }
+const float* GpuRunner::logits_device() const { return impl_->logits.data(); }
+const std::vector<int32_t>& GpuRunner::logit_rows() const { return impl_->host_rows; }
+
+void GpuRunner::argmax(int32_t* predictions) {
+  Impl& m = *impl_;
+  std::vector<int32_t> best(static_cast<size_t>(m.M));
+  DeviceBuffer<int32_t> d_best(std::max<int64_t>(1, m.M));
+  argmax_rows_cuda(d_best.data(), m.logits.data(), m.M, m.V, m.stream);
+  if (m.M > 0)
+    CUDA_CHECK(cudaMemcpyAsync(best.data(), d_best.data(), m.M * sizeof(int32_t), cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  std::fill(predictions, predictions + m.N, -1);
+  for (int64_t r = 0; r < m.M; ++r) predictions[m.host_rows[r]] = best[r];
+}
+
+}  // namespace sb::cuda

@@ -1,0 +1,172 @@
+// gpu_runner_impl.hpp: GpuRunner's implementation state (internal to gpu_runner*.cpp):
+// the activation, gradient and batch buffers of one (B, T), the operand helpers that pick fp32 or
+// bf16 storage, and the method split: model/cuda/gpu_runner.cpp owns construction, batch upload and the head;
+// model/cuda/gpu_runner_layers.cpp the layer stacks and the rows tail of sparse-label batches.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/attention.hpp"
+#include "model/cuda/blas.hpp"
+#include "model/cuda/gpu_runner.hpp"
+#include "kernels/ops/ops_bf16.hpp"
+#include "kernels/ops/ops.hpp"
+#include "model/cuda/stream_graph.hpp"
+
+namespace sb::cuda {
+
+namespace runner_detail {
+using Buf = DeviceBuffer<float>;
+using Bf16Buf = DeviceBuffer<uint16_t>;
+
+// One pinned host slot for a batch upload ([ids N | rows N | row labels N | row starts B + 1 | embedding index]
+// int32) and the event that marks its copy as consumed by the stream.
+struct StagingSlot {
+  int32_t* host = nullptr;
+  cudaEvent_t copied = nullptr;
+  explicit StagingSlot(int64_t ints) {
+    CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(ints) * sizeof(int32_t)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  }
+  ~StagingSlot() {
+    if (copied) cudaEventDestroy(copied);
+    if (host) cudaFreeHost(host);
+  }
+  StagingSlot(const StagingSlot&) = delete;
+  StagingSlot& operator=(const StagingSlot&) = delete;
+};
+}  // namespace runner_detail
+
+using namespace runner_detail;
+
+struct GpuRunner::Impl {
+  struct Layer {
+    Attention kind;
+    // fp32 precisions use the Buf of an activation, bf16 precision its Bf16Buf (never both).
+    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Bf16Buf h1b, h2b, qb, kb, vb, ob, gb, sb;  // [N, D] h1b h2b, [N, HD] qb kb vb ob, [N, f_in] gb, [N, F] sb
+    DeviceBuffer<char> factors;  // PaTH: the forward's factors, reused by the backward
+  };
+
+  const Transformer<float>& model;
+  const ModelConfig& c;
+  Blas blas;
+  cudaStream_t stream;
+  bool trains;  // false: an evaluation runner (forward only, no gradient buffers)
+  int64_t B, T, N, D, H, Dh, HD, F, V, R, M = 0;
+  float scale, beta_max;
+  AttnDims dims;
+  std::vector<Layer> layers;
+  DType attn_dt;                // F32 (fp32 / tf32 precision) or BF16 (bf16 precision)
+  // [3N + B + 1 + embedding_index_ints(N)]: ids | rows | row labels (first M used) | row starts | embedding index
+  DeviceBuffer<int32_t> batch;
+  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr, *embed_index = nullptr;  // views of batch
+  std::vector<int32_t> id_counts;  // [V] host scratch of embedding_index_build
+  std::vector<int32_t> host_rows, host_row_labels, host_row_starts;  // host copies of rows, row labels, row starts
+  std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
+  int next_slot = 0;
+  StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
+  Buf x_final, hf, meanf, rstdf, hf_rows, losses;
+  Buf rope_cs;  // [T, Dh/2, 2] RoPE (cos, sin), filled once (rope_table_cuda)
+  Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
+  int64_t head_rows = 0;
+  DeviceBuffer<double> loss_sum;
+  // Sparse-label batches (0 < M <= N / 2): the last layer after its attention inputs runs on the M
+  // labelled rows only (model/cuda/gpu_runner_layers.cpp, "rows tail"); with PaTH there, its attention too
+  // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
+  int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence
+  int64_t max_rows_per_seq = 0;
+  Buf x_rows, dres_rows, att_rows, datt_rows, lse_rows;  // [head_rows, D] x 2, [head_rows, HD] x 2, [head_rows, H]
+  Bf16Buf att_rowsb, datt_rowsb;                          // bf16 precision: [head_rows, HD]
+  DeviceBuffer<char> rows_ws;  // rows attention backward: path_attention_rows_backward_workspace_bytes
+  DeviceBuffer<char> ws;  // attention workspace (max over calls)
+  size_t ws_bytes = 0;
+  bool have_forward = false;
+  Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
+  // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
+  // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).
+  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dsmall;
+  // bf16 precision: bf16 copy of the parameters [wb_begin, wb_begin + wb.size()), the span of the
+  // layers' views (what the products read; embedding and head stay fp32), made by each forward.
+  Bf16Buf wb;
+  int64_t wb_begin = 0;
+
+  Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
+       bool train);
+  void ensure_head_rows(int64_t rows);
+  void ensure_tail_rows();
+  void ensure_rows_workspace();
+
+  bool bf16() const { return attn_dt == DType::BF16; }
+  // An activation as a product's operand / output, or an attention kernel's pointer: its bf16 buffer
+  // in bf16 precision, else its fp32 one.
+  Operand in(const Buf& f32, const Bf16Buf& b16) const {
+    return bf16() ? bf16_operand(b16.data()) : f32_operand(f32.data());
+  }
+  Target out(Buf& f32, Bf16Buf& b16) const { return bf16() ? bf16_target(b16.data()) : f32_target(f32.data()); }
+  void* kernel_view(const Buf& f32, const Bf16Buf& b16) const {
+    return bf16() ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
+  }
+
+  const float* P(const float* params, const std::string& name) const { return params + model.params().view(name).offset; }
+  float* G(float* grads, const std::string& name) const { return grads + model.params().view(name).offset; }
+  bool has(const std::string& name) const { return model.params().contains(name); }
+  // A weight as a product's operand: from the bf16 mirror in bf16 precision.
+  Operand W(const float* params, const std::string& name) const {
+    return bf16() ? bf16_operand(wb.data() + (model.params().view(name).offset - wb_begin))
+                  : f32_operand(P(params, name));
+  }
+  // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
+  // which every norm backward writes beside dx (norm_backward).
+  Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
+  // A small fp32 gradient [N, cols] (the gate's, beta's, a1's) as a dout: bf16 precision copies it to dsmall.
+  Operand small_grad(const Buf& g, int64_t cols) {
+    if (!bf16()) return f32_operand(g.data());
+    f32_to_bf16_cuda(dsmall.data(), g.data(), N * cols, stream);
+    return bf16_operand(dsmall.data());
+  }
+
+  void linear(Target y, Operand x, Operand w, const float* b, int64_t n, int64_t i, int64_t o) {
+    linear_forward_cuda(blas, y, x, w, b, n, i, o);
+  }
+
+  // model/cuda/gpu_runner_layers.cpp: the layer ops over the first n rows of their buffers (n = N, or M in the rows tail).
+  void norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x, const std::string& name,
+                    int64_t n);
+  void norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
+                     const Buf& rstd, const std::string& name, bool accumulate, int64_t n);
+  void attention_inputs(const float* prm, Layer& L, const std::string& p);
+  void attention_kernel_forward(Layer& L);
+  void attention_kernel_backward(Layer& L);
+  void attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p);
+  void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n);
+  void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n);
+  void forward_layers(const float* prm);
+  void backward_layers(const float* prm, float* grads);
+  void forward_rows_tail(const float* prm);
+  void backward_rows_tail(const float* prm, float* grads);
+
+  const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
+  bool all_rows() const { return M == N; }
+  // The last batch's mode, from M and its rows per sequence: a rows tail where at most half the rows
+  // are labelled (denser batches, e.g. flip-flop's, would pay its gathers and eager launches for little
+  // saved work), with PaTH's rows attention where no sequence has more than kPathRowsMaxPerSeq.
+  bool pruned() const { return M > 0 && 2 * M <= N && !layers.empty(); }
+  bool rows_attention() const {
+    return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
+  }
+  // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
+  const void* graph_mode() const {
+    return reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned() + rows_attention()));
+  }
+  int64_t batch_ints() const { return 3 * N + (B + 1) + embedding_index_ints(N); }
+  void upload_batch(const int32_t* in_ids, const int32_t* labels);
+  int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels);
+  void backward(const float* prm, float* grads, float scale_loss);
+};
+
+}  // namespace sb::cuda

@@ -1,0 +1,292 @@
+// gpu_runner_layers.cpp: GpuRunner's layer stacks (embedding, norms, attention, MLP; forward and
+// backward, recorded into the CUDA graphs) and the rows tail of sparse-label batches: with M of
+// the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on the
+// M rows only (attention output rows, wo, MLP, final norm), which is exact since the loss reads
+// nothing else; with PaTH there, its attention runs per labelled query (path_attention_rows_*).
+#include <string>
+
+#include "model/cuda/gpu_runner_impl.hpp"
+#include "nn/path_wpath.hpp"
+
+namespace sb::cuda {
+
+void GpuRunner::Impl::norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x,
+                                   const std::string& name, int64_t n) {
+  const float* g = P(prm, name + ".weight");
+  const bool y16 = y.type == Storage::bf16;
+  auto* y32 = static_cast<float*>(y.data);
+  auto* yb = static_cast<uint16_t*>(y.data);
+  if (c.norm == NormKind::rmsnorm && y16)
+    rmsnorm_forward_bf16_cuda(yb, rstd.data(), x, g, n, D, 1e-6, stream);
+  else if (c.norm == NormKind::rmsnorm)
+    rmsnorm_forward_cuda(y32, rstd.data(), x, g, n, D, 1e-6, stream);
+  else if (y16)
+    layernorm_forward_bf16_cuda(yb, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), n, D, 1e-5, stream);
+  else
+    layernorm_forward_cuda(y32, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), n, D, 1e-5, stream);
+}
+
+// dx = (accumulate ? dx + : ) norm backward of dout, and in bf16 precision its copy dxb; parameter
+// grads accumulated.
+void GpuRunner::Impl::norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
+                                    const Buf& rstd, const std::string& name, bool accumulate, int64_t n) {
+  uint16_t* dx16 = bf16() ? dxb.data() : nullptr;
+  if (c.norm == NormKind::rmsnorm)
+    rmsnorm_backward_cuda(dx.data(), G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), n, D,
+                          stream, blas.reduce_scratch(), accumulate, dx16);
+  else
+    layernorm_backward_cuda(dx.data(), G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
+                            P(prm, name + ".weight"), mean.data(), rstd.data(), n, D, stream, blas.reduce_scratch(),
+                            accumulate, dx16);
+}
+
+// q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row.
+void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::string& p) {
+  const Operand h = in(L.h1, L.h1b);
+  const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
+  linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
+  linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
+  linear(out(L.v, L.vb), h, W(prm, p + "attn.wv"), nullptr, N, D, HD);
+  if (rope && bf16()) {
+    rope_forward_bf16_cuda(L.qb.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
+    rope_forward_bf16_cuda(L.kb.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
+  } else if (rope) {
+    rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
+    rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
+  }
+  if (uses_gate(L.kind)) {
+    linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
+    act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
+  }
+  if (uses_path(L.kind)) {
+    linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
+    linear_forward_cuda(blas, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
+    const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
+    path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
+                            static_cast<float>(nn::kPathWNormEps), stream);
+    linear(f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
+    path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, stream);
+  }
+}
+
+// The attention of every row: L.att / L.ob and L.lse.
+void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
+  const float* logf = uses_gate(L.kind) ? L.logf.data() : nullptr;
+  const void* q = kernel_view(L.q, L.qb);
+  const void* k = kernel_view(L.k, L.kb);
+  const void* v = kernel_view(L.v, L.vb);
+  void* o = kernel_view(L.att, L.ob);
+  if (uses_path(L.kind))
+    path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
+                                ws.data(), ws_bytes, stream, L.factors.data());
+  else
+    softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
+}
+
+// From d(attention output) of every row in datt / dob to dq, dk, dv (and dw, dbeta, dlogf).
+void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
+  const bool gate = uses_gate(L.kind);
+  void* gq = kernel_view(dq, dqb);
+  void* gk = kernel_view(dk, dkb);
+  void* gv = kernel_view(dv, dvb);
+  const void* dout = kernel_view(datt, dob);
+  const void* q = kernel_view(L.q, L.qb);
+  const void* k = kernel_view(L.k, L.kb);
+  const void* v = kernel_view(L.v, L.vb);
+  const void* o = kernel_view(L.att, L.ob);
+  if (uses_path(L.kind))
+    path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
+                                 L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale,
+                                 attn_dt, ws.data(), ws_bytes, stream, L.factors.data());
+  else
+    softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
+                                    gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale, attn_dt, ws.data(),
+                                    ws_bytes, stream);
+}
+
+// From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
+void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
+  Operand gq_in = in(dq, dqb), gk_in = in(dk, dkb);
+  if (L.kind == Attention::rope && bf16()) {  // in place
+    rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
+    rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
+  } else if (L.kind == Attention::rope) {
+    rope_backward_cuda(dq_pre.data(), dq.data(), rope_cs.data(), B, T, H, Dh, stream);
+    rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
+    gq_in = f32_operand(dq_pre.data()), gk_in = f32_operand(dk_pre.data());
+  }
+  const Operand h = in(L.h1, L.h1b);
+  const Target dh_t = f32_target(dh.data());
+  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wq"), gq_in, h, W(prm, p + "attn.wq"), N, D, HD, false);
+  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
+  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
+  if (uses_gate(L.kind)) {
+    act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
+                         true);
+    bias_backward_cuda(G(grads, p + "attn.bf"), dzf.data(), N, H, stream, blas.reduce_scratch());
+  }
+  if (uses_path(L.kind)) {
+    const bool bias = has(p + "attn.conv_bias");
+    path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
+                             dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
+                             static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
+    linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
+                         P(prm, p + "attn.w2"), N, R, HD, false);
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.w1"), small_grad(da1, R), h, W(prm, p + "attn.w1"), N, D, R,
+                         true);
+    path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
+    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wbeta"), small_grad(dzb, H), h, W(prm, p + "attn.wbeta"), N, D,
+                         H, true);
+    bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
+  }
+  norm_backward(prm, grads, dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1", true, N);
+}
+
+// x_next = x_mid + MLP(norm2(x_mid)) over the first n rows.
+void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n) {
+  norm_forward(prm, out(L.h2, L.h2b), L.mean2, L.rstd2, L.x_mid.data(), p + "norm2", n);
+  const bool glu = c.mlp == MlpKind::swiglu;
+  const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
+  const int64_t f_in = glu ? 2 * F : F;
+  linear(out(L.g, L.gb), in(L.h2, L.h2b), W(prm, w_in), nullptr, n, D, f_in);
+  if (glu && bf16())
+    swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), n, F, stream);
+  else if (glu)
+    swiglu_forward_cuda(L.s.data(), L.g.data(), n, F, stream);
+  else if (bf16())
+    act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), n * F, stream);
+  else
+    act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), n * F, stream);
+  linear_forward_residual_cuda(blas, x_next, in(L.s, L.sb), W(prm, w_out), L.x_mid.data(), n, F, D);
+}
+
+// dx: d(x_next) -> d(x_mid), over the first n rows.
+void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n) {
+  const bool glu = c.mlp == MlpKind::swiglu;
+  const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
+  const int64_t f_in = glu ? 2 * F : F;
+  linear_backward_cuda(blas, out(ds, dsb), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), n, F, D, false);
+  if (glu && bf16())
+    swiglu_backward_bf16_cuda(dgb.data(), dsb.data(), L.gb.data(), n, F, stream);
+  else if (glu)
+    swiglu_backward_cuda(dg.data(), ds.data(), L.g.data(), n, F, stream);
+  else if (bf16())
+    act_backward_bf16_cuda(Act::gelu, dgb.data(), dsb.data(), L.gb.data(), n * F, stream);
+  else
+    act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), n * F, stream);
+  linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), in(L.h2, L.h2b), W(prm, w_in), n, D,
+                       f_in, false);
+  norm_backward(prm, grads, dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", true, n);
+}
+
+// Embedding, layers and the final norm: fixed shapes, one CUDA graph. With a rows tail (pruned())
+// the last layer stops after its attention inputs (and, without rows attention, its attention).
+void GpuRunner::Impl::forward_layers(const float* prm) {
+  float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
+  if (bf16()) f32_to_bf16_cuda(wb.data(), prm + wb_begin, wb.size(), stream);  // this step's layer weights
+  embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    Layer& L = layers[l];
+    const std::string p = Transformer<float>::layer_prefix(l);
+    norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1", N);
+    attention_inputs(prm, L, p);
+    if (pruned() && l + 1 == c.n_layers) {
+      if (!rows_attention()) attention_kernel_forward(L);
+      return;
+    }
+    attention_kernel_forward(L);
+    linear_forward_residual_cuda(blas, L.x_mid.data(), in(L.att, L.ob), W(prm, p + "attn.wo"), L.x_in.data(), N, HD, D);
+    float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
+    if (c.mlp != MlpKind::none)
+      mlp_forward(prm, L, p, x_next, N);
+    else
+      CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
+  norm_forward(prm, f32_target(hf.data()), meanf, rstdf, x_final.data(), "norm_f", N);  // the head stays fp32
+}
+
+// From d(final norm output) in dh (or, after a rows tail, from d(last layer's attention inputs)) to
+// the embedding gradient: fixed shapes, one CUDA graph.
+void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
+  int64_t l = c.n_layers - 1;
+  if (pruned()) {
+    const std::string p = Transformer<float>::layer_prefix(l);
+    attention_inputs_backward(prm, grads, layers[l], p);
+    --l;
+  } else {
+    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, N);
+  }
+  for (; l >= 0; --l) {
+    Layer& L = layers[l];
+    const std::string p = Transformer<float>::layer_prefix(l);
+    if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, N);
+    linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
+                         W(prm, p + "attn.wo"), N, HD, D, false);
+    attention_kernel_backward(L);
+    attention_inputs_backward(prm, grads, L, p);
+  }
+  embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), embed_index, N, V, D, stream, blas.reduce_scratch());
+}
+
+// The last layer from its attention on, over the M labelled rows: attention output rows, x_mid =
+// x_in + o Wo, the MLP into x_final and the final norm into hf_rows (first M rows of each buffer).
+void GpuRunner::Impl::forward_rows_tail(const float* prm) {
+  Layer& L = layers.back();
+  const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
+  void* o_rows = kernel_view(att_rows, att_rowsb);
+  if (rows_attention())
+    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
+                                     kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
+                                     uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale,
+                                     attn_dt, stream);
+  else if (bf16())
+    gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, M, HD, stream);
+  else
+    gather_rows_cuda(att_rows.data(), L.att.data(), rows, M, HD, stream);
+  gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, M, D, stream);
+  linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), M,
+                               HD, D);
+  if (c.mlp != MlpKind::none)
+    mlp_forward(prm, L, p, x_final.data(), M);
+  else
+    CUDA_CHECK(
+        cudaMemcpyAsync(x_final.data(), L.x_mid.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", M);
+}
+
+// Backward of forward_rows_tail from d(hf_rows) in dh: leaves d(x_in) of the last layer's residual
+// in dx (zero off the labelled rows) and the attention kernel's gradients in dq, dk, dv (dw, dbeta,
+// dlogf), for backward_layers to go on from.
+void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
+  Layer& L = layers.back();
+  const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
+  norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, M);
+  if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, M);
+  linear_backward_cuda(blas, out(datt_rows, datt_rowsb), G(grads, p + "attn.wo"), dres(), in(att_rows, att_rowsb),
+                       W(prm, p + "attn.wo"), M, HD, D, false);
+  CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
+  scatter_rows_cuda(dx.data(), dres_rows.data(), rows, M, D, stream);
+  if (rows_attention()) {
+    ensure_rows_workspace();
+    const bool gate = uses_gate(L.kind);
+    path_attention_rows_backward_cuda(
+        kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
+        gate ? dlogf.data() : nullptr, kernel_view(datt_rows, datt_rowsb), kernel_view(att_rows, att_rowsb),
+        lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
+        L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale, attn_dt,
+        rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
+    return;
+  }
+  if (bf16()) {
+    CUDA_CHECK(cudaMemsetAsync(dob.data(), 0, N * HD * sizeof(uint16_t), stream));
+    scatter_rows_cuda(dob.data(), datt_rowsb.data(), rows, M, HD, stream);
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(datt.data(), 0, N * HD * sizeof(float), stream));
+    scatter_rows_cuda(datt.data(), datt_rows.data(), rows, M, HD, stream);
+  }
+  attention_kernel_backward(L);
+}
+
+}  // namespace sb::cuda
