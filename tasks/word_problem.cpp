@@ -1,9 +1,8 @@
 // word_problem.cpp: group word problems (Merrill, Petty, Sabharwal 2024, "The Illusion of State in
-// State-Space Models"). Inputs x_1..x_k are group elements; the label at position t is the prefix
-// product p_t = x_1*x_2*...*x_t (apply x_1 first; see perm_group.hpp), only p_k with labels=final,
-// or whether p_k is the identity with labels=identity (balanced: identity_words.hpp). Optionally a
-// fraction of training examples are short words (Merrill et al.'s length-2 data). One token per
-// element (id = element id), then "<bos>" when bos=true, then the two answer tokens of labels=identity.
+// State-Space Models"). Inputs x_1..x_k are group elements; labels: each prefix product p_t =
+// x_1*...*x_t (apply x_1 first; perm_group.hpp), only p_k (final), or whether p_k = e (identity,
+// balanced: identity_words.hpp); optionally short training words (Merrill's length-2 data). Tokens:
+// element ids, then "<bos>" when bos=true, then labels=identity's two answer tokens.
 #include <algorithm>
 #include <optional>
 
