@@ -1,6 +1,7 @@
 // flipflop.cpp: flip-flop language modelling (Liu et al. 2023, "Exposing Attention Glitches").
-// Tokens w r i 0 1; `length` tokens = length/2 instruction/bit pairs, first w, last r. Next-token
-// labels on every position; the score mask marks each r, whose label is the last written bit.
+// Tokens w r i 0 1; `length` tokens = length/2 instruction/bit pairs, first w, last r. Labels:
+// loss=reads (Liu et al.'s "clean" mode, the default) only at each r, whose next token is the last
+// written bit; loss=all next-token labels everywhere. The score mask marks each r in both modes.
 // Splits: train and val use the configured probabilities; sparse (p_ignore 0.98) and dense (0.1).
 #include <cmath>
 
@@ -18,7 +19,7 @@ struct Mix {
 
 class FlipFlop final : public Task {
  public:
-  FlipFlop(int64_t length, Mix mix) : length_(length), mix_(mix) {}
+  FlipFlop(int64_t length, Mix mix, bool reads_only) : length_(length), mix_(mix), reads_only_(reads_only) {}
 
   std::string name() const override { return "flipflop"; }
   int64_t seq_len() const override { return length_; }
@@ -32,8 +33,12 @@ class FlipFlop final : public Task {
   std::string details() const override {
     return fmt::format(
         "sequence: {} instruction/bit pairs; first instruction w, last r; P(w)={:g} P(r)={:g} P(i)={:g}\n"
-        "labels: next token at every position (the last is -100); score mask: each r (target = last written bit)",
-        length_ / 2, mix_.p_write, mix_.p_read, mix_.p_ignore);
+        "labels: {}\n"
+        "score mask: each r (target = the bit after it, which equals the last written bit)",
+        length_ / 2, mix_.p_write, mix_.p_read, mix_.p_ignore,
+        reads_only_ ? "loss=reads: only at each r, the bit after it (Liu et al.'s \"clean\" mode, their reported "
+                      "protocol); every other position -100"
+                    : "loss=all: the next token at every position (Liu et al.'s \"noisy\" mode; the last is -100)");
   }
 
   void sample(int split, Rng& rng, ExampleView out) const override {
@@ -72,8 +77,9 @@ class FlipFlop final : public Task {
       seq[2 * p + 1] = bit;
     }
     for (int64_t t = 0; t + 1 < length_; ++t) {
-      out.labels[t] = seq[t + 1];
-      out.score_mask[t] = seq[t] == kR;
+      const bool read = seq[t] == kR;
+      out.labels[t] = read || !reads_only_ ? seq[t + 1] : kIgnoreLabel;
+      out.score_mask[t] = read;
     }
     out.labels[length_ - 1] = kIgnoreLabel;
     out.score_mask[length_ - 1] = 0;
@@ -82,6 +88,7 @@ class FlipFlop final : public Task {
  private:
   int64_t length_;
   Mix mix_;
+  bool reads_only_;  // loss=reads
 };
 
 Mix read_mix(const Params& p) {
@@ -113,11 +120,14 @@ void register_flipflop(TaskRegistry& registry) {
                 {{"length", "512", "tokens per sequence (even, >= 4): length/2 instruction/bit pairs"},
                  {"p_ignore", "0.8", "probability of an ignore instruction; w and r share the rest"},
                  {"p_write", "", "probability of a write (give with p_read and/or p_ignore)"},
-                 {"p_read", "", "probability of a read (give with p_write and/or p_ignore)"}},
+                 {"p_read", "", "probability of a read (give with p_write and/or p_ignore)"},
+                 {"loss", "reads",
+                  "reads: labels only at each r (the bit after it; Liu et al.'s clean mode); all: next token everywhere"}},
                 [](const Params& p) -> std::unique_ptr<Task> {
                   const int64_t length = p.integer("length", 4, int64_t{1} << 30);
                   if (length % 2 != 0) p.bad("length", "must be even (instruction/bit pairs)");
-                  return std::make_unique<FlipFlop>(length, read_mix(p));
+                  const bool reads_only = p.choice("loss", {"reads", "all"}) == "reads";
+                  return std::make_unique<FlipFlop>(length, read_mix(p), reads_only);
                 }});
 }
 

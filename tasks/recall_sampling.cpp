@@ -66,8 +66,9 @@ PowerLawGaps::PowerLawGaps(int64_t space, double power_a) : power_a_(power_a) {
   for (double& p : probability_) p /= total;
 }
 
-void PowerLawGaps::draw(Rng& rng, int32_t k, int32_t* gaps) const {
-  const int64_t S = space();
+void PowerLawGaps::draw(Rng& rng, int32_t k, int32_t* gaps, int64_t slots) const {
+  if (slots < 0 || slots > space()) fail("power-law gaps: {} slots outside the table of {}", slots, space());
+  const int64_t S = slots;
   if (k < 0 || k > S) fail("power-law gaps: cannot draw {} distinct gaps from {} slots", k, S);
   if (k == 0) return;
   // Efraimidis-Spirakis as an exponential race: slot g "arrives" at E_g / w_g with E_g ~ Exp(1)
@@ -93,15 +94,17 @@ QueryOrder parse_query_order(const std::string& name) {
 
 void write_queries(Rng& rng, const PowerLawGaps& gaps, QueryOrder order, const int32_t* query_keys,
                    const int32_t* answers, int32_t K, int64_t context_len, int64_t T, ExampleView out) {
-  if (context_len + 2 * gaps.space() > T) fail("write_queries: {} slots do not fit after {} context tokens in {}",
-                                                gaps.space(), context_len, T);
+  const int64_t slots = (T - context_len) / 2;
+  if (context_len < 0 || slots < 0 || slots > gaps.space())
+    fail("write_queries: {} query slots after {} context tokens in {} exceed the gap table's {}", slots, context_len,
+         T, gaps.space());
   std::fill(out.input_ids + context_len, out.input_ids + T, 0);
   std::fill(out.labels, out.labels + T, kIgnoreLabel);
   std::fill(out.score_mask, out.score_mask + T, uint8_t{0});
   thread_local std::vector<int32_t> drawn, slot_of_query;
   drawn.resize(static_cast<size_t>(K));
   slot_of_query.resize(static_cast<size_t>(K));
-  gaps.draw(rng, K, drawn.data());
+  gaps.draw(rng, K, drawn.data(), slots);
   for (int32_t i = 0; i < K; ++i) slot_of_query[static_cast<size_t>(i)] = i;
   if (order == QueryOrder::kShuffled) shuffle(rng, slot_of_query.data(), K);
   for (int32_t i = 0; i < K; ++i) {

@@ -41,7 +41,12 @@ class PowerLawGaps {
 
   // k distinct gaps in draw order. Requires 0 <= k <= space().
   void draw(Rng& rng, int32_t k,
-            int32_t* gaps) const;  // [k]
+            int32_t* gaps) const { draw(rng, k, gaps, space()); }  // [k]
+  // The same law over the first `slots` slots only (P(g) proportional to (g+1)^(a-1) for g < slots):
+  // for layouts whose query region varies per example. Requires 0 <= k <= slots <= space().
+  void draw(Rng& rng, int32_t k,
+            int32_t* gaps,  // [k]
+            int64_t slots) const;
 
  private:
   double power_a_ = 1.0;
@@ -54,7 +59,9 @@ QueryOrder parse_query_order(const std::string& name);  // "zoology" | "shuffled
 
 // Fills positions [context_len, T) of one example: two-token query slots s = 0 .. (T-context_len)/2-1
 // at positions context_len + 2s (key) and context_len + 2s + 1 (filler), zeros everywhere (and a
-// trailing zero when T - context_len is odd). Query i goes to slot gaps[order[i]]: the key token
+// trailing zero when T - context_len is odd). The gaps are drawn over those (T-context_len)/2 slots,
+// at most gaps.space() (fewer when the context is longer than the one `gaps` was built for). Query
+// i goes to slot gaps[order[i]]: the key token
 // query_keys[i] with label answers[i] at that position, score mask 1 there. Labels and score mask are
 // also reset on [0, context_len) (-100 / 0); the caller writes the context tokens.
 // zoology: the i-th drawn gap gets query i. shuffled: query i gets a uniformly random drawn gap.

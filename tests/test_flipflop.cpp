@@ -1,6 +1,7 @@
 // test_flipflop.cpp: brute-force validation of the flip-flop task: structure and replay of every
-// read, next-token labels and score mask, instruction and bit frequencies against binomial bounds
-// for every split and explicit probability mix, and the parameter error paths.
+// read, labels in both loss modes (reads: only at each r; all: next token everywhere) and the score
+// mask, instruction and bit frequencies against binomial bounds for every split and explicit
+// probability mix, and the parameter error paths.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,8 +44,9 @@ void expect_binomial(int64_t count, int64_t n, double p, const std::string& what
       << what << ": count " << count << " of " << n << ", expected p " << p;
 }
 
-// Checks everything that must hold for one example, by replaying it.
-void check_example(const sb::Example& ex, int64_t T) {
+// Checks everything that must hold for one example, by replaying it. reads_only: loss=reads
+// (labels only at each r), else loss=all (the next token at every position).
+void check_example(const sb::Example& ex, int64_t T, bool reads_only = true) {
   ASSERT_EQ(static_cast<int64_t>(ex.input_ids.size()), T);
   const auto& x = ex.input_ids;
   ASSERT_EQ(x[0], kW) << "first instruction must be w";
@@ -59,8 +61,10 @@ void check_example(const sb::Example& ex, int64_t T) {
     }
   }
   for (int64_t t = 0; t < T; ++t) {
-    if (t + 1 < T) {
+    if (t + 1 < T && (x[t] == kR || !reads_only)) {
       ASSERT_EQ(ex.labels[t], x[t + 1]) << "label at " << t << " is not the next token";
+    } else if (t + 1 < T) {
+      ASSERT_EQ(ex.labels[t], sb::kIgnoreLabel) << "loss=reads labels a non-read position " << t;
     } else {
       ASSERT_EQ(ex.labels[t], sb::kIgnoreLabel) << "last label must be ignored";
     }
@@ -128,17 +132,51 @@ TEST(FlipFlop, VocabularySplitsAndLength) {
 }
 
 TEST(FlipFlop, ReplayEveryReadInEverySplit) {
-  for (const int64_t length : {4, 8, 30, 512}) {
-    const auto task = make({{"length", std::to_string(length)}});
-    for (const char* split : {"train", "val", "sparse", "dense"}) {
-      if (length == 4 && std::string(split) != "train") continue;  // 2 sequences: the eval partition may be empty
-      for (uint64_t k = 0; k < 50; ++k) {
-        SCOPED_TRACE(::testing::Message() << "length " << length << " split " << split << " index " << k);
-        check_example(task->example(split, 3, k), length);
-        if (::testing::Test::HasFatalFailure()) return;
+  for (const int64_t length : {4, 8, 30, 512})
+    for (const char* loss : {"reads", "all"}) {
+      const auto task = make({{"length", std::to_string(length)}, {"loss", loss}});
+      for (const char* split : {"train", "val", "sparse", "dense"}) {
+        if (length == 4 && std::string(split) != "train") continue;  // 2 sequences: the eval partition may be empty
+        for (uint64_t k = 0; k < 50; ++k) {
+          SCOPED_TRACE(::testing::Message() << "length " << length << " loss " << loss << " split " << split
+                                            << " index " << k);
+          check_example(task->example(split, 3, k), length, std::string(loss) == "reads");
+          if (::testing::Test::HasFatalFailure()) return;
+        }
       }
     }
-  }
+}
+
+// The default is Liu et al.'s clean mode: labels only where the score mask is (the bit after each
+// r). loss=all differs only in its labels: the same inputs and score mask for every (split, index).
+TEST(FlipFlop, LossModesShareInputsAndScoreMask) {
+  const auto by_default = make({{"length", "64"}});
+  const auto reads = make({{"length", "64"}, {"loss", "reads"}});
+  const auto all = make({{"length", "64"}, {"loss", "all"}});
+  EXPECT_NE(by_default->details().find("loss=reads"), std::string::npos) << by_default->details();
+  EXPECT_NE(all->details().find("loss=all"), std::string::npos) << all->details();
+  int64_t labelled_reads = 0, labelled_all = 0, scored = 0;
+  for (const char* split : {"train", "val", "sparse", "dense"})
+    for (uint64_t k = 0; k < 40; ++k) {
+      const sb::Example d = by_default->example(split, 5, k), r = reads->example(split, 5, k),
+                        a = all->example(split, 5, k);
+      ASSERT_EQ(d.input_ids, r.input_ids);
+      ASSERT_EQ(d.labels, r.labels);
+      ASSERT_EQ(d.score_mask, r.score_mask);
+      ASSERT_EQ(a.input_ids, r.input_ids) << split << " " << k;
+      ASSERT_EQ(a.score_mask, r.score_mask) << split << " " << k;
+      for (int64_t t = 0; t < 64; ++t) {
+        labelled_reads += r.labels[t] != sb::kIgnoreLabel;
+        labelled_all += a.labels[t] != sb::kIgnoreLabel;
+        scored += r.score_mask[t];
+        // Where loss=reads labels a position, it is the label loss=all gives it.
+        if (r.labels[t] != sb::kIgnoreLabel) ASSERT_EQ(r.labels[t], a.labels[t]);
+        ASSERT_EQ(r.labels[t] != sb::kIgnoreLabel, r.score_mask[t] == 1) << "reads labels = score mask, t=" << t;
+      }
+    }
+  EXPECT_EQ(labelled_reads, scored);
+  EXPECT_EQ(labelled_all, 4 * 40 * 63);
+  EXPECT_LT(labelled_reads, labelled_all / 2);
 }
 
 TEST(FlipFlop, DefaultMixFrequencies) {
@@ -204,6 +242,12 @@ TEST(FlipFlop, ProbabilityErrors) {
   expect_error({{"p_write", "1.2"}, {"p_read", "0"}}, {"p_write", "1.2"});
   expect_error({{"p_write", "x"}, {"p_read", "0.5"}}, {"p_write", "'x'"});
   expect_error({{"p_writ", "0.5"}}, {"p_writ", "flipflop"});
+}
+
+TEST(FlipFlop, LossErrors) {
+  expect_error({{"loss", "clean"}}, {"loss", "clean", "reads", "all"});
+  expect_error({{"loss", ""}}, {"loss"});
+  expect_error({{"loss", "READS"}}, {"loss", "READS"});
 }
 
 }  // namespace

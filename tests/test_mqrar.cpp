@@ -1,6 +1,8 @@
 // test_mqrar.cpp: the mqrar (MQRAR-N) task against a brute-force validator that recomputes each
-// answer by scanning the context backwards for the N-th most recent assignment of the queried key;
-// also the context's random interleaving, query order, power-law gaps, filler and every error path.
+// answer from the input tokens alone, scanning the context backwards for the N-th most recent
+// assignment of the queried key; both layouts (varied: per-key counts uniform in [N, A], so the
+// answer's occurrence index varies; fixed: every key A times); also the context's random
+// interleaving, query order, power-law gaps over a varying query region, filler and every error path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,12 +35,28 @@ Example draw(const Task& task, uint64_t index) {
 
 struct Shape {
   int V, L, K, N, A;
+  bool varied = false;  // layout varied: each key assigned [N, A] times; fixed: exactly A times
 };
 
-// Returns "" when ex is a valid MQRAR-N example, else the first violation found.
-std::string validate(const Example& ex, const Shape& s, bool random_filler) {
-  const int half = s.V / 2, C = 2 * s.K * s.A;  // C: context tokens
+// The context length read from the input tokens alone: the first even position that does not hold
+// a key followed by a value (the first query slot's filler 0 ends it). Valid without random filler.
+int context_length(const Example& ex, const Shape& s) {
+  const int half = s.V / 2;
+  int t = 0;
+  while (t + 1 < s.L && ex.input_ids[t] >= 1 && ex.input_ids[t] < half && ex.input_ids[t + 1] >= half) t += 2;
+  return t;
+}
+
+// Returns "" when ex is a valid MQRAR-N example, else the first violation found. The context length
+// is read from the tokens (context_length); with random filler, which can mimic key/value pairs,
+// the caller passes it (from the same draw without filler: the filler is drawn last).
+std::string validate(const Example& ex, const Shape& s, bool random_filler, int context_len = -1) {
+  const int half = s.V / 2;
+  const int C = context_len >= 0 ? context_len : random_filler && !s.varied ? 2 * s.K * s.A : context_length(ex, s);
   if (static_cast<int>(ex.input_ids.size()) != s.L) return "wrong length";
+  if (!s.varied && C != 2 * s.K * s.A) return fmt::format("context of {} tokens, expected {}", C, 2 * s.K * s.A);
+  if (s.varied && (C < 2 * s.K * s.N || C > 2 * s.K * s.A))
+    return fmt::format("context of {} tokens outside [{}, {}]", C, 2 * s.K * s.N, 2 * s.K * s.A);
   std::map<int, int> assignments_of_key;
   std::set<int> values;
   for (int t = 0; t < C; t += 2) {
@@ -50,8 +68,10 @@ std::string validate(const Example& ex, const Shape& s, bool random_filler) {
   }
   if (static_cast<int>(assignments_of_key.size()) != s.K)
     return fmt::format("{} distinct keys, expected {}", assignments_of_key.size(), s.K);
-  for (const auto& [k, n] : assignments_of_key)
-    if (n != s.A) return fmt::format("key {} assigned {} times, expected {}", k, n, s.A);
+  for (const auto& [k, n] : assignments_of_key) {
+    if (!s.varied && n != s.A) return fmt::format("key {} assigned {} times, expected {}", k, n, s.A);
+    if (s.varied && (n < s.N || n > s.A)) return fmt::format("key {} assigned {} times, not in [{}, {}]", k, n, s.N, s.A);
+  }
   std::map<int, int> times_queried;
   int labelled = 0;
   for (int t = 0; t < s.L; ++t) {
@@ -89,22 +109,37 @@ void expect_binomial(int64_t count, int64_t n, double p, double z, const std::st
 
 Kv params_of(const Shape& s) {
   return {{"vocab", std::to_string(s.V)}, {"length", std::to_string(s.L)}, {"num_kv_pairs", std::to_string(s.K)},
-          {"n_back", std::to_string(s.N)}, {"assignments", std::to_string(s.A)}};
+          {"n_back", std::to_string(s.N)}, {"assignments", std::to_string(s.A)},
+          {"layout", s.varied ? "varied" : "fixed"}};
 }
 
+// The default layout changed from fixed (every key N+1 times) to varied; the old layout is
+// layout=fixed, checked by FixedDefaultAssignmentsIsNBackPlusOne.
 TEST(Mqrar, RegisteredWithPathDefaults) {
   const auto task = make({});
   EXPECT_EQ(task->name(), "mqrar");
   EXPECT_EQ(task->seq_len(), 768);
   EXPECT_EQ(task->vocab_size(), 8192);
-  EXPECT_NE(task->details().find("A=2"), std::string::npos) << task->details();  // default assignments = n_back+1
-  const Example ex = task->example("train", 1, 0);
-  EXPECT_EQ(validate(ex, {8192, 768, 32, 1, 2}, false), "");
+  EXPECT_NE(task->details().find("layout varied"), std::string::npos) << task->details();
+  EXPECT_NE(task->details().find("[N, A] = [1, 4]"), std::string::npos) << task->details();  // A = n_back+3
+  for (uint64_t i = 0; i < 20; ++i)
+    ASSERT_EQ(validate(task->example("train", 1, i), {8192, 768, 32, 1, 4, true}, false), "") << i;
 }
 
-TEST(Mqrar, DefaultAssignmentsIsNBackPlusOne) {
+TEST(Mqrar, VariedDefaultAssignmentsIsNBackPlusThree) {
   for (int N = 1; N <= 4; ++N) {
     const auto task = make({{"n_back", std::to_string(N)}});
+    for (uint64_t i = 0; i < 20; ++i)
+      ASSERT_EQ(validate(task->example("train", 2, i), {8192, 768, 32, N, N + 3, true}, false), "") << "N=" << N;
+    EXPECT_EQ(validate(task->example("train", 2, 0), {8192, 768, 32, N, N + 1, false}, false).empty(), false)
+        << "a varied example is not a fixed-layout one";
+  }
+}
+
+TEST(Mqrar, FixedDefaultAssignmentsIsNBackPlusOne) {
+  for (int N = 1; N <= 4; ++N) {
+    const auto task = make({{"n_back", std::to_string(N)}, {"layout", "fixed"}});
+    EXPECT_NE(task->details().find("layout fixed"), std::string::npos) << task->details();
     for (uint64_t i = 0; i < 20; ++i)
       ASSERT_EQ(validate(task->example("train", 2, i), {8192, 768, 32, N, N + 1}, false), "") << "N=" << N;
   }
@@ -113,19 +148,115 @@ TEST(Mqrar, DefaultAssignmentsIsNBackPlusOne) {
 TEST(Mqrar, ValidatorAcceptsEveryConfiguration) {
   for (const Shape s : {Shape{8192, 768, 32, 1, 2}, Shape{8192, 768, 32, 3, 4}, Shape{8192, 768, 32, 4, 5},
                         Shape{8192, 768, 32, 2, 2}, Shape{8192, 768, 32, 1, 7}, Shape{64, 96, 8, 2, 3},
-                        Shape{16, 48, 4, 1, 1}}) {
+                        Shape{16, 48, 4, 1, 1}, Shape{8192, 768, 32, 1, 4, true}, Shape{8192, 768, 32, 4, 7, true},
+                        Shape{8192, 768, 32, 2, 3, true}, Shape{64, 96, 8, 2, 4, true}, Shape{16, 48, 4, 1, 2, true}}) {
     for (const char* order : {"zoology", "shuffled"})
       for (const bool filler : {false, true}) {
         Kv p = params_of(s);
         p["query_order"] = order;
         p["random_non_queries"] = filler ? "true" : "false";
+        if (filler && s.varied) continue;  // needs the context length from a twin draw: the test below
         const auto task = make(p);
         for (const char* split : {"train", "test"})
           for (uint64_t i = 0; i < 40; ++i)
             ASSERT_EQ(validate(task->example(split, 5, i), s, filler), "")
-                << "K=" << s.K << " N=" << s.N << " A=" << s.A << " " << order << " " << split << " #" << i;
+                << "K=" << s.K << " N=" << s.N << " A=" << s.A << " varied=" << s.varied << " " << order << " "
+                << split << " #" << i;
       }
   }
+}
+
+// Many varied examples, every label recomputed from the input tokens; with random filler the
+// context length comes from the same draw without filler (the filler is drawn last).
+TEST(Mqrar, VariedLabelsMatchBruteForceOnManyExamples) {
+  for (const Shape s : {Shape{8192, 768, 32, 1, 4, true}, Shape{8192, 768, 32, 3, 6, true}, Shape{128, 96, 8, 2, 5, true}})
+    for (const char* order : {"zoology", "shuffled"}) {
+      Kv p = params_of(s);
+      p["query_order"] = order;
+      const auto plain = make(p);
+      p["random_non_queries"] = "true";
+      const auto filled = make(p);
+      for (uint64_t i = 0; i < 500; ++i) {
+        const Example a = draw(*plain, i), b = draw(*filled, i);
+        ASSERT_EQ(validate(a, s, false), "") << "N=" << s.N << " " << order << " #" << i;
+        ASSERT_EQ(validate(b, s, true, context_length(a, s)), "") << "N=" << s.N << " " << order << " filler #" << i;
+        ASSERT_EQ(a.labels, b.labels);
+      }
+    }
+}
+
+// The occurrence index of the answer among its key's assignments (1 = the key's first assignment),
+// computed from the tokens, for every query of n examples: counts[o] = queries answered by
+// assignment o.
+std::vector<int64_t> answer_occurrences(const Task& task, const Shape& s, int n) {
+  std::vector<int64_t> counts(static_cast<size_t>(s.A) + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const Example ex = draw(task, static_cast<uint64_t>(i));
+    const int C = context_length(ex, s);
+    for (int t = C; t < s.L; ++t) {
+      if (ex.labels[t] == kIgnoreLabel) continue;
+      int occurrence = 0, answer_occurrence = -1;
+      for (int u = 0; u < C; u += 2)
+        if (ex.input_ids[u] == ex.input_ids[t]) {
+          ++occurrence;
+          if (ex.input_ids[u + 1] == ex.labels[t]) answer_occurrence = occurrence;
+        }
+      EXPECT_GE(answer_occurrence, 1);
+      if (answer_occurrence >= 1) ++counts[static_cast<size_t>(answer_occurrence)];
+    }
+  }
+  return counts;
+}
+
+// The point of layout=varied: the answer is not always the same occurrence of its key. With counts
+// uniform in [N, A], it is occurrence a-N+1, uniform over 1..A-N+1. Under layout=fixed it is always
+// occurrence A-N+1 (the second for the old default A = N+1): a rule counting from the first
+// assignment finds it without counting back from the query.
+TEST(Mqrar, AnswerOccurrenceIndexVaries) {
+  const int n = 3000;
+  for (int N = 1; N <= 4; ++N) {
+    const Shape varied{8192, 768, 32, N, N + 3, true};
+    const auto counts = answer_occurrences(*make(params_of(varied)), varied, n);
+    const int64_t queries = int64_t{n} * varied.K;
+    for (int o = 1; o <= 4; ++o) expect_binomial(counts[static_cast<size_t>(o)], queries, 0.25, 5.0,
+                                                 fmt::format("N={} answer is occurrence {}", N, o));
+    for (int o = 5; o <= varied.A; ++o) EXPECT_EQ(counts[static_cast<size_t>(o)], 0) << "N=" << N << " o=" << o;
+    const Shape fixed{8192, 768, 32, N, N + 1};
+    const auto old = answer_occurrences(*make(params_of(fixed)), fixed, 200);
+    EXPECT_EQ(old[2], int64_t{200} * fixed.K) << "fixed layout: always the second occurrence, N=" << N;
+  }
+}
+
+// The query region starts after a context of varying length: the first key's gap follows the
+// power law over that example's own (L - C)/2 slots. Each count is a sum of Bernoulli(p_i) with
+// p_i = P(g | slots_i); compare with its mean and variance.
+TEST(Mqrar, VariedGapsFollowThePowerLawOverEachQueryRegion) {
+  const Shape s{8192, 160, 4, 1, 6, true};  // contexts of 8..48 tokens, 56..76 query slots
+  const auto task = make(params_of(s));
+  const int n = 30000, G = 6;
+  std::vector<int64_t> hits(G, 0);
+  std::vector<double> mean(G, 0), var(G, 0);
+  std::set<int> lengths;
+  for (int i = 0; i < n; ++i) {
+    const Example ex = draw(*task, static_cast<uint64_t>(i));
+    const int C = context_length(ex, s), slots = (s.L - C) / 2;
+    lengths.insert(C);
+    double z = 0;
+    for (int g = 0; g < slots; ++g) z += std::pow(g + 1.0, -0.99);
+    int gap = -1;
+    for (int t = C; t < s.L; t += 2)
+      if (ex.labels[t] != kIgnoreLabel && ex.input_ids[t] == ex.input_ids[0]) gap = (t - C) / 2;
+    ASSERT_GE(gap, 0);
+    for (int g = 0; g < G; ++g) {
+      const double p = std::pow(g + 1.0, -0.99) / z;
+      mean[g] += p, var[g] += p * (1 - p);
+      hits[g] += gap == g;
+    }
+  }
+  EXPECT_GE(lengths.size(), 15u) << "the context length varies";
+  for (int g = 0; g < G; ++g)
+    EXPECT_LE(std::fabs(hits[g] - mean[g]), 5 * std::sqrt(var[g]) + 1) << "gap " << g << ": " << hits[g] << " vs "
+                                                                        << mean[g];
 }
 
 TEST(Mqrar, ValidatorCatchesTheWrongNBack) {
@@ -219,18 +350,26 @@ void expect_error_naming(const Kv& params, const std::string& name) {
 TEST(Mqrar, ErrorsNameTheParameter) {
   expect_error_naming({{"n_back", "0"}}, "n_back");
   expect_error_naming({{"n_back", "3"}, {"assignments", "2"}}, "assignments");
+  expect_error_naming({{"n_back", "3"}, {"assignments", "2"}, {"layout", "fixed"}}, "assignments");
   expect_error_naming({{"assignments", "0"}}, "assignments");
+  expect_error_naming({{"n_back", "2"}, {"assignments", "2"}}, "assignments");  // varied needs A > N
+  EXPECT_NO_THROW(make({{"n_back", "2"}, {"assignments", "2"}, {"layout", "fixed"}}));
+  expect_error_naming({{"layout", "random"}}, "layout");
+  expect_error_naming({{"n_back", "9"}}, "length");  // varied default A = 12: a 768-token context
   expect_error_naming({{"vocab", "3"}}, "vocab");
   expect_error_naming({{"power_a", "0"}}, "power_a");
   expect_error_naming({{"length", "767"}}, "length");
   expect_error_naming({{"num_kv_pairs", "32"}, {"assignments", "13"}}, "length");  // context 832 > 768
   expect_error_naming({{"num_kv_pairs", "32"}, {"assignments", "12"}}, "length");  // 0 slots for 32 queries
-  expect_error_naming({{"vocab", "16"}, {"num_kv_pairs", "8"}, {"length", "64"}}, "num_kv_pairs");  // 7 keys
+  expect_error_naming({{"num_kv_pairs", "32"}, {"assignments", "12"}, {"layout", "fixed"}}, "length");
+  expect_error_naming({{"vocab", "16"}, {"num_kv_pairs", "8"}, {"length", "64"}, {"assignments", "2"}},
+                      "num_kv_pairs");  // 7 keys
   expect_error_naming({{"vocab", "64"}, {"num_kv_pairs", "8"}, {"assignments", "5"}, {"length", "128"}},
                       "vocab");  // 40 values > 32
   expect_error_naming({{"query_order", "lifo"}}, "query_order");
   expect_error_naming({{"random_non_queries", "2"}}, "random_non_queries");
   EXPECT_NO_THROW(make({{"num_kv_pairs", "32"}, {"assignments", "11"}, {"n_back", "4"}}));  // 704 + 2*32 = 768
+  EXPECT_NO_THROW(make({{"n_back", "8"}}));  // varied default A = 11: the longest context fits
 }
 
 }  // namespace

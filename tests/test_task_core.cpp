@@ -1,7 +1,8 @@
 // test_task_core.cpp: the task machinery every task relies on: sb::Rng against the Random123
 // Philox4x32-10 known answers, Rng::below range and unbiasedness, deterministic example streams
-// (across calls, instances and threads), train/eval disjointness, and split, parameter and
-// registry errors.
+// (across calls, instances and threads; built-in tasks and the options that draw variable amounts
+// of randomness: flip-flop loss, mqrar varied layout, word_problem identity labels and short words),
+// train/eval disjointness, and split, parameter and registry errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -174,12 +175,27 @@ std::unique_ptr<Task> make(const std::string& name, const Params& params) {
   return registry.create(name, params);
 }
 
+// Tasks with the options whose sampling draws more (or variable amounts of) randomness: each must
+// still be a pure function of (parameters, seed, split, index) and respect the split partition.
+std::vector<std::unique_ptr<Task>> option_tasks() {
+  const std::string groups = std::string(SB_SOURCE_DIR) + "/experiments/groups/";
+  std::vector<std::unique_ptr<Task>> tasks;
+  tasks.push_back(make("flipflop", {{"length", "64"}, {"loss", "all"}}));
+  tasks.push_back(make("mqrar", {{"vocab", "128"}, {"length", "96"}, {"num_kv_pairs", "8"}, {"n_back", "2"},
+                                 {"random_non_queries", "true"}}));  // layout varied
+  tasks.push_back(make("word_problem", {{"group", groups + "a5_paper.yaml"}, {"inputs", "generators"},
+                                        {"labels", "identity"}, {"length", "24"}, {"short_fraction", "0.25"}}));
+  tasks.push_back(make("word_problem", {{"group", "S3"}, {"labels", "prefix"}, {"length", "6"}, {"short_fraction", "0.5"}}));
+  return tasks;
+}
+
 std::vector<std::unique_ptr<Task>> sample_tasks() {
   std::vector<std::unique_ptr<Task>> tasks;
   tasks.push_back(make("flipflop", {{"length", "64"}}));
   tasks.push_back(make("parity", {{"length", "32"}}));
   tasks.push_back(make("automaton", {{"file", std::string(SB_SOURCE_DIR) + "/experiments/automata/s3_arrangements.yaml"},
                                      {"length", "40"}}));
+  for (auto& t : option_tasks()) tasks.push_back(std::move(t));
   return tasks;
 }
 
@@ -294,6 +310,22 @@ TEST(Disjointness, FlipFlopSplitsNeverShareSequences) {
   for (const auto& x : train) ASSERT_EQ(eval.count(x), 0u);
   EXPECT_GT(train.size(), 20u);
   EXPECT_GT(eval.size(), 5u);
+}
+
+TEST(Disjointness, TaskOptionsKeepSplitsDisjoint) {
+  for (const auto& task : option_tasks()) {
+    SCOPED_TRACE(task->name());
+    const int64_t T = task->seq_len();
+    std::set<std::vector<int32_t>> train, eval;
+    for (const auto& spec : task->splits())
+      for (uint64_t i = 0; i < 400; ++i) {
+        const sb::Example ex = task->example(spec.name, 6, i);
+        ASSERT_EQ(sb::in_eval_partition(ex.input_ids.data(), T), spec.eval) << spec.name << " #" << i;
+        (spec.eval ? eval : train).insert(ex.input_ids);
+      }
+    for (const auto& x : train) ASSERT_EQ(eval.count(x), 0u);
+    EXPECT_GT(eval.size(), 20u);
+  }
 }
 
 TEST(Disjointness, TooSmallSpaceIsAnErrorNotALoop) {
