@@ -3,6 +3,8 @@
 // files that stay: a study folder from itself, a pooled folder from its study folders in name
 // order. Each folder keeps the reader's layout (no per-cell metrics.jsonl, config.yaml or PNGs; one
 // curves.jsonl.gz per study). And scripts/reproduce.sh --collect --pool writes that layout.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -52,7 +54,14 @@ void expect_rebuilds(const std::vector<fs::path>& dirs, const fs::path& at, bool
   SCOPED_TRACE(at.string());
   std::vector<std::string> args{"table"};
   for (const auto& d : dirs) args.push_back(d.string());
-  const fs::path scratch = fresh_dir("results_plots");
+  const fs::path scratch = fresh_dir("results_plots_" + std::to_string(::getpid()));  // ctest runs tests in parallel
+  struct Remove {
+    fs::path dir;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove{scratch};
   std::vector<std::string> md = args;
   if (plots) md.insert(md.end(), {"--plots", scratch.string()});
   else md.push_back("--no-plots");
