@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # reproduce.sh: runs the paper-reproduction studies (experiments/<study>.yaml) and exports each
-# finished one to results/<study>/: tables (Markdown, CSV), plots, every cell's summary/config/
-# metrics, the manifest and PROVENANCE.md (commit, device, dates, command, wall time). Resumable:
-# run it again after a stop (--time-limit stops a sweep cleanly; the next call resumes it).
+# finished one to results/: study.yaml, manifest.json, tables (Markdown, CSV), SVG plots, every
+# cell's summary.json, the learning curves as one curves.jsonl.gz (tools/curves.sh) and
+# PROVENANCE.md (commit, device, dates, command, wall time). Resumable: run it again after a stop
+# (--time-limit stops a sweep cleanly; the next call resumes it).
 #
 #   scripts/reproduce.sh [--build DIR] [--devices LIST] [--workers N] [--time-limit S] [--mps]
-#                        [--precision P] [--collect] [STUDY...]
+#                        [--precision P] [--collect] [--pool GROUP] [STUDY...]
 #
-# --collect runs nothing: it (re)exports results/<study>/ from a finished sweep's state (tables made
-# by this build's `statebench table`; the provenance from the sweep's invocations.tsv). The results
-# directory is ${RESULTS:-results}.
+# --collect runs nothing: it (re)exports a finished sweep's state (tables made by this build's
+# `statebench table` from the exported files; the provenance from the sweep's invocations.tsv).
+# The results directory is ${RESULTS:-results}.
+#
+# --pool GROUP exports each STUDY to results/GROUP/STUDY/ (a study that adds seeds to another) and
+# rebuilds results/GROUP/ from every study there, in name order: tables.md, tables.csv and plots/
+# by `statebench table` over all of them (their runs pooled), and a PROVENANCE.md listing each.
+# A study already exported into a group goes back there without --pool; others to results/STUDY/.
 #
 # --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end; one
 # already running is shared), so concurrent small-model cells share the GPU instead of time-slicing
@@ -18,12 +24,13 @@
 # --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar* and mqrar*
 # (their width-256/512 models have head dim 128, where the fp32-mode PaTH kernels run one warp per
 # SM: bf16 trains those cells 2.7x faster on an H100), tf32 for the others.
-# STUDY defaults to: fflm a5_depth s5_depth mqrar mqar. Devices default to every GPU nvidia-smi
-# lists, else the CPU. Sweep state lives in ${SWEEPS:-sweeps}/<study>; each
+# STUDY defaults to: fflm a5_depth_short s5_depth_short mqrar mqar. Devices default to every GPU
+# nvidia-smi lists, else the CPU. Sweep state lives in ${SWEEPS:-sweeps}/<study>; each
 # invocation appends one line (date, commit, device, seconds, exit code) to its invocations.tsv.
 set -uo pipefail
+export LC_ALL=C  # name order of globs and sort
 cd "$(dirname "$0")/.."
-BUILD=build DEVICES="" WORKERS="" LIMIT=0 MPS=0 PRECISION="" COLLECT=0
+BUILD=build DEVICES="" WORKERS="" LIMIT=0 MPS=0 PRECISION="" COLLECT=0 POOL=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift 2 ;;
@@ -33,32 +40,53 @@ while [ $# -gt 0 ]; do
     --mps) MPS=1; shift ;;
     --precision) PRECISION=$2; shift 2 ;;
     --collect) COLLECT=1; shift ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    --pool) POOL=$2; shift 2 ;;
+    -h|--help) sed -n 2,29p "$0"; exit 0 ;;
     -*) echo "reproduce.sh: error: unknown option '$1'" >&2; exit 2 ;;
     *) break ;;
   esac
 done
 STUDIES=("$@")
-[ ${#STUDIES[@]} -eq 0 ] && STUDIES=(fflm a5_depth s5_depth mqrar mqar)
+[ ${#STUDIES[@]} -eq 0 ] && STUDIES=(fflm a5_depth_short s5_depth_short mqrar mqar)
 SB="$BUILD/statebench"
 [ -x "$SB" ] || { echo "reproduce.sh: error: '$SB' not found (build first, or pass --build DIR)" >&2; exit 2; }
-for s in "${STUDIES[@]}"; do
-  [ -f "experiments/$s.yaml" ] || { echo "reproduce.sh: error: no study 'experiments/$s.yaml'" >&2; exit 2; }
-done
+case $POOL in */*|.|..) echo "reproduce.sh: error: --pool '$POOL' is not a folder name" >&2; exit 2 ;; esac
+if [ $COLLECT = 0 ]; then
+  for s in "${STUDIES[@]}"; do
+    [ -f "experiments/$s.yaml" ] || { echo "reproduce.sh: error: no study 'experiments/$s.yaml'" >&2; exit 2; }
+  done
+fi
+SWEEPS=${SWEEPS:-sweeps} RESULTS=${RESULTS:-results}
 # sweep_seconds SWEEP_DIR: the summed wall time of the sweep's invocations.
 sweep_seconds() { awk -F'\t' '{s += $4} END {printf "%.0f", s}' "$1/invocations.tsv"; }
-# collect STUDY SWEEP_DIR RESULT_DIR: exports a finished sweep (atomically: written to RESULT_DIR.tmp, then moved).
+# group_of STUDY: --pool's GROUP, else the group that already holds STUDY, else nothing.
+group_of() {
+  local m
+  [ -n "$POOL" ] && { echo "$POOL"; return; }
+  for m in "$RESULTS"/*/"$1"/manifest.json; do [ -f "$m" ] && { basename "$(dirname "$(dirname "$m")")"; return; }; done
+}
+# collect STUDY SWEEP_DIR RESULT_DIR SHOWN_PATH PLOTS: exports a finished sweep (atomically: written
+# to RESULT_DIR.tmp, then moved); the tables are made from the exported files; PLOTS 0 writes none.
 collect() {
-  local s=$1 out=$2 res=$3 last_end id
+  local s=$1 out=$2 res=$3 shown=$4 plots=$5 last_end id cell plot_args=(--no-plots) curves=""
   rm -rf "$res.tmp" && mkdir -p "$res.tmp/cells"
-  cp "$out/manifest.json" "$out/study.yaml" "$out/invocations.tsv" "$res.tmp/"
+  cp "$out/manifest.json" "$out/study.yaml" "$res.tmp/" || return 1
   for cell in "$out"/cells/*/; do
+    [ -d "$cell" ] || continue
     id=$(basename "$cell")
-    mkdir -p "$res.tmp/cells/$id"
-    for f in summary.json config.yaml metrics.jsonl; do [ -f "$cell/$f" ] && cp "$cell/$f" "$res.tmp/cells/$id/"; done
+    if [ -f "$cell/summary.json" ]; then
+      mkdir -p "$res.tmp/cells/$id" && cp "$cell/summary.json" "$res.tmp/cells/$id/"
+    elif [ -f "$cell/config.yaml" ]; then  # unfinished: the table reads what its config says
+      mkdir -p "$res.tmp/cells/$id" && cp "$cell/config.yaml" "$res.tmp/cells/$id/"
+    fi
   done
-  "$SB" table "$out" --out "$res.tmp/tables.md" --plots "$res.tmp/plots" &&
-    "$SB" table "$out" --format csv --out "$res.tmp/tables.csv" --no-plots || return 1
+  if compgen -G "$out/cells/*/metrics.jsonl" > /dev/null; then
+    tools/curves.sh pack "$out" "$res.tmp/curves.jsonl.gz" || return 1
+    curves="; learning curves: \`curves.jsonl.gz\` (\`tools/curves.sh\`)"
+  fi
+  [ "$plots" = 1 ] && plot_args=(--plots "$res.tmp/plots")
+  "$SB" table "$res.tmp" --out "$res.tmp/tables.md" "${plot_args[@]}" &&
+    "$SB" table "$res.tmp" --format csv --out "$res.tmp/tables.csv" --no-plots || return 1
   last_end=$(tail -1 "$out/invocations.tsv" | { IFS=$'\t' read -r d _ _ secs _; date -u -d "@$(( $(date -u -d "$d" +%s) + ${secs%.*} ))" +%Y-%m-%dT%H:%M:%SZ; })
   {
     echo "# $s: provenance"
@@ -70,7 +98,7 @@ collect() {
     echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $last_end"
     echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
     echo "- Wall time of the study: $(sweep_seconds "$out") s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
-    echo "- Tables: \`statebench table results/$s\` (\`tables.md\`, \`tables.csv\`, \`plots/\`); every cell's own provenance is in \`cells/*/summary.json\`"
+    echo "- Tables: \`statebench table $shown\` (\`tables.md\`, \`tables.csv\`$([ "$plots" = 1 ] && echo ", \`plots/\`"))$curves; every cell's own provenance is in \`cells/*/summary.json\`"
     echo
     echo "| started (UTC) | commit | device | seconds | exit | command |"
     echo "| --- | --- | --- | --- | --- | --- |"
@@ -78,12 +106,56 @@ collect() {
   } > "$res.tmp/PROVENANCE.md"
   rm -rf "$res" && mv "$res.tmp" "$res"
 }
-SWEEPS=${SWEEPS:-sweeps} RESULTS=${RESULTS:-results}
+# pool GROUP: RESULTS/GROUP's pooled tables, plots and PROVENANCE.md over every study exported there.
+pool() {
+  local g=$1 dir="$RESULTS/$1" m parts=() names=() shown="" total=0 p
+  for m in "$dir"/*/manifest.json; do [ -f "$m" ] && parts+=("$(dirname "$m")"); done
+  [ ${#parts[@]} -gt 0 ] || { echo "reproduce.sh: error: no study exported under '$dir'" >&2; return 1; }
+  for p in "${parts[@]}"; do names+=("$(basename "$p")"); shown+=" results/$g/$(basename "$p")"; done
+  rm -rf "$dir/plots.tmp"
+  "$SB" table "${parts[@]}" --out "$dir/tables.md" --plots "$dir/plots.tmp" &&
+    "$SB" table "${parts[@]}" --format csv --out "$dir/tables.csv" --no-plots || return 1
+  rm -rf "$dir/plots" && mv "$dir/plots.tmp" "$dir/plots"
+  {
+    echo "# $g: provenance"
+    echo
+    echo "- Pooled from ${#parts[@]} studies, each in its folder here with its study, manifest, tables, learning" \
+      "curves, every cell's \`summary.json\` and its own \`PROVENANCE.md\`: $(printf '`%s`, ' "${names[@]}" | sed 's/, $//')"
+    echo "- Tables: \`statebench table$shown\` (\`tables.md\`; \`--format csv\`: \`tables.csv\`;" \
+      "\`--plots results/$g/plots\`: \`plots/\`), made by \`scripts/reproduce.sh --collect --pool $g ...\`"
+    echo
+    echo "| study | cells | commit(s) | device(s) | dates (UTC) | wall time |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    for p in "${parts[@]}"; do
+      local f="$p/PROVENANCE.md"
+      printf '| `%s` | %s | %s | %s | %s | %s |\n' "$(basename "$p")" \
+        "$(sed -n 's/^- Study: .*; cells: //p' "$f")" "$(sed -n 's/^- Commit(s): //p' "$f")" \
+        "$(sed -n 's/^- Device(s): //p' "$f")" "$(sed -n 's/^- Dates (UTC): //p' "$f")" \
+        "$(sed -n 's/^- Wall time of the study: \(.*\) (sweep time only.*/\1/p' "$f")"
+      total=$((total + $(sed -n 's/^- Wall time of the study: \([0-9]*\) s .*/\1/p' "$f")))
+    done
+    echo
+    echo "Wall time of all ${#parts[@]} studies: $total s (sweep time only)."
+  } > "$dir/PROVENANCE.md.tmp" && mv "$dir/PROVENANCE.md.tmp" "$dir/PROVENANCE.md"
+}
+# export STUDY: collect (into its group, if any, then pool the group). Prints where the tables are.
+export_study() {
+  local s=$1 g
+  g=$(group_of "$s")
+  if [ -n "$g" ]; then
+    mkdir -p "$RESULTS/$g"
+    collect "$s" "$SWEEPS/$s" "$RESULTS/$g/$s" "results/$g/$s" 0 && pool "$g" || return 1
+    TABLES="$RESULTS/$g/tables.md"
+  else
+    collect "$s" "$SWEEPS/$s" "$RESULTS/$s" "results/$s" 1 || return 1
+    TABLES="$RESULTS/$s/tables.md"
+  fi
+}
 if [ $COLLECT = 1 ]; then
   for s in "${STUDIES[@]}"; do
     [ -f "$SWEEPS/$s/invocations.tsv" ] || { echo "reproduce.sh: error: --collect: no sweep state '$SWEEPS/$s/invocations.tsv'" >&2; exit 2; }
-    collect "$s" "$SWEEPS/$s" "$RESULTS/$s" || exit 1
-    echo "== $s: results in $RESULTS/$s/ ($(sweep_seconds "$SWEEPS/$s") s of sweep time)"
+    export_study "$s" || exit 1
+    echo "== $s: results in $(dirname "$TABLES")/ ($(sweep_seconds "$SWEEPS/$s") s of sweep time)"
   done
   exit 0
 fi
@@ -121,7 +193,7 @@ if [ $MPS = 1 ]; then
 fi
 status=0
 for s in "${STUDIES[@]}"; do
-  out="$SWEEPS/$s" res="$RESULTS/$s"
+  out="$SWEEPS/$s"
   mkdir -p "$out"
   cmd=("$SB" sweep "experiments/$s.yaml" --out "$out" --devices "$DEVICES" --progress plain "${EXTRA[@]}")
   [[ $DEVICES == *cuda* ]] && cmd+=(--set "train.precision=$(study_precision "$s")")
@@ -137,8 +209,8 @@ for s in "${STUDIES[@]}"; do
     [ $rc -eq 124 ] && break  # out of time: the later studies would not start either
     continue
   fi
-  collect "$s" "$out" "$res" || { status=1; continue; }
-  echo "== $s: done in $(sweep_seconds "$out")s in all; results in $res/"
-  cat "$res/tables.md"
+  export_study "$s" || { status=1; continue; }
+  echo "== $s: done in $(sweep_seconds "$out")s in all; results in $(dirname "$TABLES")/"
+  cat "$TABLES"
 done
 exit $status

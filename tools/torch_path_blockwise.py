@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_path_blockwise.py: PaTH attention in plain PyTorch (autograd, any device, fp64/fp32/bf16),
-by the blockwise UT form of shared/spec/path-attention.md, for timing baselines (torch_train_bench.py).
+by the blockwise UT form of docs/path-attention.md, for timing baselines (torch_train_bench.py).
 
 No Python loop over T and no [T, T, Dh] tensor: one loop over block distances (T / block steps) that
 transports all query blocks at once through one more block product, and only the causal block

@@ -32,7 +32,7 @@ def save_npy(path, tensor):
     np.save(path, tensor.detach().cpu().numpy().astype(np.float64))
 
 
-# ---- ops, written from the spec (shared/spec/path-attention.md), not from statebench's code ----
+# ---- ops, written from the math (docs/path-attention.md), not from statebench's code ----
 
 def rmsnorm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
