@@ -8,7 +8,7 @@
 # On the device: mkdir -p stage && tar xf DEST.tgz -C stage && stage/bin/run_device.sh tests ...
 # stage.sh BUILD_DIR DEST.tgz --statebench-only: statebench and its libraries alone, for sweep calls.
 # stage.sh BUILD_DIR DEST.tgz --tests NAME[,NAME...]: the named test programs (and statebench if named),
-# for parity calls: with the tracked tree at ~50 MB a call has ~13 MB left to carry (kernels/NOTES.md).
+# for parity calls.
 set -euo pipefail
 build=$1 dest=$2 only=${3:-} tests=${4:-}
 src=$(cd "$(dirname "$0")/../.." && pwd)

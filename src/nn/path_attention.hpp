@@ -1,7 +1,7 @@
 // path_attention.hpp: PaTH attention (Householder-product position encoding) on the CPU, forward
 // and backward, with the optional FoX forget gate. Two forms: Direct (O(T^2 d) reference, O(T^3 d)
 // backward, small T only) and Blockwise (UT-form FlashAttention-style production path).
-// Math and conventions: /work/shared/spec/path-attention.md; backward derivation:
+// Math and conventions: docs/path-attention.md; backward derivation:
 // docs/path-backward.md.
 #pragma once
 #include <cstdint>
