@@ -6,7 +6,6 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <csignal>
@@ -17,9 +16,10 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/utc_time.hpp"
 #include "io/atomic_file.hpp"
 #include "sweep/manifest.hpp"
-#include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb::sweep {
 
@@ -177,12 +177,15 @@ void write_failed_summary(const std::string& dir, const std::string& message, do
     tail = log.substr(log.size() > 2000 ? log.size() - 2000 : 0);
   } catch (const Error&) {
   }
-  JsonObject s;
-  s.add("status", "failed").add("message", message).add("wall_seconds", wall_seconds);
-  if (exit.signal) s.add("signal", exit.signal);
-  else s.add("exit_code", exit.exit_code);
-  s.add("log_tail", tail).add("written_by", "statebench sweep");
-  write_summary((fs::path(dir) / "summary.json").string(), s);
+  RunSummary s;
+  s.status = "failed";
+  s.message = message;
+  s.wall_seconds = wall_seconds;
+  if (exit.signal) s.signal = exit.signal;
+  else s.exit_code = exit.exit_code;
+  s.log_tail = tail;
+  s.written_by = "statebench sweep";
+  write_run_summary((fs::path(dir) / "summary.json").string(), s);
 }
 
 namespace {
@@ -227,9 +230,9 @@ void prepare_out_dir(const Plan& plan, const std::string& out) {
   if (fs::exists(manifest)) {
     std::string other;
     try {
-      other = YAML::Load(read_file(manifest))["name"].as<std::string>();
-    } catch (const std::exception& e) {
-      fail("'{}' exists but cannot be read ({}); use another --out", manifest, e.what());
+      other = read_manifest(manifest).study_name();
+    } catch (const Error& e) {
+      fail("{}; use another --out", e.what());
     }
     if (other != plan.study.name)
       fail("'{}' holds the sweep '{}', not '{}'; use another --out", out, other, plan.study.name);
@@ -310,7 +313,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   };
   auto manifest = [&] {
     info.complete = scheduler.done();
-    write_manifest(out.string(), plan, scheduler, info);
+    write_manifest(out.string(), make_manifest(plan, scheduler, info));
   };
   auto record = [&](size_t c, const CellResult& r, bool ran_here) {
     const auto skipped = scheduler.finish(c, r);

@@ -5,7 +5,6 @@
 #include "core/build_info.hpp"
 #include "train/trainer.hpp"
 
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,11 +14,13 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
 #include "io/progress.hpp"
 #include "train/batch_prefetch.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine.hpp"
 #include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb {
 
@@ -35,6 +36,13 @@ int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t trai
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using EvalMap = std::vector<std::pair<std::string, EvalSummary>>;  // eval key -> evaluation, in config order
+
+Json eval_json(const EvalMap& eval) {
+  Json j = Json::object();
+  for (const auto& [key, e] : eval) j[key] = e;
+  return j;
+}
 
 int train_split(const Task& task) {
   const auto splits = task.splits();
@@ -118,7 +126,7 @@ class Trainer {
     // the worker touches only task_, whose example() is const and thread-safe).
     BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps);
     std::string status = "completed", message;
-    JsonObject last_eval;
+    EvalMap last_eval;
     std::string last_eval_line;
     double last_loss = NAN, tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints
     const auto t0 = Clock::now();
@@ -142,17 +150,17 @@ class Trainer {
       }
       const int64_t done = step + 1;
       if (cfg_.train.log_every > 0 && (done % cfg_.train.log_every == 0 || done == steps)) {
-        log.write(JsonObject()
-                      .add("kind", "train").add("step", done).add("loss", r.loss).add("lr", lr)
-                      .add("grad_norm", r.grad_norm).add("tokens_per_s", tokens / train_time(t0, other_seconds))
-                      .add("elapsed_s", std::chrono::duration<double>(Clock::now() - t0).count()));
+        log.write(Json{{"kind", "train"}, {"step", done}, {"loss", json_number_value(r.loss)},
+                       {"lr", json_number_value(lr)}, {"grad_norm", json_number_value(r.grad_norm)},
+                       {"tokens_per_s", json_number_value(tokens / train_time(t0, other_seconds))},
+                       {"elapsed_s", json_number_value(std::chrono::duration<double>(Clock::now() - t0).count())}});
       }
       const bool eval_now = done == steps || (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
       bool reached = false;
       const auto e0 = Clock::now();
       if (eval_now) {
         last_eval = evaluate(reached, last_eval_line);
-        log.write(JsonObject().add("kind", "eval").add("step", done).add("eval", last_eval));
+        log.write(Json{{"kind", "eval"}, {"step", done}, {"eval", eval_json(last_eval)}});
       }
       if (done == steps || (cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0) ||
           (reached && cfg_.train.target_accuracy > 0))
@@ -175,8 +183,8 @@ class Trainer {
     }
     progress.finish();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    write_summary(summary, summary_json(status, message, step, wall, tokens / train_time(t0, other_seconds),
-                                        last_loss, last_eval));
+    write_run_summary(summary, make_summary(status, message, step, wall, tokens / train_time(t0, other_seconds),
+                                            last_loss, std::move(last_eval)));
     const bool ok = status == "completed" || status == "early_stopped";
     return {status, step, ok ? 0 : 1};
   }
@@ -204,8 +212,8 @@ class Trainer {
   }
 
   // Evaluates every eval set; `reached` = every set's token accuracy >= target.
-  JsonObject evaluate(bool& reached, std::string& line) {
-    JsonObject all;
+  EvalMap evaluate(bool& reached, std::string& line) {
+    EvalMap all;
     reached = true;
     line.clear();
     for (auto& e : evals_) {
@@ -217,9 +225,7 @@ class Trainer {
         const int64_t off = first * e.length;
         engine_->evaluate(e.ids.data() + off, e.labels.data() + off, e.mask.data() + off, n, e.length, counts);
       }
-      JsonObject j = eval_json(counts);
-      j.add("split", e.task->splits()[e.split].name).add("length", e.length).add("examples", e.examples);
-      all.add(e.key, j);
+      all.emplace_back(e.key, EvalSummary::from_counts(counts, e.task->splits()[e.split].name, e.length, e.examples));
       reached &= counts.token_accuracy() >= cfg_.train.target_accuracy;
       line += fmt::format("{} {:.4f} ", e.key, counts.token_accuracy());
     }
@@ -227,27 +233,34 @@ class Trainer {
     return all;
   }
 
-  JsonObject summary_json(const std::string& status, const std::string& message, int64_t steps, double wall,
-                          double tok_s, double loss, const JsonObject& eval) const {
-    JsonObject task_params, model, prov;
+  RunSummary make_summary(const std::string& status, const std::string& message, int64_t steps, double wall,
+                          double tok_s, double loss, EvalMap eval) const {
+    RunSummary s;
+    s.status = status;
+    s.message = message;
+    s.steps = steps;
+    s.target_steps = cfg_.train.steps;
+    s.wall_seconds = wall;
+    s.tokens_per_second = tok_s;
+    s.final_train_loss = loss;
+    s.task = cfg_.task.name;
     for (const auto& spec : task_info_->params)
-      if (task_params_.has_value(spec.name)) task_params.add(spec.name, task_params_.str(spec.name));
-    JsonObject j;
-    std::vector<std::string> names;
-    for (int64_t l = 0; l < cfg_.model.n_layers; ++l) names.push_back(json_quote(to_string(cfg_.model.layer_attention(l))));
-    const std::string layer_list = fmt::format("[{}]", fmt::join(names, ","));
-    model.add("attention", to_string(cfg_.model.attention)).add_raw("layers", layer_list)
-        .add("n_layers", cfg_.model.n_layers).add("d_model", cfg_.model.d_model).add("n_heads", cfg_.model.n_heads)
-        .add("head_dim", cfg_.model.head_dim).add("params", engine_->model().params().num_params());
-    prov.add("commit", sb::build_commit()).add("version", STATEBENCH_VERSION).add("device", device_)
-        .add("date", utc_now()).add("command", opt_.command).add("host", host_name());
-    j.add("status", status).add("message", message).add("steps", steps).add("target_steps", cfg_.train.steps)
-        .add("wall_seconds", wall).add("tokens_per_second", tok_s).add("final_train_loss", loss)
-        .add("task", cfg_.task.name).add("task_params", task_params).add("model", model)
-        .add("seed", cfg_.train.seed).add("lr", cfg_.optim.lr)
-        .add("config_fingerprint", fmt::format("{:016x}", config_fingerprint(cfg_)))
-        .add("eval", eval).add("provenance", prov);
-    return j;
+      if (task_params_.has_value(spec.name)) s.task_params.emplace_back(spec.name, task_params_.str(spec.name));
+    ModelSummary model;
+    model.attention = to_string(cfg_.model.attention);
+    for (int64_t l = 0; l < cfg_.model.n_layers; ++l) model.layers.push_back(to_string(cfg_.model.layer_attention(l)));
+    model.n_layers = cfg_.model.n_layers;
+    model.d_model = cfg_.model.d_model;
+    model.n_heads = cfg_.model.n_heads;
+    model.head_dim = cfg_.model.head_dim;
+    model.params = engine_->model().params().num_params();
+    s.model = std::move(model);
+    s.seed = static_cast<int64_t>(cfg_.train.seed);
+    s.lr = cfg_.optim.lr;
+    s.config_fingerprint = fmt::format("{:016x}", config_fingerprint(cfg_));
+    s.eval = std::move(eval);
+    s.provenance = Provenance{sb::build_commit(), STATEBENCH_VERSION, device_, utc_now(), opt_.command, host_name()};
+    return s;
   }
 
   const TrainConfig& cfg_;
