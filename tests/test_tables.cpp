@@ -411,8 +411,9 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   ASSERT_EQ(md.rc, 0) << md.err;
   EXPECT_NE(md.out.find("## Accuracy grid"), std::string::npos);
   EXPECT_NE(md.out.find("0.975 ± 0.035 (2)"), std::string::npos);
-  for (const char* f : {"heatmap_path.png", "heatmap_path.svg", "heatmap_rope.png", "length_rope.svg"})
+  for (const char* f : {"heatmap_path.svg", "heatmap_rope.svg", "length_rope.svg"})
     EXPECT_TRUE(fs::exists(dir / "plots" / f)) << f;
+  EXPECT_FALSE(fs::exists(dir / "plots" / "heatmap_path.png"));  // SVG only
 
   const fs::path out = dir / "tables.csv", plots = scratch("cli_plots");
   const auto csv = run_cli({"table", dir.string(), "--format", "csv", "--out", out.string(), "--plots", plots.string(),
@@ -423,7 +424,7 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_EQ(text.rfind("\"# Accuracy grid", 0), 0u) << text;
   EXPECT_NE(text.find("\n# Runs: token_accuracy of every eval key\nid,model,depth,L,seed,lr,status,steps,val,val@64,message\n"),
             std::string::npos) << text;
-  EXPECT_TRUE(fs::exists(plots / "heatmap_rope.png"));
+  EXPECT_TRUE(fs::exists(plots / "heatmap_rope.svg"));
 
   // A corrupt summary: a warning naming it and exit 0; --strict makes it exit 2.
   write_file_atomic((dir / "cells" / "path_d1_L16_s0_lr0.0003" / "summary.json").string(), "not json {");

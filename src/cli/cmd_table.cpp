@@ -1,6 +1,6 @@
 // cmd_table.cpp: `statebench table DIR...`: loads a sweep (or run) directory, or several pooled
 // (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp) and
-// writes the heatmaps and length plots as SVG + PNG (report/study_plots.hpp). docs/tables.md is its
+// writes the heatmaps and length plots as SVG (report/study_plots.hpp). docs/tables.md is its
 // manual.
 #include <cstdio>
 #include <filesystem>
@@ -69,14 +69,14 @@ void run_table(const TableArgs& a) {
 void add_table_command(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<TableArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "table", "expressivity tables (Markdown/CSV) and plots (SVG/PNG) from a sweep or run directory");
+      "table", "expressivity tables (Markdown/CSV) and plots (SVG) from a sweep or run directory");
   cmd->add_option("DIR", args->dirs,
                   "sweep directory (manifest.json, cells/*/) or one run directory; several: their runs pooled "
                   "(e.g. a study and one that adds seeds)")
       ->required();
   cmd->add_option("--format", args->format, "md (default) or csv")->check(CLI::IsMember({"md", "csv"}));
   cmd->add_option("--out", args->out, "write the tables to this file instead of stdout")->type_name("FILE");
-  cmd->add_option("--plots", args->plots, "directory for the SVG/PNG plots (default DIR/plots; several DIRs: none)")
+  cmd->add_option("--plots", args->plots, "directory for the SVG plots (default DIR/plots; several DIRs: none)")
       ->type_name("DIR");
   cmd->add_flag("--no-plots", args->no_plots, "write no plots");
   cmd->add_option("--metric", args->metric,
