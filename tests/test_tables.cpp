@@ -435,5 +435,29 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_EQ(run_cli({"table", dir.string(), "--no-plots", "--strict"}).rc, 2);
 }
 
+// Runs that give no value for the metric are named, on stderr and under the grid, and each entry
+// says how many seeds it used: an unfinished cell (config.yaml, no summary.json) and a cell whose
+// summary says completed but holds no evaluation (what a resume at the last step used to write).
+TEST(TableCli, NamesTheRunsItCouldNotUse) {
+  const fs::path dir = write_sweep("unused", grid_runs());
+  const std::string unfinished = "rope_d2_L32_s1_lr0.0003", empty = "path_d1_L16_s0_lr0.0003";
+  fs::remove(dir / "cells" / unfinished / "summary.json");
+  write_file_atomic((dir / "cells" / unfinished / "config.yaml").string(),
+                    "task: {name: word_problem, params: {group: A5, length: 32}}\nmodel: {attention: rope, n_layers: 2}\n");
+  write_file_atomic((dir / "cells" / empty / "summary.json").string(),
+                    R"({"status": "completed", "task": "word_problem", "task_params": {"length": "16"},
+                        "model": {"attention": "path", "n_layers": 1}, "seed": 0, "lr": 0.0003, "eval": {}})");
+  const auto r = run_cli({"table", dir.string(), "--no-plots"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: not used: " + unfinished + " (rope, depth 2, L = 32, seed 1): unfinished (no summary.json)"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: not used: " + empty + " (path, depth 1, L = 16, seed 0): completed without a 'val' evaluation"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("not used (2 runs): " + empty), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.600 (1)"), std::string::npos) << r.out;  // rope, depth 2, L = 32: one seed of two
+  EXPECT_NE(r.out.find("0.900 (1)"), std::string::npos) << r.out;  // path, depth 1, L = 16
+  EXPECT_NE(r.out.find("(n) = seeds"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace sb::report

@@ -48,6 +48,11 @@ void run_table(const TableArgs& a) {
   o.per_seed = a.per_seed;
   o.tables = split_list(a.tables);
   const std::vector<report::Table> tables = report::build_tables(study, o);
+  // Every run without a value for the metric is named (a table entry's (n) counts the seeds used).
+  const auto unused = report::unused_runs(study, report::parse_metric(o.metric, study).key);
+  for (size_t i = 0; i < unused.size() && i < 20; ++i)
+    std::fprintf(stderr, "statebench: warning: not used: %s\n", unused[i].c_str());
+  if (unused.size() > 20) std::fprintf(stderr, "statebench: warning: not used: %zu more runs\n", unused.size() - 20);
   const std::string text = a.format == "csv" ? report::render_csv(tables) : report::render_markdown(study, tables);
   if (!a.no_plots && a.plots.empty() && a.dirs.size() > 1) {  // none of the directories owns the pooled plots
     std::fprintf(stderr, "statebench: several directories: no plots (--plots DIR writes them)\n");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
@@ -301,6 +302,32 @@ void apply_setting(RunRecord& r, const std::string& key, const std::string& valu
   } else {
     r.settings[key] = value;
   }
+}
+
+std::vector<std::string> unused_runs(const Study& study, const std::string& key) {
+  std::vector<std::string> out;
+  for (const RunRecord& r : study.runs) {
+    std::string why;
+    switch (r.status) {
+      case RunStatus::skipped: continue;
+      case RunStatus::unfinished: why = "unfinished (no summary.json)"; break;
+      case RunStatus::missing: why = "not run (no run directory)"; break;
+      case RunStatus::unreadable: why = "summary.json unreadable"; break;
+      case RunStatus::diverged: why = r.message.empty() ? "diverged" : "diverged: " + r.message; break;
+      case RunStatus::failed: why = r.message.empty() ? "failed" : "failed: " + r.message.substr(0, 100); break;
+      case RunStatus::completed:
+      case RunStatus::early_stopped: {
+        const EvalResult* e = r.eval(key);
+        if (e && !(std::isnan(e->token_accuracy) && e->errors < 0 && std::isnan(e->loss))) continue;
+        why = fmt::format("{} without a '{}' evaluation", to_string(r.status), key);
+        break;
+      }
+    }
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    out.push_back(fmt::format("{} ({}, depth {}, L = {}, seed {}): {}", r.id, r.model.empty() ? r.attention_label() : r.model,
+                              r.depth, r.train_length, r.seed ? fmt::format("{}", *r.seed) : "?", why));
+  }
+  return out;
 }
 
 void parse_summary(const std::string& text, RunRecord& r) {
