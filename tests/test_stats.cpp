@@ -236,7 +236,7 @@ TEST(RunSummary, CommittedSummariesRoundTrip) {
   if (n == 0) GTEST_SKIP() << "no committed summary.json";
 }
 
-TEST(MetricsLog, AppendsFlushedLinesAndTruncates) {
+TEST(MetricsLog, AppendsFlushedLinesAndTruncatesForResume) {
   const std::string dir = std::string(SB_TEST_TMP) + "/metrics";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/metrics.jsonl";
@@ -245,17 +245,26 @@ TEST(MetricsLog, AppendsFlushedLinesAndTruncates) {
     for (int s : {10, 20, 30}) log.write(Json{{"kind", "train"}, {"step", s}, {"loss", 1.0 / s}});
     EXPECT_EQ(read_file(path), "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n"
                                "{\"kind\":\"train\",\"step\":30,\"loss\":0.03333333333333333}\n");  // flushed already
-    log.write(Json{{"kind", "eval"}, {"step", 20}, {"eval", Json::object()}});
+  }
+  write_file_atomic(path, "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"eval\",\"step\":10,\"eval\":{\"v\":1}}\n"
+                          "{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n");
+  {
+    MetricsLog log(path);  // appends
+    log.write(Json{{"kind", "eval"}, {"step", 20}, {"eval", Json{{"v", 2}}}});
+    log.write(Json{{"kind", "train"}, {"step", 30}, {"loss", 0.5}});
   }
   {
     MetricsLog log(path);  // appends
     log.write(Json{{"event", "resume"}});
   }
   write_file_atomic(path, read_file(path) + "{\"kind\":\"train\",\"st");  // a line torn by a crash
-  MetricsLog::truncate_after_step(path, 20);
-  EXPECT_EQ(read_file(path), "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n"
-                             "{\"kind\":\"eval\",\"step\":20,\"eval\":{}}\n{\"event\":\"resume\"}\n");
-  MetricsLog::truncate_after_step(dir + "/absent.jsonl", 5);  // no file: nothing to do
+  // Resuming at step 20: its train line stays, its eval line goes (the resumed run evaluates again);
+  // the last eval kept is returned (the one at 10).
+  const Json last = MetricsLog::truncate_for_resume(path, 20);
+  EXPECT_EQ(read_file(path), "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"eval\",\"step\":10,\"eval\":{\"v\":1}}\n"
+                             "{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n{\"event\":\"resume\"}\n");
+  EXPECT_EQ(last, (Json{{"v", 1}}));
+  EXPECT_TRUE(MetricsLog::truncate_for_resume(dir + "/absent.jsonl", 5).is_null());  // no file: nothing to do
   EXPECT_FALSE(std::filesystem::exists(dir + "/absent.jsonl"));
   EXPECT_THROW(MetricsLog(dir + "/no/such/dir/m.jsonl"), Error);
 

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/utc_time.hpp"
 #include "io/atomic_file.hpp"
+#include "io/output_dir.hpp"
 #include "sweep/manifest.hpp"
 #include "train/run_summary.hpp"
 
@@ -263,7 +264,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   SweepObserver& obs = observer ? *observer : silent;
   if (opt.slots.empty()) fail("no worker slots");
   const fs::path out = fs::absolute(opt.out_dir).lexically_normal();
-  fs::create_directories(out);
+  create_output_dir(out.string(), "--out");
   FdCloser sweep_lock{try_lock((out / "sweep.lock").string())};
   if (sweep_lock.fd < 0) fail("another statebench sweep is running in '{}' (it holds {}/sweep.lock)", out.string(), out.string());
   prepare_out_dir(plan, out.string());

@@ -27,17 +27,25 @@ void MetricsLog::write(const Json& line) {
     fail("cannot write '{}': {}", path_, std::strerror(errno));
 }
 
-void MetricsLog::truncate_after_step(const std::string& path, int64_t step) {
-  if (!std::filesystem::exists(path)) return;
+Json MetricsLog::truncate_for_resume(const std::string& path, int64_t step) {
+  Json last_eval;
+  if (!std::filesystem::exists(path)) return last_eval;
   std::istringstream in(read_file(path));
   std::string kept, line;
   while (std::getline(in, line)) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) continue;
-    if (const Json* s = json_field(j, "step"); s && s->is_number_integer() && s->get<int64_t>() > step) continue;
+    const Json* kind = json_field(j, "kind");
+    const bool eval = kind && *kind == "eval";
+    if (const Json* s = json_field(j, "step"); s && s->is_number_integer()) {
+      const int64_t at = s->get<int64_t>();
+      if (at > step || (at == step && eval)) continue;
+    }
+    if (eval && json_field(j, "eval")) last_eval = std::move(j["eval"]);
     kept += line + "\n";
   }
   write_file_atomic(path, kept);
+  return last_eval;
 }
 
 }  // namespace sb

@@ -21,10 +21,12 @@ class MetricsLog {
   void write(const nlohmann::ordered_json& line);  // one line + '\n', flushed; throws sb::Error on failure
   const std::string& path() const { return path_; }
 
-  // For resuming from a checkpoint at `step`: atomically rewrites `path` keeping only lines whose
-  // integer "step" field is <= step (lines without one are kept; a line that is not JSON, torn by
-  // a crash, is dropped). A missing file is fine.
-  static void truncate_after_step(const std::string& path, int64_t step);
+  // For resuming from a checkpoint at `step`: atomically rewrites `path` keeping the lines whose
+  // integer "step" is < step, and those at `step` but its eval line (the resumed run evaluates at
+  // `step` again). Lines without a step are kept; a line that is not JSON (torn by a crash) is
+  // dropped. Returns the "eval" object of the last eval line kept (null if none). A missing file
+  // is fine.
+  static nlohmann::ordered_json truncate_for_resume(const std::string& path, int64_t step);
 
  private:
   std::string path_;

@@ -32,10 +32,15 @@ void with(const Json& j, const char* key, F&& read) {
 
 // One "eval" entry; `where` prefixes the field names in errors ("eval.val.").
 EvalSummary read_eval(const Json& j, const std::string& where) {
-  if (!j.is_object()) fail("'{}': expected an object, got {}", where.empty() ? "eval" : where.substr(0, where.size() - 1), j.dump());
+  if (!j.is_object())
+    fail("'{}': expected an object, got {}", where.empty() ? "eval" : where.substr(0, where.size() - 1), j.dump());
   EvalSummary e;
-  auto number = [&](const char* key, double& out) { with(j, key, [&](const Json& v) { out = json_number(v, where + key); }); };
-  auto count = [&](const char* key, int64_t& out) { with(j, key, [&](const Json& v) { out = read_count(v, where + key); }); };
+  auto number = [&](const char* key, double& out) {
+    with(j, key, [&](const Json& v) { out = json_number(v, where + key); });
+  };
+  auto count = [&](const char* key, int64_t& out) {
+    with(j, key, [&](const Json& v) { out = read_count(v, where + key); });
+  };
   auto interval = [&](const char* key, std::optional<Interval>& out) {
     with(j, key, [&](const Json& v) { out = read_interval(v, where + key); });
   };
