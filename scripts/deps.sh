@@ -3,7 +3,7 @@
 # Sourced by scripts/run.sh and scripts/test.sh; safe to run again (no-op when all are present).
 set -euo pipefail
 SB_PACKAGES=(build-essential cmake ninja-build git pkg-config libeigen3-dev libcli11-dev libfmt-dev
-             libyaml-cpp-dev libgtest-dev)
+             libyaml-cpp-dev libgtest-dev nlohmann-json3-dev zlib1g-dev)
 sb_missing=()
 for p in "${SB_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || sb_missing+=("$p")

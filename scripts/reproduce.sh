@@ -91,8 +91,8 @@ collect() {
   {
     echo "# $s: provenance"
     echo
-    echo "- Study: \`experiments/$s.yaml\` (copied as \`study.yaml\`); cells: $(grep -o '"id": ' "$out/manifest.json" | wc -l)" \
-      "($(grep -o '"state": "skipped"' "$out/manifest.json" | wc -l) skipped by the protocol)"
+    echo "- Study: \`experiments/$s.yaml\` (copied as \`study.yaml\`); cells: $(grep -o '"id": *"' "$out/manifest.json" | wc -l)" \
+      "($(grep -o '"state": *"skipped"' "$out/manifest.json" | wc -l) skipped by the protocol)"
     echo "- Commit(s): $(cut -f2 "$out/invocations.tsv" | sort -u | paste -sd, | sed 's/,/, /g')"
     echo "- Device(s): $(cut -f3 "$out/invocations.tsv" | sort -u | paste -sd';' | sed 's/;/; /g')"
     echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $last_end"

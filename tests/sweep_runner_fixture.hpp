@@ -19,7 +19,7 @@
 #include "io/atomic_file.hpp"
 #include "sweep/manifest.hpp"
 #include "sweep/runner.hpp"
-#include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 #include "test_util.hpp"
 
 namespace sb::sweep::runner_test {
@@ -72,12 +72,13 @@ class FakeLauncher final : public Launcher {
       write_file_atomic(log, (fs::exists(log) ? read_file(log) : "") + o.log);
     }
     if (!o.status.empty()) {
-      JsonObject eval, val;
-      if (o.metric) val.add("token_accuracy", *o.metric);
-      eval.add("val", val);
-      JsonObject s;
-      s.add("status", o.status).add("message", "").add("wall_seconds", 0.5).add("eval", eval);
-      write_summary((fs::path(spec.dir) / "summary.json").string(), s);
+      EvalSummary val;
+      if (o.metric) val.token_accuracy = *o.metric;
+      RunSummary s;
+      s.status = o.status;
+      s.wall_seconds = 0.5;
+      s.eval.emplace_back("val", val);
+      write_run_summary((fs::path(spec.dir) / "summary.json").string(), s);
       if (summaries_written) ++(*summaries_written)[cell.id];
     }
     out.push_back({h, o.exit_code, o.signal});

@@ -1,7 +1,8 @@
 // test_plugins.cpp: task plugins through the real dlopen path. The example plugin's examples are
 // checked against a brute-force running sum; splits stay deterministic and disjoint; plugins load
 // from STATEBENCH_PLUGIN_PATH; each loader error path (C fixtures in tests/plugin_fixtures) gives
-// a one-line message naming the file; plugin.hpp's helpers are checked in-process.
+// a one-line message naming the file (and `statebench train` on invalid examples writes nothing);
+// plugin.hpp's helpers are checked in-process.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,6 +11,7 @@
 #include <functional>
 #include <set>
 
+#include "cli_run.hpp"
 #include "core/error.hpp"
 #include "scoped_env.hpp"
 #include "statebench/plugin.hpp"
@@ -278,6 +280,22 @@ TEST(PluginErrors, TokenOutOfRangeInSampleOutput) {
   expect_contains(msg, "plugin '" + absolute(SB_FIXTURE_BAD_TOKEN) + "' returned invalid data");
   expect_contains(msg, "task 'fixture_bad_token' split 'train' example 0: input_ids[7] = 3 is outside the "
                        "vocabulary [0, 3)");
+}
+
+// Given to `statebench train`, a task whose examples fall outside its vocabulary is refused with one
+// line (exit 2) before anything is written: no run directory, no config.yaml, no metrics.jsonl.
+TEST(PluginErrors, TrainWithInvalidExamplesWritesNothing) {
+  const fs::path dir = temp_dir("train_bad_token");
+  write_file_atomic((dir / "c.yaml").string(),
+                    "task: {name: fixture_bad_token, eval: [{split: val}]}\nmodel: {d_model: 16, n_heads: 2}\n"
+                    "train: {steps: 2, batch_size: 2, eval_examples: 4, threads: 1}\n");
+  const sb::test::CliResult r = sb::test::run_cli({"--plugin", SB_FIXTURE_BAD_TOKEN, "train", (dir / "c.yaml").string(),
+                                                   "--out", (dir / "run").string(), "-q"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("statebench: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("is outside the vocabulary"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
 TEST(PluginErrors, CreateFailureCarriesThePluginsMessage) {

@@ -1,14 +1,18 @@
 // test_stats.cpp: incomplete beta and its inverse, Clopper-Pearson intervals against known
-// values, eval accumulators, and the JSON / metrics.jsonl / summary.json writers.
+// values, eval accumulators, metrics.jsonl, and summary.json (RunSummary) written, read back and
+// round-tripped over the committed results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "tasks/task.hpp"
+#include "io/json.hpp"
 #include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 #include "train/stats.hpp"
 
 namespace sb {
@@ -149,51 +153,131 @@ TEST(EvalCounts, TokenAndSequenceAccuracy) {
 
 // ---- JSON and metrics files -------------------------------------------------------------------
 
-TEST(Json, EscapingAndNumbers) {
-  EXPECT_EQ(json_quote("a\"b\\c\nd\te\x01"), "\"a\\\"b\\\\c\\nd\\te\\u0001\"");
-  EXPECT_EQ(json_quote("ünï"), "\"ünï\"");
-  EXPECT_EQ(json_number(0.1), "0.1");
-  EXPECT_EQ(json_number(3e-4), "0.0003");
-  EXPECT_EQ(json_number(1e-20), "1e-20");
-  EXPECT_EQ(json_number(NAN), "null");
-  EXPECT_EQ(json_number(-INFINITY), "null");
-  JsonObject inner;
-  inner.add("x", 1.5).add("ok", true);
-  JsonObject j;
-  j.add("step", int64_t{12}).add("name", "val").add("n", 3u).add("inner", inner).add("v", std::vector<double>{1, NAN});
-  EXPECT_EQ(j.str(), R"({"step": 12, "name": "val", "n": 3, "inner": {"x": 1.5, "ok": true}, "v": [1, null]})");
+TEST(RunSummary, EvalFromCountsNumbersAndEscaping) {
   EvalCounts c;
   c.scored = 10, c.correct = 10, c.sequences = 2, c.sequences_correct = 2;
-  const std::string e = eval_json(c).str();
-  EXPECT_NE(e.find("\"errors\": 0"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"error_ci95\": [0, 0.3084971"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"loss\": null"), std::string::npos) << e;
+  const Json e = EvalSummary::from_counts(c, "val", 16, 2);
+  EXPECT_EQ(e["errors"], 0);
+  EXPECT_EQ(e["error_ci95"][0], 0.0);
+  EXPECT_NEAR(e["error_ci95"][1].get<double>(), 0.3084971, 1e-7);
+  EXPECT_TRUE(e["loss"].is_null());  // nothing was summed: NaN is written as null
+  EXPECT_EQ(e["split"], "val");
+  const std::vector<std::string> keys{"token_accuracy", "sequence_accuracy", "scored", "errors", "error_rate",
+                                      "error_ci95", "sequences", "sequence_errors", "sequence_error_ci95", "loss",
+                                      "split", "length", "examples"};
+  std::vector<std::string> got;
+  for (const auto& [k, v] : e.items()) got.push_back(k);
+  EXPECT_EQ(got, keys);  // docs/run-format.md's order
+
+  // Strings are escaped, numbers keep round-trip precision, NaN becomes null.
+  RunSummary s;
+  s.status = "diverged";
+  s.message = "a\"b\\c\nd\te\x01 \xc3\xbcn";
+  s.lr = 3e-4;
+  s.wall_seconds = 1e-20;
+  s.tokens_per_second = 1998793.4170812864;
+  s.final_train_loss = NAN;
+  s.steps = 12;
+  const std::string text = Json(s).dump();
+  EXPECT_EQ(text.find('\n'), std::string::npos);
+  EXPECT_NE(text.find(R"("message":"a\"b\\c\nd\te\u0001 )"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("lr":0.0003)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("wall_seconds":1e-20)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("final_train_loss":null)"), std::string::npos) << text;
+  const RunSummary back = parse_run_summary(text);
+  EXPECT_EQ(back.message, s.message);
+  EXPECT_EQ(back.lr, s.lr);
+  EXPECT_EQ(back.tokens_per_second, s.tokens_per_second);
+  EXPECT_TRUE(std::isnan(*back.final_train_loss));
+  EXPECT_EQ(back.steps, 12);
+  EXPECT_FALSE(back.task.has_value());  // absent fields stay unknown
 }
 
-TEST(MetricsLog, AppendsFlushedLinesAndTruncates) {
+TEST(RunSummary, ReaderIsLenientButNamesWrongTypes) {
+  const RunSummary s = parse_run_summary(
+      R"({"status": "early_stopped", "seed": "3", "lr": "0.001", "model": {"n_layers": 2.0, "init": {"std": 0.02}},
+          "task_params": {"length": 32, "group": "A5"}, "eval": {"val": {"token_accuracy": 0.75, "sequence_accuracy": null}}})");
+  EXPECT_EQ(s.seed, 3);
+  EXPECT_EQ(s.lr, 0.001);
+  EXPECT_EQ(s.model->n_layers, 2);
+  EXPECT_EQ(s.task_params, (std::vector<std::pair<std::string, std::string>>{{"length", "32"}, {"group", "A5"}}));
+  ASSERT_NE(s.find_eval("val"), nullptr);
+  EXPECT_EQ(s.find_eval("val")->number("token_accuracy"), 0.75);
+  EXPECT_FALSE(s.find_eval("val")->number("sequence_accuracy").has_value());
+  EXPECT_EQ(s.find_eval("val")->scored, -1);
+  auto error = [](const std::string& text) {
+    try {
+      parse_run_summary(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error(R"({"model": {"n_layers": "two"}})").find("'model.n_layers': expected an integer"), std::string::npos);
+  EXPECT_NE(error(R"({"eval": {"val": {"errors": 1.5}}})").find("'eval.val.errors'"), std::string::npos);
+  EXPECT_NE(error("[1, 2]").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(error(R"({"status": "completed", "eval": {)").find("not valid JSON (parse error at line 1"), std::string::npos);
+}
+
+// Every committed summary.json loads, and writing it again gives the same JSON (same keys in the
+// same order, same values): the format is unchanged.
+TEST(RunSummary, CommittedSummariesRoundTrip) {
+  const std::filesystem::path results = std::filesystem::path(SB_SOURCE_DIR) / "results";
+  if (!std::filesystem::exists(results)) GTEST_SKIP() << "no results/";
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(results)) {
+    if (entry.path().filename() != "summary.json") continue;
+    const Json original = parse_json(read_file(entry.path().string()));
+    const Json again = parse_run_summary(original.dump());
+    ASSERT_EQ(again, original) << entry.path();
+    EXPECT_EQ(again.dump(), original.dump()) << entry.path();  // key order too
+    ++n;
+  }
+  if (n == 0) GTEST_SKIP() << "no committed summary.json";
+}
+
+TEST(MetricsLog, AppendsFlushedLinesAndTruncatesForResume) {
   const std::string dir = std::string(SB_TEST_TMP) + "/metrics";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/metrics.jsonl";
   {
     MetricsLog log(path, /*truncate=*/true);
-    for (int s : {10, 20, 30}) log.write(JsonObject().add("step", s).add("loss", 1.0 / s));
-    EXPECT_EQ(read_file(path), "{\"step\": 10, \"loss\": 0.1}\n{\"step\": 20, \"loss\": 0.05}\n"
-                               "{\"step\": 30, \"loss\": 0.03333333333333333}\n");  // flushed already
+    for (int s : {10, 20, 30}) log.write(Json{{"kind", "train"}, {"step", s}, {"loss", 1.0 / s}});
+    EXPECT_EQ(read_file(path), "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n"
+                               "{\"kind\":\"train\",\"step\":30,\"loss\":0.03333333333333333}\n");  // flushed already
+  }
+  write_file_atomic(path, "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"eval\",\"step\":10,\"eval\":{\"v\":1}}\n"
+                          "{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n");
+  {
+    MetricsLog log(path);  // appends
+    log.write(Json{{"kind", "eval"}, {"step", 20}, {"eval", Json{{"v", 2}}}});
+    log.write(Json{{"kind", "train"}, {"step", 30}, {"loss", 0.5}});
   }
   {
     MetricsLog log(path);  // appends
-    log.write(JsonObject().add("event", "resume"));
+    log.write(Json{{"event", "resume"}});
   }
-  MetricsLog::truncate_after_step(path, 20);
-  EXPECT_EQ(read_file(path), "{\"step\": 10, \"loss\": 0.1}\n{\"step\": 20, \"loss\": 0.05}\n{\"event\": \"resume\"}\n");
-  MetricsLog::truncate_after_step(dir + "/absent.jsonl", 5);  // no file: nothing to do
+  write_file_atomic(path, read_file(path) + "{\"kind\":\"train\",\"st");  // a line torn by a crash
+  // Resuming at step 20: its train line stays, its eval line goes (the resumed run evaluates again);
+  // the last eval kept is returned (the one at 10).
+  const Json last = MetricsLog::truncate_for_resume(path, 20);
+  EXPECT_EQ(read_file(path), "{\"kind\":\"train\",\"step\":10,\"loss\":0.1}\n{\"kind\":\"eval\",\"step\":10,\"eval\":{\"v\":1}}\n"
+                             "{\"kind\":\"train\",\"step\":20,\"loss\":0.05}\n{\"event\":\"resume\"}\n");
+  EXPECT_EQ(last, (Json{{"v", 1}}));
+  EXPECT_TRUE(MetricsLog::truncate_for_resume(dir + "/absent.jsonl", 5).is_null());  // no file: nothing to do
   EXPECT_FALSE(std::filesystem::exists(dir + "/absent.jsonl"));
   EXPECT_THROW(MetricsLog(dir + "/no/such/dir/m.jsonl"), Error);
 
-  write_summary(dir + "/summary.json", JsonObject().add("final_step", 30).add("val", eval_json(EvalCounts{})));
+  RunSummary s;
+  s.status = "completed";
+  s.steps = 30;
+  s.eval.emplace_back("val", EvalSummary::from_counts(EvalCounts{}, "val", 8, 0));
+  write_run_summary(dir + "/summary.json", s);
   const std::string summary = read_file(dir + "/summary.json");
-  EXPECT_EQ(summary.substr(0, 17), "{\"final_step\": 30");
+  EXPECT_EQ(summary.substr(0, 20), "{\"status\":\"completed");
   EXPECT_EQ(summary.back(), '\n');
+  EXPECT_EQ(std::count(summary.begin(), summary.end(), '\n'), 1);
+  EXPECT_EQ(read_run_summary(dir + "/summary.json").steps, 30);
 }
 
 }  // namespace

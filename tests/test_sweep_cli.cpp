@@ -2,8 +2,9 @@
 // for `statebench train` (a shell script given with --train-exe that records start/end, sleeps and
 // writes summary.json), so process handling is tested without training: kill -9 of the sweep
 // mid-run then resume (orphaned cells are waited for, never run twice), Ctrl-C (children stopped,
-// cells resumable), bad studies (one-line errors, exit 2), --dry-run. Two tests use the real
-// `statebench train`: kill and resume, and scripts/reproduce.sh --collect exporting a finished sweep.
+// cells resumable), bad studies (one-line errors, exit 2), --dry-run. Three tests use the real
+// `statebench train`: kill and resume, a truncated summary redone with its evaluation, and
+// scripts/reproduce.sh --collect exporting a finished sweep.
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
 
@@ -182,6 +183,13 @@ TEST(SweepCli, BadStudiesFailBeforeRunningWithOneLine) {
   const CliResult set = run_cli({"sweep", s.study.string(), "--set", "train.seed=3", "--dry-run"});
   EXPECT_EQ(set.rc, 2);
   EXPECT_CONTAINS(set.err, "is an axis of the study");
+  // --out naming a file, or a place where no directory can be made: one line naming it.
+  for (const fs::path out : {s.study, fs::path("/proc/statebench_sweep")}) {
+    const CliResult r = run_cli({"sweep", s.study.string(), "--out", out.string(), "--train-exe", s.script.string()});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_CONTAINS(r.err, "statebench: error: --out '" + out.string() + "'");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(SweepCli, DryRunShowsThePlanAndRunsNothing) {
@@ -227,6 +235,35 @@ TEST(SweepCli, RealTrainKillAndResume) {
     EXPECT_FALSE(fs::exists(c / "summary.failed.json"));
   }
   EXPECT_TRUE(YAML::Load(read_file((s.out / "manifest.json").string()))["complete"].as<bool>());
+}
+
+// A finished cell whose summary.json is truncated is retried with --resume from its final
+// checkpoint: it evaluates again and its summary holds the same evaluation (before, the retry
+// wrote a "completed" summary with no evaluation and `table` dropped that seed without a word).
+TEST(SweepCli, RealTrainTruncatedSummaryIsRedoneWithItsEvaluation) {
+  const Scratch s = setup("truncated");
+  write_file_atomic(s.study.string(),
+                    "name: truncated\nconfig:\n"
+                    "  task: {name: parity, params: {length: 8}}\n"
+                    "  model: {d_model: 16, n_heads: 2, n_layers: 1}\n"
+                    "  train: {steps: 6, batch_size: 4, eval_every: 3, eval_examples: 16, log_every: 3, threads: 1}\n"
+                    "grid: {train.seed: [0, 1]}\n");
+  const std::vector<std::string> args = {"sweep", s.study.string(), "--out", s.out.string(), "--workers", "1", "--progress", "plain"};
+  ASSERT_EQ(run_cli(args).rc, 0);
+  const fs::path cell = cell_dirs(s).back(), summary = cell / "summary.json";
+  const YAML::Node before = YAML::Load(read_file(summary.string()));
+  write_file_atomic(summary.string(), read_file(summary.string()).substr(0, 60));
+  const CliResult again = run_cli(args);
+  ASSERT_EQ(again.rc, 0) << again.err << again.out;
+  EXPECT_TRUE(fs::exists(cell / "summary.failed.json"));  // the truncated one, kept by the sweep
+  const YAML::Node after = YAML::Load(read_file(summary.string()));
+  EXPECT_EQ(after["status"].as<std::string>(), "completed");
+  ASSERT_TRUE(after["eval"]["val"]) << read_file(summary.string());
+  EXPECT_EQ(after["eval"]["val"]["errors"].as<int64_t>(), before["eval"]["val"]["errors"].as<int64_t>());
+  EXPECT_EQ(after["final_train_loss"].as<double>(), before["final_train_loss"].as<double>());
+  const CliResult table = run_cli({"table", s.out.string(), "--no-plots"});
+  ASSERT_EQ(table.rc, 0) << table.err;
+  EXPECT_EQ(table.err.find("not used"), std::string::npos) << table.err;
 }
 
 // scripts/reproduce.sh --collect: a finished sweep (here a 4-step quickstart on the CPU) becomes

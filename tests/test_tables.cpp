@@ -411,8 +411,9 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   ASSERT_EQ(md.rc, 0) << md.err;
   EXPECT_NE(md.out.find("## Accuracy grid"), std::string::npos);
   EXPECT_NE(md.out.find("0.975 ± 0.035 (2)"), std::string::npos);
-  for (const char* f : {"heatmap_path.png", "heatmap_path.svg", "heatmap_rope.png", "length_rope.svg"})
+  for (const char* f : {"heatmap_path.svg", "heatmap_rope.svg", "length_rope.svg"})
     EXPECT_TRUE(fs::exists(dir / "plots" / f)) << f;
+  EXPECT_FALSE(fs::exists(dir / "plots" / "heatmap_path.png"));  // SVG only
 
   const fs::path out = dir / "tables.csv", plots = scratch("cli_plots");
   const auto csv = run_cli({"table", dir.string(), "--format", "csv", "--out", out.string(), "--plots", plots.string(),
@@ -423,7 +424,7 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_EQ(text.rfind("\"# Accuracy grid", 0), 0u) << text;
   EXPECT_NE(text.find("\n# Runs: token_accuracy of every eval key\nid,model,depth,L,seed,lr,status,steps,val,val@64,message\n"),
             std::string::npos) << text;
-  EXPECT_TRUE(fs::exists(plots / "heatmap_rope.png"));
+  EXPECT_TRUE(fs::exists(plots / "heatmap_rope.svg"));
 
   // A corrupt summary: a warning naming it and exit 0; --strict makes it exit 2.
   write_file_atomic((dir / "cells" / "path_d1_L16_s0_lr0.0003" / "summary.json").string(), "not json {");
@@ -432,6 +433,30 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_NE(warned.err.find("warning: skipping"), std::string::npos) << warned.err;
   EXPECT_NE(warned.out.find("0.900 (1)"), std::string::npos);
   EXPECT_EQ(run_cli({"table", dir.string(), "--no-plots", "--strict"}).rc, 2);
+}
+
+// Runs that give no value for the metric are named, on stderr and under the grid, and each entry
+// says how many seeds it used: an unfinished cell (config.yaml, no summary.json) and a cell whose
+// summary says completed but holds no evaluation (what a resume at the last step used to write).
+TEST(TableCli, NamesTheRunsItCouldNotUse) {
+  const fs::path dir = write_sweep("unused", grid_runs());
+  const std::string unfinished = "rope_d2_L32_s1_lr0.0003", empty = "path_d1_L16_s0_lr0.0003";
+  fs::remove(dir / "cells" / unfinished / "summary.json");
+  write_file_atomic((dir / "cells" / unfinished / "config.yaml").string(),
+                    "task: {name: word_problem, params: {group: A5, length: 32}}\nmodel: {attention: rope, n_layers: 2}\n");
+  write_file_atomic((dir / "cells" / empty / "summary.json").string(),
+                    R"({"status": "completed", "task": "word_problem", "task_params": {"length": "16"},
+                        "model": {"attention": "path", "n_layers": 1}, "seed": 0, "lr": 0.0003, "eval": {}})");
+  const auto r = run_cli({"table", dir.string(), "--no-plots"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: not used: " + unfinished + " (rope, depth 2, L = 32, seed 1): unfinished (no summary.json)"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: not used: " + empty + " (path, depth 1, L = 16, seed 0): completed without a 'val' evaluation"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("not used (2 runs): " + empty), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.600 (1)"), std::string::npos) << r.out;  // rope, depth 2, L = 32: one seed of two
+  EXPECT_NE(r.out.find("0.900 (1)"), std::string::npos) << r.out;  // path, depth 1, L = 16
+  EXPECT_NE(r.out.find("(n) = seeds"), std::string::npos) << r.out;
 }
 
 }  // namespace

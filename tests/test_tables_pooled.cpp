@@ -114,7 +114,7 @@ TEST(TablesPooledCli, PoolsAndWritesPlotsOnlyWhenAsked) {
   const fs::path plots = scratch("pool_cli_plots");
   const auto with = run_cli({"table", first.string(), more.string(), "--plots", plots.string()});
   ASSERT_EQ(with.rc, 0) << with.err;
-  EXPECT_TRUE(fs::exists(plots / "heatmap_models.png"));  // one depth and length: one heatmap of all models
+  EXPECT_TRUE(fs::exists(plots / "heatmap_models.svg"));  // one depth and length: one heatmap of all models
 
   const auto twice = run_cli({"table", first.string(), first.string()});
   EXPECT_EQ(twice.rc, 2);

@@ -1,6 +1,7 @@
 // test_train.cpp: the training loop end to end on tiny models: same seed -> bit-identical losses,
 // resume from a checkpoint equals the uninterrupted run, divergence is recorded as diverged,
-// early stopping, the run directory's files, and bad input failing before anything is written.
+// early stopping, the run directory's files, bad input failing before anything is written, and the
+// memory estimate. Through the binary (kills, oversized runs): test_train_cli.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,9 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "model/transformer.hpp"
+#include "test_util.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/trainer.hpp"
 
 using namespace sb;
@@ -175,4 +179,33 @@ TEST(Train, EvalChunksAreBoundedByTokensNotSequences) {
   EXPECT_EQ(sb::eval_chunk(16000, 512, 16, 512, 8192), 16);
   EXPECT_EQ(sb::eval_chunk(5, 100000, 1, 8, 8192), 1);           // at least one sequence
   EXPECT_EQ(sb::eval_chunk(3, 8, 64, 8, 8192), 3);               // at most the set
+}
+
+// The memory estimate counts the model's parameters as the model does (for every layer kind, MLP,
+// norm and head), grows with what the config makes large, and refuses only above what is available.
+TEST(Train, MemoryEstimateCountsTheParametersAndRefusesWhatDoesNotFit) {
+  const std::vector<std::vector<std::string>> variants = {
+      {},
+      {"model.attention=rope", "model.mlp=gelu", "model.norm=layernorm"},
+      {"model.attention=fox", "model.tied_embeddings=true", "model.n_layers=3"},
+      {"model.attention=path_fox", "model.path.conv_bias=true", "model.mlp=none"},
+      {"model.n_layers=2", "model.layers=[path, nope]", "model.d_model=24", "model.n_heads=3"},
+  };
+  for (const auto& sets : variants) {
+    const TrainConfig cfg = parse_config(kTiny, sets);
+    const Transformer<float> model(cfg.model, 5);
+    EXPECT_EQ(count_params(cfg.model, 5), model.params().num_params()) << testing::PrintToString(sets);
+  }
+  const TrainConfig cfg = parse_config(kTiny);
+  const std::vector<EvalShape> evals{{"val", "train.eval_examples = 32", 32, 16}};
+  const MemoryEstimate small = estimate_memory(cfg, 5, 16, evals);
+  EXPECT_GT(small.total, 7 * 4.0 * static_cast<double>(small.params));
+  EXPECT_GT(estimate_memory(parse_config(kTiny, {"train.batch_size=64"}), 5, 16, evals).total, small.total);
+  const MemoryEstimate long_eval = estimate_memory(cfg, 5, 16, {{"val@4096", "task.eval[0].length = 4096", 32, 4096}});
+  EXPECT_EQ(long_eval.largest().key, "task.eval[0].length = 4096");
+  EXPECT_NO_THROW(check_memory(small, small.total));
+  EXPECT_NO_THROW(check_memory(small, std::nullopt));  // unknown: no check
+  const std::string e = error_of([&] { check_memory(long_eval, 1e6); });
+  EXPECT_EQ(e.rfind("task.eval[0].length = 4096: the run needs an estimated ", 0), 0u) << e;
+  EXPECT_NE(e.find("more than the 977 KiB available"), std::string::npos) << e;
 }

@@ -1,6 +1,6 @@
 // cmd_table.cpp: `statebench table DIR...`: loads a sweep (or run) directory, or several pooled
 // (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp) and
-// writes the heatmaps and length plots as SVG + PNG (report/study_plots.hpp). docs/tables.md is its
+// writes the heatmaps and length plots as SVG (report/study_plots.hpp). docs/tables.md is its
 // manual.
 #include <cstdio>
 #include <filesystem>
@@ -48,6 +48,11 @@ void run_table(const TableArgs& a) {
   o.per_seed = a.per_seed;
   o.tables = split_list(a.tables);
   const std::vector<report::Table> tables = report::build_tables(study, o);
+  // Every run without a value for the metric is named (a table entry's (n) counts the seeds used).
+  const auto unused = report::unused_runs(study, report::parse_metric(o.metric, study).key);
+  for (size_t i = 0; i < unused.size() && i < 20; ++i)
+    std::fprintf(stderr, "statebench: warning: not used: %s\n", unused[i].c_str());
+  if (unused.size() > 20) std::fprintf(stderr, "statebench: warning: not used: %zu more runs\n", unused.size() - 20);
   const std::string text = a.format == "csv" ? report::render_csv(tables) : report::render_markdown(study, tables);
   if (!a.no_plots && a.plots.empty() && a.dirs.size() > 1) {  // none of the directories owns the pooled plots
     std::fprintf(stderr, "statebench: several directories: no plots (--plots DIR writes them)\n");
@@ -69,14 +74,14 @@ void run_table(const TableArgs& a) {
 void add_table_command(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<TableArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "table", "expressivity tables (Markdown/CSV) and plots (SVG/PNG) from a sweep or run directory");
+      "table", "expressivity tables (Markdown/CSV) and plots (SVG) from a sweep or run directory");
   cmd->add_option("DIR", args->dirs,
                   "sweep directory (manifest.json, cells/*/) or one run directory; several: their runs pooled "
                   "(e.g. a study and one that adds seeds)")
       ->required();
   cmd->add_option("--format", args->format, "md (default) or csv")->check(CLI::IsMember({"md", "csv"}));
   cmd->add_option("--out", args->out, "write the tables to this file instead of stdout")->type_name("FILE");
-  cmd->add_option("--plots", args->plots, "directory for the SVG/PNG plots (default DIR/plots; several DIRs: none)")
+  cmd->add_option("--plots", args->plots, "directory for the SVG plots (default DIR/plots; several DIRs: none)")
       ->type_name("DIR");
   cmd->add_flag("--no-plots", args->no_plots, "write no plots");
   cmd->add_option("--metric", args->metric,

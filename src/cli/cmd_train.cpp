@@ -1,5 +1,7 @@
 // cmd_train.cpp: `statebench train CONFIG.yaml [--set a.b=c]... [--out DIR] [--device cpu]
 // [--threads N] [--resume] [--dry-run]`: one training run into a run directory (docs/run-format.md).
+// The hidden `--stop-after` is a testing aid: it ends the process as kill -9 would, at one
+// boundary between the run's writes.
 #include <cstdio>
 
 #include "cli/cli.hpp"
@@ -14,10 +16,24 @@ namespace {
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
-  std::string out, device;
+  std::string out, device, stop_after;
   int64_t threads = -1;
   bool resume = false, dry_run = false, quiet = false;
 };
+
+// "metrics:S", "checkpoint:S" or "summary".
+StopPoint parse_stop_point(const std::string& text) {
+  StopPoint p;
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon), step = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (kind == "summary" && colon == std::string::npos) return {StopPoint::summary, 0};
+  p.kind = kind == "metrics" ? StopPoint::metrics : kind == "checkpoint" ? StopPoint::checkpoint : StopPoint::none;
+  if (p.kind == StopPoint::none || step.empty() || step.size() > 12 ||
+      step.find_first_not_of("0123456789") != std::string::npos)
+    fail("--stop-after '{}': expected metrics:STEP, checkpoint:STEP or summary", text);
+  p.step = std::stoll(step);
+  return p;
+}
 
 void run_train(Context& ctx, const TrainArgs& a) {
   ctx.load_plugins();
@@ -37,12 +53,19 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (a.threads >= 0) overrides.push_back("train.threads=" + std::to_string(a.threads));
   if (!a.out.empty()) overrides.push_back("out_dir=" + a.out);
   const TrainConfig cfg = load_config(a.config, overrides);
+  const StopPoint stop = a.stop_after.empty() ? StopPoint{} : parse_stop_point(a.stop_after);
   if (a.dry_run) {
+    // The memory check comes first: the model below allocates its parameters.
+    const MemoryEstimate memory = estimate_run_memory(cfg, ctx.tasks);
+    const auto available = available_memory();
+    check_memory(memory, available);
     const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
     const Transformer<float> model(cfg.model, task->vocab_size());
     std::fputs(to_yaml(cfg).c_str(), stdout);
     fmt::print("# task {}: T={} V={}; model: {} parameters in {} tensors\n", cfg.task.name, task->seq_len(),
                task->vocab_size(), model.params().num_params(), model.params().views().size());
+    fmt::print("# memory: about {} (available: {})\n", format_bytes(memory.total),
+               available ? format_bytes(*available) : "unknown");
     return;
   }
   TrainOptions opt;
@@ -50,6 +73,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   opt.resume = a.resume;
   opt.command = ctx.command_line;
   opt.progress = !a.quiet;
+  opt.stop_after = stop;
   const TrainOutcome r = train(cfg, ctx.tasks, opt);
   if (r.status == "already_finished") {
     fmt::print("{}: already finished (summary.json exists); nothing to do\n", opt.out_dir);
@@ -72,6 +96,9 @@ void add_train_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
   cmd->add_flag("--dry-run", a->dry_run, "print the effective config and the model size, train nothing");
   cmd->add_flag("--quiet,-q", a->quiet, "no progress line");
+  // Testing aid, not in --help: end as kill -9 would after step S's metrics lines, after step S's
+  // checkpoint, or while writing summary.json (docs/run-format.md, "Crash safety").
+  cmd->add_option("--stop-after", a->stop_after, "")->group("");
   cmd->callback([&ctx, a] { run_train(ctx, *a); });
 }
 

@@ -2,6 +2,7 @@
 // sb::Error or bad command line into a one-line message and exit code 2.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/cli.hpp"
 #include "core/build_info.hpp"
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "statebench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {  // train checks its estimate first; this is the backstop
+    std::fprintf(stderr, "statebench: error: out of memory (the run is larger than this machine can hold)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "statebench: internal error: %s\n", e.what());

@@ -1,9 +1,10 @@
-// example_writer.cpp: the JSONL, .npy and .npz example writers, CRC-32 and the .npy header
-// (see example_writer.hpp for the formats).
+// example_writer.cpp: the JSONL, .npy and .npz example writers and the .npy header (see
+// example_writer.hpp for the formats; the .npz entries' CRC-32 is zlib's).
 #include "io/example_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <array>
 #include <bit>
@@ -43,30 +44,9 @@ const char* example_format_name(ExampleFormat format) {
   return "?";
 }
 
-// ---- CRC-32 (slice-by-8) and little-endian helpers ----------------------------------------------
+// ---- little-endian helpers ------------------------------------------------------------------------
 
 namespace {
-
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-
-constexpr CrcTables make_crc_tables() {
-  CrcTables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[0][i] = c;
-  }
-  for (int s = 1; s < 8; ++s)
-    for (uint32_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFFu];
-  return t;
-}
-
-constexpr CrcTables kCrc = make_crc_tables();
-
-uint32_t load_le32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
 
 void put_le(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFu));
@@ -82,20 +62,6 @@ int32_t to_le(int32_t v) {
 }
 
 }  // namespace
-
-uint32_t crc32(const void* data, size_t bytes, uint32_t crc) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
-  while (bytes >= 8) {
-    const uint32_t a = load_le32(p) ^ crc, b = load_le32(p + 4);
-    crc = kCrc[7][a & 0xFF] ^ kCrc[6][(a >> 8) & 0xFF] ^ kCrc[5][(a >> 16) & 0xFF] ^ kCrc[4][a >> 24] ^
-          kCrc[3][b & 0xFF] ^ kCrc[2][(b >> 8) & 0xFF] ^ kCrc[1][(b >> 16) & 0xFF] ^ kCrc[0][b >> 24];
-    p += 8;
-    bytes -= 8;
-  }
-  while (bytes--) crc = kCrc[0][(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
-  return ~crc;
-}
 
 std::string npy_header(const std::vector<int64_t>& shape, const std::string& descr) {
   std::string dims;
@@ -220,7 +186,7 @@ class SpoolFile {
 
   void write(const void* data, size_t bytes, const std::string& what) {
     if (std::fwrite(data, 1, bytes, file_) != bytes) fail("cannot write '{}': {}", what, std::strerror(errno));
-    crc_ = crc32(data, bytes, crc_);
+    crc_ = static_cast<uint32_t>(::crc32_z(crc_, static_cast<const Bytef*>(data), bytes));
     size_ += bytes;
   }
   // Appends the whole spool to `out`.

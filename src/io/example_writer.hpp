@@ -41,9 +41,6 @@ class ExampleWriter {
 std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format,
                                                    int64_t N, int64_t T);
 
-// CRC-32 (IEEE 802.3, as zip and zlib use it), continuing from `crc` (0 to start).
-uint32_t crc32(const void* data, size_t bytes, uint32_t crc = 0);
-
 // The .npy (format 1.0) header for a C-order array: magic, version, length, the dict padded with
 // spaces and a final '\n' to a multiple of 64 bytes. descr e.g. "<i4".
 std::string npy_header(const std::vector<int64_t>& shape, const std::string& descr = "<i4");

@@ -1,5 +1,4 @@
-// plot.cpp: SVG writer, rasteriser (filled shapes, distance-tested lines, bitmap-font text) and the
-// heatmap and line-plot layouts (see plot.hpp).
+// plot.cpp: the SVG writer and the heatmap and line-plot layouts (see plot.hpp).
 #include "report/plot.hpp"
 
 #include <fmt/format.h>
@@ -9,7 +8,6 @@
 #include <set>
 
 #include "io/atomic_file.hpp"
-#include "report/bitmap_font.hpp"
 
 namespace sb::report {
 
@@ -34,62 +32,6 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-struct Raster {
-  Image image;
-  void set(int x, int y, Rgb c) {
-    if (x >= 0 && y >= 0 && x < image.width && y < image.height) image.at(x, y) = c;
-  }
-  void fill_rect(double x, double y, double w, double h, Rgb c) {
-    const int x0 = static_cast<int>(std::ceil(x - 0.5)), x1 = static_cast<int>(std::ceil(x + w - 0.5));
-    const int y0 = static_cast<int>(std::ceil(y - 0.5)), y1 = static_cast<int>(std::ceil(y + h - 0.5));
-    for (int j = y0; j < y1; ++j)
-      for (int i = x0; i < x1; ++i) set(i, j, c);
-  }
-  void line(const Figure::Line& l) {
-    const double dx = l.x2 - l.x1, dy = l.y2 - l.y1, len2 = dx * dx + dy * dy, half = l.width / 2;
-    const int x0 = static_cast<int>(std::floor(std::min(l.x1, l.x2) - half)), x1 = static_cast<int>(std::ceil(std::max(l.x1, l.x2) + half));
-    const int y0 = static_cast<int>(std::floor(std::min(l.y1, l.y2) - half)), y1 = static_cast<int>(std::ceil(std::max(l.y1, l.y2) + half));
-    for (int j = y0; j <= y1; ++j)
-      for (int i = x0; i <= x1; ++i) {
-        const double px = i + 0.5, py = j + 0.5;
-        const double t = len2 > 0 ? std::clamp(((px - l.x1) * dx + (py - l.y1) * dy) / len2, 0.0, 1.0) : 0.0;
-        const double ex = px - (l.x1 + t * dx), ey = py - (l.y1 + t * dy);
-        if (ex * ex + ey * ey > half * half) continue;
-        if (l.dashed && std::fmod(t * std::sqrt(len2), 10.0) >= 6.0) continue;
-        set(i, j, l.color);
-      }
-  }
-  void circle(const Figure::Circle& c) {
-    for (int j = static_cast<int>(c.cy - c.r) - 1; j <= static_cast<int>(c.cy + c.r) + 1; ++j)
-      for (int i = static_cast<int>(c.cx - c.r) - 1; i <= static_cast<int>(c.cx + c.r) + 1; ++i) {
-        const double ex = i + 0.5 - c.cx, ey = j + 0.5 - c.cy;
-        if (ex * ex + ey * ey <= c.r * c.r) set(i, j, c.fill);
-      }
-  }
-  void text(const Figure::Text& t) {
-    const double w = text_width(t.text, t.scale), h = kGlyphHeight * t.scale;
-    const double u0 = t.anchor == Anchor::start ? 0 : t.anchor == Anchor::middle ? -w / 2 : -w;
-    // Local (u along the text, v down the glyphs), relative to the anchor point and centred on v.
-    const int origin_u = static_cast<int>(std::lround(u0)), origin_v = static_cast<int>(std::lround(-h / 2));
-    const int ax = static_cast<int>(std::lround(t.x)), ay = static_cast<int>(std::lround(t.y));
-    for (size_t k = 0; k < t.text.size(); ++k) {
-      const uint8_t* rows = glyph_rows(t.text[k]);
-      const int drop = glyph_drop(t.text[k]);
-      for (int gy = 0; gy < kGlyphHeight; ++gy)
-        for (int gx = 0; gx < kGlyphWidth; ++gx) {
-          if (!((rows[gy] >> (kGlyphWidth - 1 - gx)) & 1)) continue;
-          for (int sy = 0; sy < t.scale; ++sy)
-            for (int sx = 0; sx < t.scale; ++sx) {
-              const int u = origin_u + (static_cast<int>(k) * kGlyphAdvance + gx) * t.scale + sx;
-              const int v = origin_v + (gy + drop) * t.scale + sy;
-              if (t.vertical) set(ax + v, ay - u - 1, t.color);
-              else set(ax + u, ay + v, t.color);
-            }
-        }
-    }
-  }
-};
-
 double luminance(Rgb c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b; }
 
 std::string format_tick(double v) { return fmt::format("{:g}", v); }
@@ -97,7 +39,8 @@ std::string format_tick(double v) { return fmt::format("{:g}", v); }
 }  // namespace
 
 double text_width(const std::string& text, int scale) {
-  return text.empty() ? 0.0 : static_cast<double>((kGlyphAdvance * static_cast<int>(text.size()) - 1) * scale);
+  constexpr int kAdvance = 6;  // px per character at scale 1 (monospace at 10 px: 0.6 em)
+  return text.empty() ? 0.0 : static_cast<double>((kAdvance * static_cast<int>(text.size()) - 1) * scale);
 }
 
 std::string to_svg(const Figure& f) {
@@ -127,33 +70,9 @@ std::string to_svg(const Figure& f) {
   return out + "</svg>\n";
 }
 
-Image rasterize(const Figure& f) {
-  Raster r{Image(f.width, f.height, f.background)};
-  for (const Figure::Item& item : f.items) {
-    if (const auto* rect = std::get_if<Figure::Rect>(&item)) {
-      r.fill_rect(rect->x, rect->y, rect->w, rect->h, rect->fill);
-      if (rect->stroke) {
-        const double x0 = rect->x, y0 = rect->y, x1 = rect->x + rect->w, y1 = rect->y + rect->h;
-        r.fill_rect(x0, y0, rect->w, 1, *rect->stroke);
-        r.fill_rect(x0, y1 - 1, rect->w, 1, *rect->stroke);
-        r.fill_rect(x0, y0, 1, rect->h, *rect->stroke);
-        r.fill_rect(x1 - 1, y0, 1, rect->h, *rect->stroke);
-      }
-    } else if (const auto* l = std::get_if<Figure::Line>(&item)) {
-      r.line(*l);
-    } else if (const auto* c = std::get_if<Figure::Circle>(&item)) {
-      r.circle(*c);
-    } else if (const auto* t = std::get_if<Figure::Text>(&item)) {
-      r.text(*t);
-    }
-  }
-  return std::move(r.image);
-}
-
-std::vector<std::string> write_figure(const Figure& figure, const std::string& path) {
+std::string write_figure(const Figure& figure, const std::string& path) {
   write_file_atomic(path + ".svg", to_svg(figure));
-  write_file_atomic(path + ".png", encode_png(rasterize(figure)));
-  return {path + ".svg", path + ".png"};
+  return path + ".svg";
 }
 
 Rgb scale_colour(double t) {

@@ -1,17 +1,20 @@
-// plot.hpp: figures as lists of shapes (rectangles, lines, circles, text) rendered two ways: SVG
-// text and a raster Image (PNG via png.hpp, labels in the 5x7 bitmap font of bitmap_font.hpp),
-// so both files show the same picture. Two layouts: a heatmap with a colour scale and printed
-// cell values, and a line plot with a legend. No dependencies beyond the standard library.
+// plot.hpp: figures as lists of shapes (rectangles, lines, circles, text) rendered as SVG. Two
+// layouts: a heatmap with a colour scale and printed cell values, and a line plot with a legend.
+// No dependencies beyond the standard library.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "report/png.hpp"
-
 namespace sb::report {
+
+struct Rgb {
+  uint8_t r = 0, g = 0, b = 0;
+  bool operator==(const Rgb&) const = default;
+};
 
 enum class Anchor { start, middle, end };
 
@@ -31,8 +34,8 @@ struct Figure {
     double cx, cy, r;
     Rgb fill;
   };
-  // Text centred vertically on y; `scale` pixels per font pixel (character height 7 * scale);
-  // vertical text reads bottom to top (rotated -90 degrees about (x, y)).
+  // Monospace text centred vertically on y, 10 * scale px high; vertical text reads bottom to top
+  // (rotated -90 degrees about (x, y)).
   struct Text {
     double x, y;
     std::string text;
@@ -50,13 +53,13 @@ struct Figure {
   void add(Item item) { items.push_back(std::move(item)); }
 };
 
-// Width in pixels of `text` drawn at `scale` (also its SVG width: monospace at 10 * scale px).
+// Width in pixels the layouts reserve for `text` at `scale` (6 * scale px per character: monospace
+// at 10 * scale px).
 double text_width(const std::string& text, int scale);
 
 std::string to_svg(const Figure& figure);
-Image rasterize(const Figure& figure);
-// Writes PATH.svg and PATH.png (atomically); returns both paths.
-std::vector<std::string> write_figure(const Figure& figure, const std::string& path_without_extension);
+// Writes PATH.svg (atomically); returns its path.
+std::string write_figure(const Figure& figure, const std::string& path_without_extension);
 
 // The colour scale of heatmaps: t in [0, 1] from dark blue-violet through teal and green to yellow
 // (t is clamped).

@@ -1,6 +1,6 @@
-// results.cpp: manifest.json / summary.json / config.yaml readers and the study loader (see
-// results.hpp; the runs' labels: study_labels.cpp). JSON is read with yaml-cpp (JSON is YAML 1.2
-// flow syntax).
+// results.cpp: the study loader (see results.hpp; the runs' labels: study_labels.cpp): runs from
+// manifest.json (sweep/manifest.hpp) and each run's summary.json (train/run_summary.hpp), or
+// config.yaml for an unfinished run.
 #include "report/results.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
@@ -15,20 +16,14 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "report/study_labels.hpp"
+#include "sweep/manifest.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb::report {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-YAML::Node parse_json(const std::string& text) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    fail("not valid JSON (line {}, column {}: {})", e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-}
 
 // A scalar's text; a list or map as YAML flow text ("[path, rope]"), so any override value loads.
 std::string scalar_text(const YAML::Node& node) {
@@ -54,20 +49,7 @@ int64_t to_integer(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(v);
 }
 
-double number_at(const YAML::Node& map, const char* key, const std::string& where) {
-  const YAML::Node v = map[key];
-  return v ? to_number(scalar_text(v), where + "." + key) : kNaN;
-}
-
-int64_t count_at(const YAML::Node& map, const char* key, const std::string& where) {
-  const YAML::Node v = map[key];
-  if (!v || v.IsNull()) return -1;
-  return to_integer(scalar_text(v), where + "." + key);
-}
-
-EvalResult parse_eval(const std::string& key, const YAML::Node& node) {
-  const std::string where = "eval." + key;
-  if (!node.IsMap()) fail("'{}': expected an object", where);
+EvalResult eval_result(const std::string& key, const EvalSummary& s) {
   EvalResult e;
   e.key = key;
   e.split = key;
@@ -76,19 +58,15 @@ EvalResult parse_eval(const std::string& key, const YAML::Node& node) {
     const long long length = std::strtoll(key.c_str() + at + 1, &end, 10);
     if (at + 1 < key.size() && *end == '\0' && length > 0) e.split = key.substr(0, at), e.at_length = length;
   }
-  e.token_accuracy = number_at(node, "token_accuracy", where);
-  e.sequence_accuracy = number_at(node, "sequence_accuracy", where);
-  e.error_rate = number_at(node, "error_rate", where);
-  e.loss = number_at(node, "loss", where);
-  e.scored = count_at(node, "scored", where);
-  e.errors = count_at(node, "errors", where);
-  e.sequences = count_at(node, "sequences", where);
-  e.sequence_errors = count_at(node, "sequence_errors", where);
-  if (const YAML::Node ci = node["error_ci95"]; ci && ci.IsSequence() && ci.size() == 2) {
-    const double lo = to_number(scalar_text(ci[0]), where + ".error_ci95");
-    const double hi = to_number(scalar_text(ci[1]), where + ".error_ci95");
-    if (lo == lo && hi == hi) e.error_ci95 = Interval{lo, hi};
-  }
+  e.token_accuracy = s.token_accuracy;
+  e.sequence_accuracy = s.sequence_accuracy;
+  e.error_rate = s.error_rate;
+  e.loss = s.loss;
+  e.scored = s.scored;
+  e.errors = s.errors;
+  e.sequences = s.sequences;
+  e.sequence_errors = s.sequence_errors;
+  e.error_ci95 = s.error_ci95;
   return e;
 }
 
@@ -169,55 +147,24 @@ void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>
   }
 }
 
-void read_manifest(Study& study, const fs::path& file, const LoadOptions& options) {
-  YAML::Node m;
+void read_study_manifest(Study& study, const fs::path& file, const LoadOptions& options) {
+  const sweep::Manifest m = sweep::read_manifest(file.string());
+  StudyInfo& info = study.info;
+  info.has_manifest = true;
+  info.name = m.study_name();
+  info.protocol = m.protocol;
+  info.threshold = m.options.threshold;
+  info.metric = m.options.metric;
+  info.axis = m.options.axis;
+  info.best_over = m.options.best_over;
+  for (const sweep::ManifestAxis& a : m.axes) info.axes.push_back(a.key);
   try {
-    m = parse_json(read_file(file.string()));
-    if (!m.IsMap()) fail("expected a JSON object");
-    StudyInfo& info = study.info;
-    info.has_manifest = true;
-    if (m["name"]) info.name = scalar_text(m["name"]);  // the sweep's manifest: "study" is the file name
-    else if (m["study"]) info.name = scalar_text(m["study"]);
-    if (m["protocol"]) info.protocol = scalar_text(m["protocol"]);
-    YAML::Node opts = m["protocol_options"] ? m["protocol_options"] : m["options"];
-    if (opts && opts.IsMap()) {
-      if (opts["threshold"]) {
-        const double t = to_number(scalar_text(opts["threshold"]), "protocol_options.threshold");
-        if (t == t) info.threshold = t;
-      }
-      if (opts["metric"]) info.metric = scalar_text(opts["metric"]);
-      if (opts["axis"]) info.axis = scalar_text(opts["axis"]);
-      if (const YAML::Node b = opts["best_over"]; b && b.IsSequence())
-        for (const auto& x : b) info.best_over.push_back(scalar_text(x));
-      else if (b && b.IsScalar()) info.best_over.push_back(b.Scalar());
-    }
-    if (const YAML::Node axes = m["axes"]; axes && axes.IsSequence()) {
-      for (const auto& a : axes) {
-        if (a.IsScalar()) info.axes.push_back(a.Scalar());
-        else if (a.IsMap() && (a["key"] || a["name"])) info.axes.push_back(scalar_text(a["key"] ? a["key"] : a["name"]));
-      }
-    } else if (axes && axes.IsMap()) {
-      for (const auto& kv : axes) info.axes.push_back(kv.first.Scalar());
-    }
-    const YAML::Node cells = m["cells"];
-    if (!cells || !cells.IsSequence()) fail("expected a \"cells\" list");
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const YAML::Node c = cells[i];
-      if (!c.IsMap()) fail("cells[{}]: expected an object", i);
+    for (const sweep::ManifestCell& c : m.cells) {
       RunRecord r;
-      r.id = c["id"] ? scalar_text(c["id"]) : fmt::format("{}", i);
-      const std::string rel = c["dir"] ? scalar_text(c["dir"]) : "cells/" + r.id;
-      r.dir = fs::path(rel).is_absolute() ? rel : (fs::path(study.dir) / rel).string();
-      if (const YAML::Node o = c["overrides"]; o && o.IsMap()) {
-        for (const auto& kv : o) apply_setting(r, kv.first.Scalar(), scalar_text(kv.second));
-      } else if (o && o.IsSequence()) {  // ["key=value", ...]
-        for (const auto& kv : o) {
-          const std::string s = scalar_text(kv);
-          const size_t eq = s.find('=');
-          if (eq != std::string::npos) apply_setting(r, s.substr(0, eq), s.substr(eq + 1));
-        }
-      }
-      if (c["state"] && c["state"].IsScalar() && c["state"].Scalar() == "skipped") r.status = RunStatus::skipped;
+      r.id = c.id;
+      r.dir = fs::path(c.dir).is_absolute() ? c.dir : (fs::path(study.dir) / c.dir).string();
+      for (const auto& [key, value] : c.overrides) apply_setting(r, key, value);
+      if (c.state == "skipped") r.status = RunStatus::skipped;
       study.runs.push_back(std::move(r));
     }
   } catch (const Error& e) {
@@ -357,32 +304,60 @@ void apply_setting(RunRecord& r, const std::string& key, const std::string& valu
   }
 }
 
-void parse_summary(const std::string& text, RunRecord& r) {
-  const YAML::Node s = parse_json(text);
-  if (!s.IsMap()) fail("expected a JSON object");
-  bool known = true;
-  const std::string status = s["status"] ? scalar_text(s["status"]) : "";
-  if (s["message"]) r.message = scalar_text(s["message"]);
-  if (s["task"]) apply_setting(r, "task.name", scalar_text(s["task"]));
-  apply_map(r, s["task_params"], "task.params.");
-  apply_map(r, s["model"], "model.");
-  if (s["seed"]) apply_setting(r, "train.seed", scalar_text(s["seed"]));
-  if (s["lr"]) apply_setting(r, "optim.lr", scalar_text(s["lr"]));
-  if (s["steps"] && !s["steps"].IsNull()) r.steps = to_integer(scalar_text(s["steps"]), "steps");
-  if (s["target_steps"] && !s["target_steps"].IsNull())  // the configured steps: studies pooled with different ones
-    apply_setting(r, "train.steps", scalar_text(s["target_steps"]));  // get different labels ("path (steps=30000)")
-  if (s["config_fingerprint"] && !s["config_fingerprint"].IsNull()) r.fingerprint = scalar_text(s["config_fingerprint"]);
-  r.evals.clear();
-  if (const YAML::Node ev = s["eval"]; ev && ev.IsMap()) {
-    for (const auto& kv : ev) r.evals.push_back(parse_eval(kv.first.Scalar(), kv.second));
-  } else if (ev && !ev.IsNull()) {
-    fail("'eval': expected an object");
+std::vector<std::string> unused_runs(const Study& study, const std::string& key) {
+  std::vector<std::string> out;
+  for (const RunRecord& r : study.runs) {
+    std::string why;
+    switch (r.status) {
+      case RunStatus::skipped: continue;
+      case RunStatus::unfinished: why = "unfinished (no summary.json)"; break;
+      case RunStatus::missing: why = "not run (no run directory)"; break;
+      case RunStatus::unreadable: why = "summary.json unreadable"; break;
+      case RunStatus::diverged: why = r.message.empty() ? "diverged" : "diverged: " + r.message; break;
+      case RunStatus::failed: why = r.message.empty() ? "failed" : "failed: " + r.message.substr(0, 100); break;
+      case RunStatus::completed:
+      case RunStatus::early_stopped: {
+        const EvalResult* e = r.eval(key);
+        if (e && !(std::isnan(e->token_accuracy) && e->errors < 0 && std::isnan(e->loss))) continue;
+        why = fmt::format("{} without a '{}' evaluation", to_string(r.status), key);
+        break;
+      }
+    }
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    out.push_back(fmt::format("{} ({}, depth {}, L = {}, seed {}): {}", r.id, r.model.empty() ? r.attention_label() : r.model,
+                              r.depth, r.train_length, r.seed ? fmt::format("{}", *r.seed) : "?", why));
   }
-  if (status.empty()) {
+  return out;
+}
+
+void parse_summary(const std::string& text, RunRecord& r) {
+  const RunSummary s = parse_run_summary(text);
+  r.message = s.message;
+  if (s.task) apply_setting(r, "task.name", *s.task);
+  for (const auto& [key, value] : s.task_params) apply_setting(r, "task.params." + key, value);
+  if (s.model) {
+    const ModelSummary& m = *s.model;
+    r.attention = m.attention;
+    r.layers = m.layers;
+    if (m.n_layers) r.depth = *m.n_layers;
+    for (const auto& [key, v] : {std::pair<const char*, std::optional<int64_t>>{"model.d_model", m.d_model},
+                                 {"model.n_heads", m.n_heads}, {"model.head_dim", m.head_dim}})
+      if (v) r.settings[key] = std::to_string(*v);
+  }
+  if (s.seed) r.seed = *s.seed;
+  if (s.lr) r.lr = *s.lr;
+  if (s.steps) r.steps = *s.steps;
+  if (s.target_steps)  // the configured steps: studies pooled with different ones get different labels
+    r.settings["train.steps"] = std::to_string(*s.target_steps);  // ("path (steps=30000)")
+  if (s.config_fingerprint) r.fingerprint = *s.config_fingerprint;
+  r.evals.clear();
+  for (const auto& [key, e] : s.eval) r.evals.push_back(eval_result(key, e));
+  if (s.status.empty()) {
     r.status = r.evals.empty() ? RunStatus::failed : RunStatus::completed;
   } else {
-    r.status = parse_status(status, known);
-    if (!known) fail("'status': unknown value '{}'", status);
+    bool known = true;
+    r.status = parse_status(s.status, known);
+    if (!known) fail("'status': unknown value '{}'", s.status);
   }
 }
 
@@ -395,7 +370,7 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   study.dir = dir;
   const fs::path root(dir);
   if (fs::exists(root / "manifest.json")) {
-    read_manifest(study, root / "manifest.json", options);
+    read_study_manifest(study, root / "manifest.json", options);
   } else if (fs::exists(root / "summary.json")) {
     RunRecord r;
     r.id = fs::weakly_canonical(root).filename().string();

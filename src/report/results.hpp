@@ -121,6 +121,11 @@ std::vector<std::string> length_key_names(const Study& study);
 // The value of each Study::length_keys setting at train length L, in that order; "-" where absent.
 std::vector<std::string> length_setting_values(const Study& study, int64_t length);
 
+// The runs that give no value for eval key `key`, one line each: "ID (MODEL, depth D, L = T, seed
+// S): why" (unfinished, not run, unreadable summary.json, diverged, failed, or finished without
+// that evaluation). Runs the protocol skipped are not listed. Study order.
+std::vector<std::string> unused_runs(const Study& study, const std::string& key);
+
 // Parses one summary.json text into `record` (status, model, task, seed, lr, eval). sb::Error with
 // a one-line reason if the text is not a JSON object or a field has the wrong type.
 void parse_summary(const std::string& text, RunRecord& record);

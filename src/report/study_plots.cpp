@@ -151,8 +151,7 @@ std::vector<std::string> write_study_plots(const Study& study, const TableOption
   std::vector<std::string> files;
   const std::optional<HeatmapSpec> combined = models_heatmap_spec(study, m, grid);
   if (combined)
-    for (const auto& f : write_figure(heatmap_figure(*combined), (std::filesystem::path(dir) / "heatmap_models").string()))
-      files.push_back(f);
+    files.push_back(write_figure(heatmap_figure(*combined), (std::filesystem::path(dir) / "heatmap_models").string()));
   std::set<std::string> stems;
   for (const auto& model : study.models) {
     std::string stem = file_stem(model);
@@ -160,10 +159,9 @@ std::vector<std::string> write_study_plots(const Study& study, const TableOption
     stems.insert(stem);
     const std::filesystem::path d(dir);
     if (!combined)
-      for (const auto& f : write_figure(heatmap_figure(heatmap_spec(study, m, grid, model)), (d / ("heatmap_" + stem)).string()))
-        files.push_back(f);
+      files.push_back(write_figure(heatmap_figure(heatmap_spec(study, m, grid, model)), (d / ("heatmap_" + stem)).string()));
     if (const auto spec = length_plot_spec(study, m, grid, model))
-      for (const auto& f : write_figure(line_plot_figure(*spec), (d / ("length_" + stem)).string())) files.push_back(f);
+      files.push_back(write_figure(line_plot_figure(*spec), (d / ("length_" + stem)).string()));
   }
   return files;
 }

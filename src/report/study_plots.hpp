@@ -22,8 +22,8 @@ std::optional<LinePlotSpec> length_plot_spec(const Study& study, const Metric& m
                                              const std::string& model);
 // A file-name-safe form of a model label ("path+rope (d_model=128)" -> "path_rope_d_model_128").
 std::string file_stem(const std::string& model);
-// Writes DIR/heatmap_<model>.{svg,png} (or, when every model has one depth, DIR/heatmap_models.{svg,png})
-// and DIR/length_<model>.{svg,png}; creates DIR; returns the files written.
+// Writes DIR/heatmap_<model>.svg (or, when every model has one depth, DIR/heatmap_models.svg) and
+// DIR/length_<model>.svg; creates DIR; returns the files written.
 std::vector<std::string> write_study_plots(const Study& study, const TableOptions& options, const std::string& dir);
 
 }  // namespace sb::report

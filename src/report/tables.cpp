@@ -248,6 +248,10 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
     }
   }
   if (symbols) t.notes.push_back("- = no result (not run, skipped by the protocol, unfinished or unreadable); div / fail = every run diverged / failed; [k div] = k seeds diverged and are left out");
+  if (const auto unused = unused_runs(study, m.key); !unused.empty())  // (n) counts only the seeds used
+    t.notes.push_back(fmt::format("not used ({} run{}): {}{}", unused.size(), unused.size() == 1 ? "" : "s",
+                                  join({unused.begin(), unused.begin() + std::min<size_t>(unused.size(), 10)}, "; "),
+                                  unused.size() > 10 ? "; ..." : ""));
   note_length_keys(study, t);
   return t;
 }

@@ -2,10 +2,9 @@
 // name the axis and value), summary.json reading, and the protocol scheduler (see plan.hpp).
 #include "sweep/plan.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb::sweep {
 
@@ -248,19 +248,14 @@ std::optional<CellResult> read_cell_result(const std::string& summary_path, cons
   if (!fs::exists(summary_path, ec)) return std::nullopt;
   CellResult r;
   try {
-    const YAML::Node root = YAML::Load(read_file(summary_path));  // JSON is YAML
-    r.status = root["status"] ? root["status"].as<std::string>() : "";
-    if (root["message"] && root["message"].IsScalar()) r.message = root["message"].as<std::string>();
-    if (root["wall_seconds"] && root["wall_seconds"].IsScalar()) r.wall_seconds = root["wall_seconds"].as<double>();
+    const RunSummary s = read_run_summary(summary_path);
+    r.status = s.status;
+    r.message = s.message;
+    if (s.wall_seconds && !std::isnan(*s.wall_seconds)) r.wall_seconds = *s.wall_seconds;
     const auto dot = metric.rfind('.');
-    if (dot != std::string::npos && root["eval"] && root["eval"].IsMap()) {
-      const YAML::Node entry = root["eval"][metric.substr(0, dot)];
-      if (entry && entry.IsMap()) {
-        const YAML::Node v = entry[metric.substr(dot + 1)];
-        if (v && v.IsScalar() && v.Scalar() != "null") r.metric = v.as<double>();
-      }
-    }
-  } catch (const std::exception& e) {
+    if (dot != std::string::npos)
+      if (const EvalSummary* e = s.find_eval(metric.substr(0, dot))) r.metric = e->number(metric.substr(dot + 1));
+  } catch (const Error& e) {
     return CellResult{"failed", std::nullopt, 0, fmt::format("unreadable summary.json: {}", e.what())};
   }
   if (r.status != "completed" && r.status != "early_stopped" && r.status != "diverged" && r.status != "failed") {

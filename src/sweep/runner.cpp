@@ -6,7 +6,6 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <csignal>
@@ -17,9 +16,11 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/utc_time.hpp"
 #include "io/atomic_file.hpp"
+#include "io/output_dir.hpp"
 #include "sweep/manifest.hpp"
-#include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb::sweep {
 
@@ -177,12 +178,15 @@ void write_failed_summary(const std::string& dir, const std::string& message, do
     tail = log.substr(log.size() > 2000 ? log.size() - 2000 : 0);
   } catch (const Error&) {
   }
-  JsonObject s;
-  s.add("status", "failed").add("message", message).add("wall_seconds", wall_seconds);
-  if (exit.signal) s.add("signal", exit.signal);
-  else s.add("exit_code", exit.exit_code);
-  s.add("log_tail", tail).add("written_by", "statebench sweep");
-  write_summary((fs::path(dir) / "summary.json").string(), s);
+  RunSummary s;
+  s.status = "failed";
+  s.message = message;
+  s.wall_seconds = wall_seconds;
+  if (exit.signal) s.signal = exit.signal;
+  else s.exit_code = exit.exit_code;
+  s.log_tail = tail;
+  s.written_by = "statebench sweep";
+  write_run_summary((fs::path(dir) / "summary.json").string(), s);
 }
 
 namespace {
@@ -227,9 +231,9 @@ void prepare_out_dir(const Plan& plan, const std::string& out) {
   if (fs::exists(manifest)) {
     std::string other;
     try {
-      other = YAML::Load(read_file(manifest))["name"].as<std::string>();
-    } catch (const std::exception& e) {
-      fail("'{}' exists but cannot be read ({}); use another --out", manifest, e.what());
+      other = read_manifest(manifest).study_name();
+    } catch (const Error& e) {
+      fail("{}; use another --out", e.what());
     }
     if (other != plan.study.name)
       fail("'{}' holds the sweep '{}', not '{}'; use another --out", out, other, plan.study.name);
@@ -260,7 +264,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   SweepObserver& obs = observer ? *observer : silent;
   if (opt.slots.empty()) fail("no worker slots");
   const fs::path out = fs::absolute(opt.out_dir).lexically_normal();
-  fs::create_directories(out);
+  create_output_dir(out.string(), "--out");
   FdCloser sweep_lock{try_lock((out / "sweep.lock").string())};
   if (sweep_lock.fd < 0) fail("another statebench sweep is running in '{}' (it holds {}/sweep.lock)", out.string(), out.string());
   prepare_out_dir(plan, out.string());
@@ -310,7 +314,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   };
   auto manifest = [&] {
     info.complete = scheduler.done();
-    write_manifest(out.string(), plan, scheduler, info);
+    write_manifest(out.string(), make_manifest(plan, scheduler, info));
   };
   auto record = [&](size_t c, const CellResult& r, bool ran_here) {
     const auto skipped = scheduler.finish(c, r);

@@ -1,25 +1,32 @@
 // trainer.cpp: the training loop (batches as a pure function of the step, so resume equals the
 // uninterrupted run, generated one step ahead on a background thread), evaluation on named
 // splits and lengths, early stop, divergence, checkpoints, metrics.jsonl and summary.json with
-// provenance.
+// provenance. Every check (run directory, tasks, memory, checkpoint, the first examples) comes
+// before the first write; summary.json, written last, is the run's commit point.
 #include "core/build_info.hpp"
 #include "train/trainer.hpp"
 
-#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
+#include "io/output_dir.hpp"
 #include "io/progress.hpp"
 #include "train/batch_prefetch.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/metrics_log.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb {
 
@@ -35,6 +42,42 @@ int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t trai
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using EvalMap = std::vector<std::pair<std::string, EvalSummary>>;  // eval key -> evaluation, in config order
+
+Json eval_json(const EvalMap& eval) {
+  Json j = Json::object();
+  for (const auto& [key, e] : eval) j[key] = e;
+  return j;
+}
+
+EvalMap eval_map(const Json& eval) {
+  EvalMap out;
+  if (eval.is_object())
+    for (const auto& [key, e] : eval.items()) out.emplace_back(key, e.get<EvalSummary>());
+  return out;
+}
+
+bool is_eval_step(const TrainConfig& c, int64_t s) {
+  return s == c.train.steps || (c.train.eval_every > 0 && s % c.train.eval_every == 0);
+}
+
+// The loop's own state in a checkpoint (TrainState::stream): the last loss read, as its bits, so
+// a run resumed at its last step reports the same final_train_loss.
+std::vector<uint64_t> loop_state(double last_loss) { return {std::bit_cast<uint64_t>(last_loss)}; }
+double last_loss_of(const TrainState& s) { return s.stream.empty() ? NAN : std::bit_cast<double>(s.stream[0]); }
+
+// --stop-after: the process ends as kill -9 would end it (no destructor runs, nothing is flushed).
+[[noreturn]] void die_like_kill9() {
+  ::kill(::getpid(), SIGKILL);
+  std::abort();
+}
+
+struct RunFiles {
+  explicit RunFiles(const std::string& dir)
+      : config(dir + "/config.yaml"), metrics(dir + "/metrics.jsonl"), checkpoint(dir + "/checkpoint.bin"),
+        summary(dir + "/summary.json") {}
+  std::string config, metrics, checkpoint, summary;
+};
 
 int train_split(const Task& task) {
   const auto splits = task.splits();
@@ -70,61 +113,117 @@ double train_time(Clock::time_point t0, double other_seconds) {
   return std::max(std::chrono::duration<double>(Clock::now() - t0).count() - other_seconds, 1e-9);
 }
 
+// The run's tasks: training, and one per evaluation set (cheap: examples are generated later).
+struct RunTasks {
+  const TaskInfo* info = nullptr;
+  Params params;
+  std::unique_ptr<Task> task;
+  int split = 0;
+  std::vector<EvalSet> evals;
+};
+
+RunTasks build_tasks(const TrainConfig& cfg, const TaskRegistry& tasks) {
+  RunTasks t;
+  t.info = &tasks.get(cfg.task.name);
+  t.params = Params(fmt::format("task '{}'", cfg.task.name), t.info->params, cfg.task.params);
+  t.task = t.info->create(t.params);
+  t.split = train_split(*t.task);
+  for (const auto& e : cfg.task.eval) {
+    EvalSet set;
+    auto params = cfg.task.params;
+    if (e.length > 0) params["length"] = std::to_string(e.length);
+    set.task = tasks.create(cfg.task.name, params);
+    set.split = set.task->split_index(e.split);
+    set.examples = e.examples > 0 ? e.examples : cfg.train.eval_examples;
+    set.length = set.task->seq_len();
+    set.key = e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split;
+    if (set.task->vocab_size() != t.task->vocab_size())
+      fail("task.eval '{}': vocabulary size {} differs from training's {}", set.key, set.task->vocab_size(),
+           t.task->vocab_size());
+    t.evals.push_back(std::move(set));
+  }
+  return t;
+}
+
+MemoryEstimate estimate(const TrainConfig& cfg, const RunTasks& t) {
+  std::vector<EvalShape> shapes;
+  for (size_t i = 0; i < t.evals.size(); ++i) {
+    const EvalSplitConfig& e = cfg.task.eval[i];
+    const std::string key = e.length > 0     ? fmt::format("task.eval[{}].length = {}", i, e.length)
+                            : e.examples > 0 ? fmt::format("task.eval[{}].examples = {}", i, e.examples)
+                                             : fmt::format("train.eval_examples = {}", cfg.train.eval_examples);
+    shapes.push_back({t.evals[i].key, key, t.evals[i].examples, t.evals[i].length});
+  }
+  return estimate_memory(cfg, t.task->vocab_size(), t.task->seq_len(), shapes);
+}
+
 class Trainer {
  public:
+  // Builds the tasks, refuses a run larger than the memory available, then builds the engine.
   Trainer(const TrainConfig& cfg, const TaskRegistry& tasks, const TrainOptions& opt) : cfg_(cfg), opt_(opt) {
-    task_info_ = &tasks.get(cfg.task.name);
-    task_params_ = Params(fmt::format("task '{}'", cfg.task.name), task_info_->params, cfg.task.params);
-    task_ = task_info_->create(task_params_);
-    split_ = train_split(*task_);
-    for (const auto& e : cfg.task.eval) {
-      EvalSet set;
-      auto params = cfg.task.params;
-      if (e.length > 0) params["length"] = std::to_string(e.length);
-      set.task = tasks.create(cfg.task.name, params);
-      set.split = set.task->split_index(e.split);
-      set.examples = e.examples > 0 ? e.examples : cfg.train.eval_examples;
-      set.length = set.task->seq_len();
-      set.key = e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split;
-      if (set.task->vocab_size() != task_->vocab_size())
-        fail("task.eval '{}': vocabulary size {} differs from training's {}", set.key, set.task->vocab_size(),
-             task_->vocab_size());
-      evals_.push_back(std::move(set));
-    }
+    RunTasks t = build_tasks(cfg, tasks);
+    check_memory(estimate(cfg, t), available_memory());
+    task_info_ = t.info;
+    task_params_ = std::move(t.params);
+    task_ = std::move(t.task);
+    split_ = t.split;
+    evals_ = std::move(t.evals);
     engine_ = make_engine(cfg, task_->vocab_size());
     device_ = engine_->device_name();
   }
 
-  TrainOutcome run() {
-    const std::string dir = opt_.out_dir;
-    fs::create_directories(dir);
-    const std::string ckpt = dir + "/checkpoint.bin", summary = dir + "/summary.json", metrics = dir + "/metrics.jsonl";
-    int64_t start = 0;
-    if (fs::exists(summary) || fs::exists(ckpt)) {
-      if (!opt_.resume) fail("'{}' already holds a run; pass --resume to continue it or choose another --out", dir);
-      if (fs::exists(summary)) return {"already_finished", 0, 0};
-    }
-    write_file_atomic(dir + "/config.yaml", to_yaml(cfg_));
-    engine_->model().init_params(cfg_.train.seed);
-    if (opt_.resume && fs::exists(ckpt)) {
-      start = load_checkpoint(ckpt, cfg_, engine_->model().params(), &engine_->optimizer()).step;
-      MetricsLog::truncate_after_step(metrics, start);
-    }
-    MetricsLog log(metrics, start == 0);
-    for (auto& e : evals_) generate_eval(e);
-
+  // Trains from step 0, or from the run's checkpoint when `from_checkpoint`.
+  TrainOutcome run(bool from_checkpoint) {
+    const RunFiles files(opt_.out_dir);
     const int64_t B = cfg_.train.batch_size, T = task_->seq_len(), steps = cfg_.train.steps;
+    // Nothing is written until every check has passed: the checkpoint belongs to this config, the
+    // task's examples (evaluation sets, the first batch) are valid.
+    engine_->model().init_params(cfg_.train.seed);
+    int64_t start = 0;
+    double last_loss = NAN;
+    if (from_checkpoint) {
+      const TrainState state =
+          load_checkpoint(files.checkpoint, cfg_, engine_->model().params(), &engine_->optimizer());
+      start = state.step;
+      last_loss = last_loss_of(state);
+    }
+    for (auto& e : evals_) generate_eval(e);
+    if (start < steps) {
+      Batch first;
+      fill_batch(start, B, T, first);
+    }
+
+    create_output_dir(opt_.out_dir, "run directory");
+    write_file_atomic(files.config, to_yaml(cfg_));
+    // Resumed: the log keeps what the checkpoint's steps wrote, less the checkpoint step's eval
+    // line (evaluated again below); the last eval kept is what a diverging run reports.
+    EvalMap last_eval = start > 0 ? eval_map(MetricsLog::truncate_for_resume(files.metrics, start)) : EvalMap{};
+    MetricsLog log(files.metrics, start == 0);
+
     // Batch s+1 is generated on a background thread while step s runs (eval data exists already;
     // the worker touches only task_, whose example() is const and thread-safe).
     BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps);
     std::string status = "completed", message;
-    JsonObject last_eval;
     std::string last_eval_line;
-    double last_loss = NAN, tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints
+    double tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints
     const auto t0 = Clock::now();
     int64_t step = start;
+    bool stopped = false;
     Progress progress("train", steps, !opt_.progress ? ProgressMode::kSilent : is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain, stderr, "steps");
-    for (; step < steps; ++step) {
+    auto stop_after = [&](StopPoint::Kind kind, int64_t at) {
+      if (opt_.stop_after.kind == kind && opt_.stop_after.step == at) die_like_kill9();
+    };
+    // A checkpoint at an evaluation step (the last step, a target reached) is evaluated again: the
+    // same parameters give the same evaluation, so a run resumed there ends as it would have.
+    if (start > 0 && is_eval_step(cfg_, start)) {
+      const auto e0 = Clock::now();
+      bool reached = false;
+      last_eval = evaluate(reached, last_eval_line);
+      log.write(Json{{"kind", "eval"}, {"step", start}, {"eval", eval_json(last_eval)}});
+      other_seconds += std::chrono::duration<double>(Clock::now() - e0).count();
+      if (reached && cfg_.train.target_accuracy > 0 && start < steps) status = "early_stopped", stopped = true;
+    }
+    for (; !stopped && step < steps; ++step) {
       const Batch& batch = batches.get(step);
       const double lr = scheduled_lr(cfg_.optim, steps, step);
       // A device engine reads the loss back only when it is logged, evaluated or last.
@@ -142,21 +241,25 @@ class Trainer {
       }
       const int64_t done = step + 1;
       if (cfg_.train.log_every > 0 && (done % cfg_.train.log_every == 0 || done == steps)) {
-        log.write(JsonObject()
-                      .add("kind", "train").add("step", done).add("loss", r.loss).add("lr", lr)
-                      .add("grad_norm", r.grad_norm).add("tokens_per_s", tokens / train_time(t0, other_seconds))
-                      .add("elapsed_s", std::chrono::duration<double>(Clock::now() - t0).count()));
+        log.write(Json{{"kind", "train"}, {"step", done}, {"loss", json_number_value(r.loss)},
+                       {"lr", json_number_value(lr)}, {"grad_norm", json_number_value(r.grad_norm)},
+                       {"tokens_per_s", json_number_value(tokens / train_time(t0, other_seconds))},
+                       {"elapsed_s", json_number_value(std::chrono::duration<double>(Clock::now() - t0).count())}});
       }
-      const bool eval_now = done == steps || (cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0);
+      const bool eval_now = is_eval_step(cfg_, done);
       bool reached = false;
       const auto e0 = Clock::now();
       if (eval_now) {
         last_eval = evaluate(reached, last_eval_line);
-        log.write(JsonObject().add("kind", "eval").add("step", done).add("eval", last_eval));
+        log.write(Json{{"kind", "eval"}, {"step", done}, {"eval", eval_json(last_eval)}});
       }
+      stop_after(StopPoint::metrics, done);
       if (done == steps || (cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0) ||
-          (reached && cfg_.train.target_accuracy > 0))
-        save_checkpoint(ckpt, cfg_, TrainState{done, {}}, engine_->model().params(), engine_->optimizer());
+          (reached && cfg_.train.target_accuracy > 0)) {
+        save_checkpoint(files.checkpoint, cfg_, TrainState{done, loop_state(last_loss)}, engine_->model().params(),
+                        engine_->optimizer());
+        stop_after(StopPoint::checkpoint, done);
+      }
       other_seconds += std::chrono::duration<double>(Clock::now() - e0).count();
       const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
       progress.set_note(fmt::format("loss {:.4f} {} {:.3g} tok/s ETA {}", last_loss, last_eval_line,
@@ -164,7 +267,8 @@ class Trainer {
                                     fmt_duration(elapsed / static_cast<double>(done - start) * (steps - done))));
       progress.update(done);
       if (opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step && done < steps) {
-        save_checkpoint(ckpt, cfg_, TrainState{done, {}}, engine_->model().params(), engine_->optimizer());
+        save_checkpoint(files.checkpoint, cfg_, TrainState{done, loop_state(last_loss)}, engine_->model().params(),
+                        engine_->optimizer());
         return {"interrupted", done, 1};
       }
       if (reached && cfg_.train.target_accuracy > 0 && done < steps) {
@@ -175,8 +279,14 @@ class Trainer {
     }
     progress.finish();
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    write_summary(summary, summary_json(status, message, step, wall, tokens / train_time(t0, other_seconds),
-                                        last_loss, last_eval));
+    const RunSummary summary = make_summary(status, message, step, wall, tokens / train_time(t0, other_seconds),
+                                            last_loss, std::move(last_eval));
+    if (opt_.stop_after.kind == StopPoint::summary) {  // killed while writing it: a temporary file at most
+      AtomicFile partial(files.summary);
+      partial.write(Json(summary).dump());
+      die_like_kill9();
+    }
+    write_run_summary(files.summary, summary);
     const bool ok = status == "completed" || status == "early_stopped";
     return {status, step, ok ? 0 : 1};
   }
@@ -204,8 +314,8 @@ class Trainer {
   }
 
   // Evaluates every eval set; `reached` = every set's token accuracy >= target.
-  JsonObject evaluate(bool& reached, std::string& line) {
-    JsonObject all;
+  EvalMap evaluate(bool& reached, std::string& line) {
+    EvalMap all;
     reached = true;
     line.clear();
     for (auto& e : evals_) {
@@ -217,9 +327,7 @@ class Trainer {
         const int64_t off = first * e.length;
         engine_->evaluate(e.ids.data() + off, e.labels.data() + off, e.mask.data() + off, n, e.length, counts);
       }
-      JsonObject j = eval_json(counts);
-      j.add("split", e.task->splits()[e.split].name).add("length", e.length).add("examples", e.examples);
-      all.add(e.key, j);
+      all.emplace_back(e.key, EvalSummary::from_counts(counts, e.task->splits()[e.split].name, e.length, e.examples));
       reached &= counts.token_accuracy() >= cfg_.train.target_accuracy;
       line += fmt::format("{} {:.4f} ", e.key, counts.token_accuracy());
     }
@@ -227,27 +335,34 @@ class Trainer {
     return all;
   }
 
-  JsonObject summary_json(const std::string& status, const std::string& message, int64_t steps, double wall,
-                          double tok_s, double loss, const JsonObject& eval) const {
-    JsonObject task_params, model, prov;
+  RunSummary make_summary(const std::string& status, const std::string& message, int64_t steps, double wall,
+                          double tok_s, double loss, EvalMap eval) const {
+    RunSummary s;
+    s.status = status;
+    s.message = message;
+    s.steps = steps;
+    s.target_steps = cfg_.train.steps;
+    s.wall_seconds = wall;
+    s.tokens_per_second = tok_s;
+    s.final_train_loss = loss;
+    s.task = cfg_.task.name;
     for (const auto& spec : task_info_->params)
-      if (task_params_.has_value(spec.name)) task_params.add(spec.name, task_params_.str(spec.name));
-    JsonObject j;
-    std::vector<std::string> names;
-    for (int64_t l = 0; l < cfg_.model.n_layers; ++l) names.push_back(json_quote(to_string(cfg_.model.layer_attention(l))));
-    const std::string layer_list = fmt::format("[{}]", fmt::join(names, ","));
-    model.add("attention", to_string(cfg_.model.attention)).add_raw("layers", layer_list)
-        .add("n_layers", cfg_.model.n_layers).add("d_model", cfg_.model.d_model).add("n_heads", cfg_.model.n_heads)
-        .add("head_dim", cfg_.model.head_dim).add("params", engine_->model().params().num_params());
-    prov.add("commit", sb::build_commit()).add("version", STATEBENCH_VERSION).add("device", device_)
-        .add("date", utc_now()).add("command", opt_.command).add("host", host_name());
-    j.add("status", status).add("message", message).add("steps", steps).add("target_steps", cfg_.train.steps)
-        .add("wall_seconds", wall).add("tokens_per_second", tok_s).add("final_train_loss", loss)
-        .add("task", cfg_.task.name).add("task_params", task_params).add("model", model)
-        .add("seed", cfg_.train.seed).add("lr", cfg_.optim.lr)
-        .add("config_fingerprint", fmt::format("{:016x}", config_fingerprint(cfg_)))
-        .add("eval", eval).add("provenance", prov);
-    return j;
+      if (task_params_.has_value(spec.name)) s.task_params.emplace_back(spec.name, task_params_.str(spec.name));
+    ModelSummary model;
+    model.attention = to_string(cfg_.model.attention);
+    for (int64_t l = 0; l < cfg_.model.n_layers; ++l) model.layers.push_back(to_string(cfg_.model.layer_attention(l)));
+    model.n_layers = cfg_.model.n_layers;
+    model.d_model = cfg_.model.d_model;
+    model.n_heads = cfg_.model.n_heads;
+    model.head_dim = cfg_.model.head_dim;
+    model.params = engine_->model().params().num_params();
+    s.model = std::move(model);
+    s.seed = static_cast<int64_t>(cfg_.train.seed);
+    s.lr = cfg_.optim.lr;
+    s.config_fingerprint = fmt::format("{:016x}", config_fingerprint(cfg_));
+    s.eval = std::move(eval);
+    s.provenance = Provenance{sb::build_commit(), STATEBENCH_VERSION, device_, utc_now(), opt_.command, host_name()};
+    return s;
   }
 
   const TrainConfig& cfg_;
@@ -264,8 +379,36 @@ class Trainer {
 }  // namespace
 
 TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const TrainOptions& options) {
+  const std::string& dir = options.out_dir;
+  check_output_dir(dir, "run directory");
+  const RunFiles files(dir);
+  for (const std::string& f : {files.config, files.metrics, files.checkpoint, files.summary})
+    if (fs::exists(f) && !fs::is_regular_file(f)) fail("run directory '{}': '{}' is not a regular file", dir, f);
+  const bool has_checkpoint = fs::exists(files.checkpoint), has_summary = fs::exists(files.summary);
+  if ((has_summary || has_checkpoint) && !options.resume)
+    fail("'{}' already holds a run; pass --resume to continue it or choose another --out", dir);
+  if (has_summary) {  // finished, unless the summary cannot be read (then the run is resumed)
+    bool readable = true;
+    try {
+      read_run_summary(files.summary);
+    } catch (const Error&) {
+      readable = false;
+    }
+    if (readable) return {"already_finished", 0, 0};
+  }
+  const StopPoint& stop = options.stop_after;
+  if ((stop.kind == StopPoint::metrics && (stop.step < 1 || stop.step > config.train.steps)) ||
+      (stop.kind == StopPoint::checkpoint &&
+       !(stop.step == config.train.steps ||
+         (stop.step > 0 && config.train.checkpoint_every > 0 && stop.step % config.train.checkpoint_every == 0))))
+    fail("--stop-after: step {} is not a {} step of this run", stop.step,
+         stop.kind == StopPoint::metrics ? "training" : "checkpoint");
   Trainer trainer(config, tasks, options);
-  return trainer.run();
+  return trainer.run(has_checkpoint);
+}
+
+MemoryEstimate estimate_run_memory(const TrainConfig& config, const TaskRegistry& tasks) {
+  return estimate(config, build_tasks(config, tasks));
 }
 
 }  // namespace sb

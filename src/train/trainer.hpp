@@ -8,8 +8,18 @@
 #include "core/utc_time.hpp"
 #include "tasks/registry.hpp"
 #include "train/config.hpp"
+#include "train/memory_estimate.hpp"
 
 namespace sb {
+
+// A testing aid (`statebench train --stop-after`, docs/run-format.md): the process ends as kill -9
+// would end it at one boundary between the run's writes.
+struct StopPoint {
+  enum Kind { none, metrics, checkpoint, summary };
+  Kind kind = none;
+  int64_t step = 0;  // metrics: right after step S's metrics.jsonl lines, before its checkpoint;
+                     // checkpoint: right after step S's checkpoint; summary: while writing it
+};
 
 struct TrainOptions {
   std::string out_dir;       // run directory (created)
@@ -19,6 +29,7 @@ struct TrainOptions {
   // Stop after this many steps as a crash would (checkpoint written, no summary); 0 = off.
   // Lets tests prove that resuming equals the uninterrupted run.
   int64_t interrupt_at_step = 0;
+  StopPoint stop_after;
 };
 
 struct TrainOutcome {
@@ -27,9 +38,17 @@ struct TrainOutcome {
   int exit_code = 0;         // 0 completed/early stopped/already finished, 1 diverged/failed
 };
 
-// Throws sb::Error for bad input (unknown task or split, unwritable directory, a run already in
-// out_dir without resume, a checkpoint of another config) before anything is written.
+// Throws sb::Error for bad input (unknown task or split, a run directory that is a file or cannot
+// be written, a run already in out_dir without resume, a run larger than the memory available, a
+// checkpoint of another config, a task producing invalid examples) before anything is written.
+// Resumed at the checkpoint of its last step (summary.json lost), the run evaluates again and
+// writes the summary an uninterrupted run writes. A finished run (a readable summary.json) is
+// left alone: status already_finished.
 TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const TrainOptions& options);
+
+// The memory the run would need (memory_estimate.hpp), from its config and tasks, allocating
+// nothing: for --dry-run. sb::Error for an unknown task or split.
+MemoryEstimate estimate_run_memory(const TrainConfig& config, const TaskRegistry& tasks);
 
 // Sequences per evaluation chunk of an eval set at `length` (at least one, at most `examples`). At
 // the training length, chunks fill the training batch's buffers (batch x train_length tokens, or the
