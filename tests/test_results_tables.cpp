@@ -192,7 +192,7 @@ TEST(Results, ReproduceCollectPoolsStudiesIntoOneFolder) {
     ASSERT_EQ(rounded.size(), original.size()) << c.path();
     ASSERT_FALSE(original.empty());
     for (size_t i = 0; i < original.size(); ++i) {  // the same record: kind and step agree
-      const std::string head = original[i].substr(0, original[i].find(", \"", original[i].find("\"step\"")));
+      const std::string head = original[i].substr(0, original[i].find(',', original[i].find("\"step\"")));
       EXPECT_EQ(rounded[i].substr(0, head.size()), head);
     }
     ++cells;

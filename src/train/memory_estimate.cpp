@@ -17,9 +17,6 @@ namespace {
 
 constexpr double kFloat = 4;  // the engines train in float
 
-bool uses_path(Attention a) { return a == Attention::path || a == Attention::path_fox; }
-bool uses_gate(Attention a) { return a == Attention::fox || a == Attention::path_fox; }
-
 // Sum of the parameter views' sizes; `padded` rounds each up to ParamStore's 16-element alignment.
 int64_t params_of(const ModelConfig& c, int64_t V, bool padded) {
   const int64_t D = c.d_model, H = c.n_heads, HD = c.n_heads * c.head_dim, F = c.mlp_hidden(), R = c.path.rank;
