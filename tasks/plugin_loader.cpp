@@ -265,4 +265,11 @@ void load_plugins_from_env(TaskRegistry& registry) {
   }
 }
 
+std::vector<std::string> loaded_plugin_files(const TaskRegistry& registry) {
+  std::set<std::string> files;
+  for (const TaskInfo* info : registry.list())
+    if (info->origin != "built-in") files.insert(info->origin);
+  return {files.begin(), files.end()};
+}
+
 }  // namespace sb

@@ -2,6 +2,7 @@
 // versioned C entry point declared in include/statebench/plugin_abi.h.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "tasks/registry.hpp"
 
@@ -16,5 +17,9 @@ void load_plugin(TaskRegistry& registry, const std::string& path);
 
 // Loads every plugin found through kPluginPathEnv (a missing directory is an error).
 void load_plugins_from_env(TaskRegistry& registry);
+
+// The plugin files whose tasks are in `registry` (absolute paths, sorted, each once): what a
+// child process must load to know the same tasks, and what provenance records.
+std::vector<std::string> loaded_plugin_files(const TaskRegistry& registry);
 
 }  // namespace sb

@@ -22,7 +22,8 @@ const TaskInfo& TaskRegistry::get(const std::string& name) const {
   if (it == tasks_.end()) {
     std::string names;
     for (const auto& [n, info] : tasks_) names += (names.empty() ? "" : ", ") + n;
-    fail("unknown task '{}' (known: {})", name, names);
+    fail("unknown task '{}' (known: {}); a plugin's tasks load with --plugin FILE.so (before the subcommand), "
+         "STATEBENCH_PLUGIN_PATH=DIR, or a study's `plugins:` list", name, names);
   }
   return it->second;
 }

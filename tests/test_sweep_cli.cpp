@@ -2,9 +2,11 @@
 // for `statebench train` (a shell script given with --train-exe that records start/end, sleeps and
 // writes summary.json), so process handling is tested without training: kill -9 of the sweep
 // mid-run then resume (orphaned cells are waited for, never run twice), Ctrl-C (children stopped,
-// cells resumable), bad studies (one-line errors, exit 2), --dry-run. Three tests use the real
-// `statebench train`: kill and resume, a truncated summary redone with its evaluation, and
-// scripts/reproduce.sh --collect exporting a finished sweep.
+// cells resumable), bad studies (one-line errors, exit 2), --dry-run; the parts of the Slurm launcher
+// that need no Slurm (--slurm-dry-run, option checks, --status, `sweep-task` on a finished cell).
+// Real `statebench train`: kill and resume, a truncated summary redone with its evaluation,
+// scripts/reproduce.sh --collect exporting a finished sweep, and the example plugin's task swept
+// through --plugin and through a study's `plugins:` (tests/test_slurm.cpp: the same on Slurm).
 #include <signal.h>
 #include <yaml-cpp/yaml.h>
 
@@ -303,6 +305,122 @@ TEST(SweepCli, ReproduceCollectExportsAFinishedSweep) {
                                "' 2>&1").c_str());
   EXPECT_EQ(WEXITSTATUS(bad), 2);
   EXPECT_CONTAINS(read_file(log.string()), "--collect: no sweep state");
+}
+
+// ---- plugins -------------------------------------------------------------------------------------
+
+const char* kPluginStudy =
+    "config:\n"
+    "  task: {name: modular_counter, params: {length: 8, modulus: 3}, eval: [{split: val}]}\n"
+    "  model: {d_model: 16, n_heads: 2, n_layers: 1}\n"
+    "  train: {steps: 6, batch_size: 4, eval_examples: 8, eval_every: 0, threads: 1}\n"
+    "grid: {train.seed: [0, 1]}\n";
+
+void expect_plugin_cells(const Scratch& s, const std::string& plugin) {
+  const auto cells = cell_dirs(s);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const auto& c : cells) {
+    const YAML::Node summary = YAML::Load(read_file((c / "summary.json").string()));
+    EXPECT_EQ(summary["status"].as<std::string>(), "completed") << c;
+    EXPECT_EQ(summary["task"].as<std::string>(), "modular_counter");
+    ASSERT_EQ(summary["provenance"]["plugins"].size(), 1u) << c;
+    EXPECT_EQ(summary["provenance"]["plugins"][0].as<std::string>(), plugin);
+    EXPECT_CONTAINS(summary["provenance"]["command"].as<std::string>(), "--plugin " + plugin + " train ");
+  }
+}
+
+TEST(SweepCli, PluginTaskIsSweptThroughThePluginOption) {
+  Scratch s = setup("plugin_option");
+  write_file_atomic(s.study.string(), std::string("name: plugin_option\n") + kPluginStudy);
+  const std::vector<std::string> sweep = {"sweep", s.study.string(), "--out", s.out.string(), "--progress", "plain"};
+  const CliResult without = run_cli(sweep);  // the task is unknown, and the error says how to load it
+  EXPECT_EQ(without.rc, 2);
+  for (const char* part : {"unknown task 'modular_counter'", "--plugin FILE.so", "STATEBENCH_PLUGIN_PATH", "`plugins:`"})
+    EXPECT_CONTAINS(without.err, part);
+  std::vector<std::string> with = {"--plugin", SB_EXAMPLE_PLUGIN};
+  with.insert(with.end(), sweep.begin(), sweep.end());
+  const CliResult r = run_cli(with);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_CONTAINS(r.out, "2 finished (0 failed)");
+  expect_plugin_cells(s, fs::absolute(SB_EXAMPLE_PLUGIN).lexically_normal().string());
+}
+
+TEST(SweepCli, StudyNamesItsPluginsRelativeToItself) {
+  Scratch s = setup("plugin_key");
+  fs::create_directories(s.dir / "plugins");
+  fs::copy_file(SB_EXAMPLE_PLUGIN, s.dir / "plugins" / "my_task.so");
+  write_file_atomic(s.study.string(), std::string("name: plugin_key\nplugins: [plugins/my_task.so]\n") + kPluginStudy);
+  const CliResult r = run_cli({"sweep", s.study.string(), "--out", s.out.string(), "--progress", "plain"});
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  expect_plugin_cells(s, fs::absolute(s.dir / "plugins" / "my_task.so").lexically_normal().string());
+  write_file_atomic(s.study.string(), std::string("name: plugin_key\nplugins: missing.so\n") + kPluginStudy);
+  const CliResult bad = run_cli({"sweep", s.study.string(), "--out", s.out.string()});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_CONTAINS(bad.err, "study '" + s.study.string() + "': plugins: plugin file '" + (s.dir / "missing.so").string() +
+                               "' does not exist");
+}
+
+// ---- the Slurm launcher without Slurm ----------------------------------------------------------------
+
+TEST(SweepCli, SlurmDryRunPrintsTheBatchScriptAndSubmitsNothing) {
+  const Scratch s = setup("slurm_dry");
+  const CliResult r = run_cli({"sweep", s.study.string(), "--out", s.out.string(), "--launcher", "slurm", "--partition",
+                               "gpu", "--account", "lab", "--time", "1:00:00", "--cpus-per-task", "2", "--mem", "4G",
+                               "--max-running", "3", "--sbatch-arg=--qos=high", "--slurm-dry-run"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* line : {"# 6 cells would be submitted as one job array: sbatch --parsable --qos=high ",
+                           "#SBATCH --array=0-5%3\n", "#SBATCH --partition=gpu\n", "#SBATCH --account=lab\n",
+                           "#SBATCH --time=1:00:00\n", "#SBATCH --cpus-per-task=2\n", "#SBATCH --mem=4G\n",
+                           " sweep-task ", "--device cpu --threads 2\n", "nothing was submitted (--slurm-dry-run)"})
+    EXPECT_CONTAINS(r.out, line);
+  EXPECT_FALSE(fs::exists(s.out));
+}
+
+TEST(SweepCli, LauncherOptionsThatDoNotFitAreOneLineErrors) {
+  const Scratch s = setup("slurm_opts");
+  auto expect_error = [&](std::vector<std::string> extra, const std::string& message) {
+    std::vector<std::string> args = {"sweep", s.study.string(), "--out", s.out.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.rc, 2) << show(args);
+    EXPECT_EQ(r.err, "statebench: error: " + message + "\n");
+  };
+  expect_error({"--partition", "gpu"}, "--partition needs --launcher slurm");
+  expect_error({"--launcher", "slurm", "--devices", "cpu"}, "--devices is for --launcher local; on Slurm use --gpus-per-task");
+  expect_error({"--launcher", "slurm", "--time", "1 h"}, "--time '1 h': no spaces, quotes or backslashes allowed");
+  expect_error({"--status", "--wait"}, "--status: give it without --wait (it only reads the sweep directory and the queue)");
+  expect_error({"--status"}, "--status: '" + s.out.string() + "' holds no sweep yet (no manifest.json); --out names the sweep directory");
+  EXPECT_FALSE(fs::exists(s.out));
+}
+
+TEST(SweepCli, StatusAndSweepTaskWorkOnALocalSweep) {
+  const Scratch s = setup("slurm_status", "grid: {train.seed: [0, 1, 2]}\n");
+  ::setenv("SB_FAKE_TRAIN_SECONDS", "0", 1);
+  ASSERT_EQ(run_cli(sweep_args(s)).rc, 0);
+  const auto cells = cell_dirs(s);
+  ASSERT_EQ(cells.size(), 3u);
+  // A repeated task on a finished cell runs nothing ...
+  const CliResult again = run_cli({"sweep-task", s.out.string(), cells[0].filename().string(), "--train-exe", s.script.string()});
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_CONTAINS(again.out, "already finished (completed): nothing to do");
+  EXPECT_EQ(runs_of(cells[0]).size(), 2u);
+  // ... one whose run ended without a summary runs it once more; a failed one is reported.
+  fs::remove(cells[1] / "summary.json");
+  write_file_atomic((cells[2] / "summary.json").string(), "{\"status\": \"failed\", \"message\": \"out of memory\"}\n");
+  const CliResult status = run_cli({"sweep", s.study.string(), "--out", s.out.string(), "--status"});
+  EXPECT_EQ(status.rc, 0) << status.err;
+  EXPECT_CONTAINS(status.out, "1/3 done, 0 running, 0 queued, 1 failed, 1 not submitted");
+  EXPECT_CONTAINS(status.out, "failed        " + cells[2].filename().string() + "  out of memory\n");
+  EXPECT_CONTAINS(status.out, "log: " + (cells[2] / "log.txt").string());
+  EXPECT_CONTAINS(status.out, "2 cells to submit");
+  const CliResult task = run_cli({"sweep-task", s.out.string(), cells[1].filename().string(), "--train-exe", s.script.string()});
+  EXPECT_EQ(task.rc, 0) << task.err << task.out;
+  EXPECT_EQ(runs_of(cells[1]).size(), 4u);
+  EXPECT_TRUE(fs::exists(cells[1] / "summary.json"));
+  const CliResult unknown = run_cli({"sweep-task", s.out.string(), "no-such-cell"});
+  EXPECT_EQ(unknown.rc, 2);
+  EXPECT_CONTAINS(unknown.err, "has no cell 'no-such-cell'");
+  ::unsetenv("SB_FAKE_TRAIN_SECONDS");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // expands a study (docs/sweeps.md) into cells, validates every cell's config and task before
 // anything runs, then runs the cells as `statebench train` child processes (resumable), or with
 // --dry-run prints the plan and a time estimate. Ctrl-C stops the children; rerun to resume.
+// --launcher slurm and --status are in cmd_sweep_slurm.cpp.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -12,12 +13,13 @@
 #include <memory>
 #include <thread>
 
-#include "cli/cli.hpp"
+#include "cli/cmd_sweep.hpp"
 #include "core/error.hpp"
 #include "io/progress.hpp"
 #include "sweep/display.hpp"
 #include "sweep/manifest.hpp"
 #include "sweep/runner.hpp"
+#include "tasks/plugin_loader.hpp"
 
 namespace sb::cli {
 
@@ -54,12 +56,7 @@ class StopGuard {
   struct sigaction old_int_ = {}, old_term_ = {};
 };
 
-struct Options {
-  std::string study, out, devices = "cpu", progress = "auto", train_exe;
-  std::vector<std::string> set;
-  int workers = 0, threads = 0;
-  bool dry_run = false, keep_going = false;
-};
+using Options = SweepArgs;
 
 // Builds the cell's task and every evaluation variant, as train will.
 TaskShape check_task(const Context& ctx, const TrainConfig& c) {
@@ -201,8 +198,16 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
 }
 
 void run_sweep_command(Context& ctx, const Options& opt) {
+  check_launcher_options(opt);
   ctx.load_plugins();
   Study study = load_study(opt.study);
+  for (const auto& file : study.plugins) {  // the study's own `plugins:` (a file already loaded is kept)
+    try {
+      load_plugin(ctx.tasks, file);
+    } catch (const Error& e) {
+      fail("study '{}': plugins: {}", opt.study, e.what());
+    }
+  }
   for (const auto& o : opt.set) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) fail("--set '{}': expected key.path=value", o);
@@ -218,6 +223,14 @@ void run_sweep_command(Context& ctx, const Options& opt) {
   if (opt.threads < 0) fail("--threads {}: expected a positive number (0 = automatic)", opt.threads);
   const Plan plan = make_plan(study, [&ctx](const TrainConfig& c) { return check_task(ctx, c); });
   const std::string out = opt.out.empty() ? (fs::path("sweeps") / study.name).string() : opt.out;
+  if (opt.status) {
+    print_sweep_status(plan, out);
+    return;
+  }
+  if (opt.launcher == "slurm") {
+    run_slurm_sweep(ctx, opt, plan, out);
+    return;
+  }
 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool threads_in_study = study_sets_key(study, "train.threads");
@@ -244,6 +257,7 @@ void run_sweep_command(Context& ctx, const Options& opt) {
   ropt.out_dir = out;
   ropt.slots = slots;
   ropt.cpu_threads = cpu_threads;
+  ropt.plugins = loaded_plugin_files(ctx.tasks);  // every cell loads what this sweep loaded
   ropt.interrupt = &g_stop;
   ropt.stop_after_initial_failures = opt.keep_going ? 0 : kStopAfterInitialFailures;
   SweepResult result;
@@ -270,7 +284,9 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
       "keys and a protocol (grid, min_depth, max_lr). Every cell's config is validated before anything runs.\n"
       "Cells run as `statebench train` children in OUT/cells/<id>/ (log.txt holds their output).\n"
       "Run the same command again to resume: finished cells are kept, unfinished ones resume from their\n"
-      "checkpoint, failed ones are retried. Then: statebench table OUT");
+      "checkpoint, failed ones are retried. Then: statebench table OUT\n"
+      "On a Slurm cluster: --launcher slurm submits the unfinished cells as one job array (run the same\n"
+      "command again to resubmit what is not finished); --status shows each cell's state.");
   cmd->add_option("study", opt->study, "the study file (YAML)")->required()->type_name("STUDY.yaml");
   cmd->add_option("--out,-o", opt->out, "sweep directory (default: sweeps/<study name>)")->type_name("DIR");
   cmd->add_option("--devices", opt->devices, "devices for cells, e.g. cpu or cuda:0,cuda:1 or cpu,cuda:0")->capture_default_str();
@@ -290,7 +306,13 @@ void add_sweep_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--train-exe", opt->train_exe, "the statebench binary that runs the cells (default: this one)")
       ->type_name("PATH")
       ->check(CLI::ExistingFile);
-  cmd->callback([&ctx, opt] { run_sweep_command(ctx, *opt); });
+  add_slurm_options(*cmd, *opt);
+  cmd->callback([&ctx, opt, cmd] {
+    for (const CLI::Option* o : cmd->get_options())
+      if (o->count() > 0 && !o->get_lnames().empty()) opt->given.push_back("--" + o->get_lnames().front());
+    run_sweep_command(ctx, *opt);
+  });
+  add_sweep_task_command(app, ctx);
 }
 
 }  // namespace sb::cli

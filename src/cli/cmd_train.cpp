@@ -7,6 +7,8 @@
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "model/transformer.hpp"
+#include "sweep/slurm.hpp"
+#include "tasks/plugin_loader.hpp"
 #include "train/engine.hpp"
 #include "train/trainer.hpp"
 
@@ -72,6 +74,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
   opt.out_dir = cfg.out_dir;
   opt.resume = a.resume;
   opt.command = ctx.command_line;
+  opt.plugins = loaded_plugin_files(ctx.tasks);
+  opt.slurm = sweep::current_slurm_job();
   opt.progress = !a.quiet;
   opt.stop_after = stop;
   const TrainOutcome r = train(cfg, ctx.tasks, opt);

@@ -171,7 +171,7 @@ std::string base_config_path(const Plan& plan, const std::string& out_dir) {
 }
 
 void write_failed_summary(const std::string& dir, const std::string& message, double wall_seconds,
-                          const LaunchExit& exit) {
+                          const LaunchExit& exit, const std::optional<Provenance>& provenance) {
   std::string tail;
   try {
     const std::string log = read_file((fs::path(dir) / "log.txt").string());
@@ -186,6 +186,7 @@ void write_failed_summary(const std::string& dir, const std::string& message, do
   else s.exit_code = exit.exit_code;
   s.log_tail = tail;
   s.written_by = "statebench sweep";
+  s.provenance = provenance;
   write_run_summary((fs::path(dir) / "summary.json").string(), s);
 }
 
@@ -204,9 +205,25 @@ std::string last_log_line(const std::string& dir) {
   }
 }
 
-// An exclusive flock on `path`, or -1 when another process holds it. The descriptor is
-// close-on-exec (the launcher clears that flag for the one child that should inherit it).
-int try_lock(const std::string& path) {
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::string missing_summary_message(const std::string& dir, const LaunchExit& e) {
+  const std::string why = e.signal ? fmt::format("was killed by signal {} ({})", e.signal, strsignal(e.signal))
+                                   : fmt::format("exited with code {}", e.exit_code);
+  const std::string line = last_log_line(dir);
+  return fmt::format("statebench train {} without writing summary.json{}{}", why, line.empty() ? "" : ": ", line);
+}
+
+// The descriptor is close-on-exec (the launcher clears that flag for the one child that should
+// inherit it).
+int lock_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot open lock file '{}': {}", path, std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -216,16 +233,18 @@ int try_lock(const std::string& path) {
   return fd;
 }
 
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
+std::vector<std::string> cell_train_args(const CellCommand& c) {
+  std::vector<std::string> args;
+  for (const auto& p : c.plugins) args.insert(args.end(), {"--plugin", p});
+  args.insert(args.end(), {"train", c.base_config});
+  for (const auto& o : c.set) args.insert(args.end(), {"--set", o});
+  if (c.device == "cpu" && c.cpu_threads > 0) args.insert(args.end(), {"--set", fmt::format("train.threads={}", c.cpu_threads)});
+  args.insert(args.end(), {"--out", c.dir, "--device", c.device});
+  if (c.resume) args.push_back("--resume");
+  return args;
+}
 
-// Creates OUT, refuses a directory that belongs to another study or cells run with another
-// config, writes study.yaml (and base.yaml for an inline config).
-void prepare_out_dir(const Plan& plan, const std::string& out) {
+void prepare_sweep_dir(const Plan& plan, const std::string& out) {
   fs::create_directories(fs::path(out) / "cells");
   const std::string manifest = (fs::path(out) / "manifest.json").string();
   if (fs::exists(manifest)) {
@@ -255,8 +274,6 @@ void prepare_out_dir(const Plan& plan, const std::string& out) {
   if (plan.study.base_file.empty()) write_file_atomic((fs::path(out) / "base.yaml").string(), plan.study.base_yaml);
 }
 
-}  // namespace
-
 // ---- run_sweep ----------------------------------------------------------------------------------
 
 SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions& opt, SweepObserver* observer) {
@@ -265,9 +282,9 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
   if (opt.slots.empty()) fail("no worker slots");
   const fs::path out = fs::absolute(opt.out_dir).lexically_normal();
   create_output_dir(out.string(), "--out");
-  FdCloser sweep_lock{try_lock((out / "sweep.lock").string())};
+  FdCloser sweep_lock{lock_file((out / "sweep.lock").string())};
   if (sweep_lock.fd < 0) fail("another statebench sweep is running in '{}' (it holds {}/sweep.lock)", out.string(), out.string());
-  prepare_out_dir(plan, out.string());
+  prepare_sweep_dir(plan, out.string());
 
   ManifestInfo info;
   info.study_source = plan.study.file == "<string>" ? plan.study.file : fs::absolute(plan.study.file).lexically_normal().string();
@@ -339,11 +356,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
       return;
     }
     if (!r) {
-      std::string why = e.signal ? fmt::format("was killed by signal {} ({})", e.signal, strsignal(e.signal))
-                                 : fmt::format("exited with code {}", e.exit_code);
-      const std::string line = last_log_line(cell_dir(c));
-      write_failed_summary(cell_dir(c), fmt::format("statebench train {} without writing summary.json{}{}", why,
-                                                    line.empty() ? "" : ": ", line), wall, e);
+      write_failed_summary(cell_dir(c), missing_summary_message(cell_dir(c), e), wall, e);
       r = read_cell_result(summary_of(c), plan.metric);
     }
     ::close(a.lock_fd);  // after the summary is in place: a waiting sweep then sees it
@@ -364,7 +377,7 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
       if (free_slot == slot_busy.end()) break;
       const std::string dir = cell_dir(c);
       fs::create_directories(dir);
-      const int lock = try_lock((fs::path(dir) / "lock").string());
+      const int lock = lock_file((fs::path(dir) / "lock").string());
       if (lock < 0) {
         if (waiting.insert(c).second) obs.on_waiting(plan.cells[c]);
         continue;
@@ -387,14 +400,10 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
       spec.dir = dir;
       spec.device = opt.slots[slot];
       spec.lock_fd = lock;
-      spec.args = {"train", info.base_config};
-      for (const auto& o : plan.study.set) spec.args.insert(spec.args.end(), {"--set", o});
-      for (const auto& o : plan.cells[c].overrides()) spec.args.insert(spec.args.end(), {"--set", o});
-      if (spec.device == "cpu" && opt.cpu_threads > 0)
-        spec.args.insert(spec.args.end(), {"--set", fmt::format("train.threads={}", opt.cpu_threads)});
-      spec.args.insert(spec.args.end(), {"--out", dir, "--device", spec.device});
-      const bool resume = fs::exists(fs::path(dir) / "checkpoint.bin");
-      if (resume) spec.args.push_back("--resume");
+      CellCommand command{opt.plugins, info.base_config, plan.study.set, dir, spec.device, opt.cpu_threads, false};
+      for (const auto& o : plan.cells[c].overrides()) command.set.push_back(o);
+      const bool resume = command.resume = fs::exists(fs::path(dir) / "checkpoint.bin");
+      spec.args = cell_train_args(command);
       Active a{{c, spec.device, resume, Clock::now()}, slot, lock};
       int64_t handle = -1;
       try {

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sweep/plan.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb::sweep {
 
@@ -95,6 +97,7 @@ class SweepObserver {
 
 struct RunnerOptions {
   std::string out_dir;                  // the sweep directory (OUT)
+  std::vector<std::string> plugins;     // plugin files every cell loads (`--plugin F` before `train`)
   std::vector<std::string> slots;       // one device per worker slot (make_slots)
   int cpu_threads = 0;                  // > 0: cpu cells get --set train.threads=N
   const std::atomic<bool>* interrupt = nullptr;  // set (by a signal handler) to stop
@@ -120,8 +123,29 @@ SweepResult run_sweep(const Plan& plan, Launcher& launcher, const RunnerOptions&
 // The config file cells are run with: the study's base file, or OUT/base.yaml for an inline config.
 std::string base_config_path(const Plan& plan, const std::string& out_dir);
 
+// What one cell runs: `[--plugin F]... train BASE [--set S]... --out DIR --device D [--resume]`.
+struct CellCommand {
+  std::vector<std::string> plugins;    // absolute plugin files
+  std::string base_config;             // base_config_path()
+  std::vector<std::string> set;        // the study's `set` (and --set), then the cell's axis overrides
+  std::string dir, device;             // the cell's run directory (absolute); cpu, cuda:N
+  int cpu_threads = 0;                 // > 0 and device cpu: --set train.threads=N
+  bool resume = false;                 // DIR/checkpoint.bin exists
+};
+std::vector<std::string> cell_train_args(const CellCommand& command);
+
+// Creates OUT, refuses a directory that belongs to another study or cells run with another config,
+// writes study.yaml (and base.yaml for an inline config). The caller holds OUT/sweep.lock.
+void prepare_sweep_dir(const Plan& plan, const std::string& out_dir);
+
+// An exclusive flock on OUT/sweep.lock or a cell's lock file (created if absent), close-on-exec;
+// -1 when another process holds it.
+int lock_file(const std::string& path);
+
 // The summary.json the sweep writes for a cell whose child ended without one.
 void write_failed_summary(const std::string& dir, const std::string& message, double wall_seconds,
-                          const LaunchExit& exit);
+                          const LaunchExit& exit, const std::optional<Provenance>& provenance = std::nullopt);
+// Its message: "statebench train exited with code 3 without writing summary.json: <last log line>".
+std::string missing_summary_message(const std::string& dir, const LaunchExit& exit);
 
 }  // namespace sb::sweep

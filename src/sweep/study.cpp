@@ -40,8 +40,8 @@ size_t Study::zip_length() const {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name", "description", "base", "config", "set", "grid",
-                                           "zip",  "protocol",    "min_depth", "max_lr"};
+const std::vector<std::string> kTopKeys = {"name", "description", "plugins", "base",      "config", "set",
+                                           "grid", "zip",         "protocol", "min_depth", "max_lr"};
 
 std::string describe(const YAML::Node& n) {
   if (n.IsScalar()) return "'" + n.Scalar() + "'";
@@ -230,6 +230,19 @@ void parse_into(Study& s, const std::string& base_dir) {
                        });
   if (!name_ok) fail("name: '{}' must be letters, digits, '_', '-' or '.'", s.name);
   if (root["description"]) s.description = scalar(root["description"], "description");
+
+  if (const YAML::Node plugins = root["plugins"]) {  // a file or a list of files, relative to the study
+    std::vector<std::string> files;
+    if (plugins.IsSequence())
+      for (const auto& p : plugins) files.push_back(scalar(p, "plugins"));
+    else
+      files.push_back(scalar(plugins, "plugins"));
+    for (const auto& rel : files) {
+      const fs::path p = fs::path(rel).is_absolute() || base_dir.empty() ? fs::path(rel) : fs::path(base_dir) / rel;
+      if (!fs::is_regular_file(p)) fail("plugins: plugin file '{}' does not exist", p.lexically_normal().string());
+      s.plugins.push_back(fs::absolute(p).lexically_normal().string());
+    }
+  }
 
   const YAML::Node base = root["base"], config = root["config"];
   if (base && config) fail("give either `base` (a config file) or `config` (an inline config), not both");

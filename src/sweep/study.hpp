@@ -48,6 +48,7 @@ struct Study {
   std::string description;
   std::string base_file;  // `base` resolved against the study's directory; empty with `config:`
   std::string base_yaml;  // the base config's YAML text (the file's contents or the inline map)
+  std::vector<std::string> plugins;  // `plugins`: task plugin files, resolved against the study's directory
   std::vector<std::string> set;  // "key=value" overrides applied to every cell, in order
   std::vector<Axis> axes;        // grid axes in file order, then zip axes in file order
   Protocol protocol = Protocol::grid;

@@ -164,6 +164,14 @@ void to_json(Json& j, const RunSummary& s) {
     const Provenance& p = *s.provenance;
     Json prov = Json::object();
     for (const auto& [key, field] : kProvenance) prov[key] = p.*field;
+    if (!p.plugins.empty()) prov["plugins"] = p.plugins;
+    if (p.slurm) {
+      Json slurm = Json::object();
+      slurm["job_id"] = p.slurm->job_id;
+      if (!p.slurm->array_job_id.empty()) slurm["array_job_id"] = p.slurm->array_job_id;
+      if (p.slurm->array_task_id) slurm["array_task_id"] = *p.slurm->array_task_id;
+      prov["slurm"] = std::move(slurm);
+    }
     j["provenance"] = std::move(prov);
   }
   if (s.signal) j["signal"] = *s.signal;
@@ -234,6 +242,20 @@ void from_json(const Json& j, RunSummary& s) {
     if (!v.is_object()) return;
     Provenance p;
     for (const auto& [key, field] : kProvenance) with(v, key, [&](const Json& x) { p.*field = json_text(x); });
+    with(v, "plugins", [&](const Json& x) {
+      if (!x.is_array()) fail("'provenance.plugins': expected a list of files, got {}", x.dump());
+      for (const Json& f : x) p.plugins.push_back(json_text(f));
+    });
+    with(v, "slurm", [&](const Json& x) {
+      if (!x.is_object()) fail("'provenance.slurm': expected an object, got {}", x.dump());
+      SlurmJob job;
+      with(x, "job_id", [&](const Json& y) { job.job_id = json_text(y); });
+      with(x, "array_job_id", [&](const Json& y) { job.array_job_id = json_text(y); });
+      with(x, "array_task_id", [&](const Json& y) {
+        if (!y.is_null()) job.array_task_id = json_integer(y, "provenance.slurm.array_task_id");
+      });
+      p.slurm = std::move(job);
+    });
     s.provenance = std::move(p);
   });
   optional_integer("signal", s.signal);

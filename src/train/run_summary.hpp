@@ -44,8 +44,17 @@ struct ModelSummary {
   std::optional<int64_t> n_layers, d_model, n_heads, head_dim, params;
 };
 
+// The Slurm job a run ran in (from the job's environment): its own job id, and for an array task
+// the array's job id and the task's index.
+struct SlurmJob {
+  std::string job_id, array_job_id;
+  std::optional<int64_t> array_task_id;
+};
+
 struct Provenance {
   std::string commit, version, device, date, command, host;
+  std::vector<std::string> plugins;  // plugin files loaded (absolute); written when any
+  std::optional<SlurmJob> slurm;     // written when the run ran under Slurm
 };
 
 struct RunSummary {

@@ -361,7 +361,8 @@ class Trainer {
     s.lr = cfg_.optim.lr;
     s.config_fingerprint = fmt::format("{:016x}", config_fingerprint(cfg_));
     s.eval = std::move(eval);
-    s.provenance = Provenance{sb::build_commit(), STATEBENCH_VERSION, device_, utc_now(), opt_.command, host_name()};
+    s.provenance = Provenance{sb::build_commit(), STATEBENCH_VERSION, device_, utc_now(), opt_.command, host_name(),
+                              opt_.plugins, opt_.slurm};
     return s;
   }
 

@@ -3,12 +3,15 @@
 // writes the run directory described in docs/run-format.md.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/utc_time.hpp"
 #include "tasks/registry.hpp"
 #include "train/config.hpp"
 #include "train/memory_estimate.hpp"
+#include "train/run_summary.hpp"
 
 namespace sb {
 
@@ -25,6 +28,8 @@ struct TrainOptions {
   std::string out_dir;       // run directory (created)
   bool resume = false;       // continue from out_dir/checkpoint.bin if present
   std::string command;       // the command line, for provenance
+  std::vector<std::string> plugins;  // plugin files loaded, for provenance
+  std::optional<SlurmJob> slurm;     // the Slurm job it runs in, for provenance
   bool progress = true;      // progress line on stderr
   // Stop after this many steps as a crash would (checkpoint written, no summary); 0 = off.
   // Lets tests prove that resuming equals the uninterrupted run.
