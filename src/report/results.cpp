@@ -278,7 +278,7 @@ namespace {
 bool is_bookkeeping_key(const std::string& key) {
   static const char* const kKeys[] = {"task.eval", "train.eval_every", "train.eval_examples", "train.log_every",
                                       "train.checkpoint_every", "train.threads", "train.device",
-                                      "train.target_accuracy", "out_dir"};
+                                      "train.target_accuracy", "train.target_metric", "out_dir"};
   for (const char* k : kKeys) {
     const std::string p(k);
     if (key == p || key.rfind(p + ".", 0) == 0) return true;
@@ -402,6 +402,7 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
     scan_run_dirs(study, packed, options);
   }
   if (study.info.name.empty()) study.info.name = fs::weakly_canonical(root).filename().string();
+  for (RunRecord& r : study.runs) r.study_dir = dir;
   const bool any = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) { return !is_pending(r.status); });
   if (!any) {
     const size_t unreadable = std::count_if(study.runs.begin(), study.runs.end(),

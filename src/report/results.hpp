@@ -50,6 +50,7 @@ struct RunRecord {
   std::string dir;  // the run directory (for a packed cell: where it would be, DIR/cells/<id>)
   std::string source;  // where its summary was read, quoted, for messages: "'D/summary.json'",
                        // "'DIR/cells.jsonl' line 3 (cell ID)"; "" when none was
+  std::string study_dir;  // the directory given to load_study that holds it (its curves.jsonl.gz)
   RunStatus status = RunStatus::missing;
   std::string message;  // summary.json "message" (why it diverged or failed)
   std::string attention;            // model.attention
