@@ -71,6 +71,36 @@ TEST(SeedsTable, EachSeedMedianBestAndHowManyPass) {
   EXPECT_EQ(cell(by_err, {"path", "2"}, "passed"), "2/3");
 }
 
+// Under another metric than the study's, a depth the protocol skipped is not decided: it was not
+// run (min_depth skipped it because a smaller depth reached the study's threshold).
+TEST(SeedsTable, MinDepthOnAnotherMetricLeavesSkippedDepthsOpen) {
+  std::vector<RunSpec> rs;
+  for (int depth : {1, 2, 3})
+    for (int seed : {0, 1}) {
+      RunSpec r;
+      r.depth = depth, r.seed = seed;
+      r.evals = {{"val", {depth == 1 ? 0.5 : 0.92}}};  // sequence accuracy 0.46 at depth 2
+      rs.push_back(r);
+    }
+  const fs::path dir = write_sweep("skipped_other_metric", rs, {}, "min_depth", "{\"threshold\": 0.9}");
+  std::string manifest = read_file((dir / "manifest.json").string());
+  for (int seed : {0, 1}) {  // depth 3 skipped: depth 2 reached 0.9 token accuracy
+    RunSpec r = rs[static_cast<size_t>(4 + seed)];
+    const std::string key = "{\"id\": \"" + cell_id(r) + "\", ";
+    manifest.insert(manifest.find(key) + key.size(), "\"state\": \"skipped\", ");
+    fs::remove_all(dir / "cells" / cell_id(r));
+  }
+  write_file_atomic((dir / "manifest.json").string(), manifest);
+  const Study s = load_study(dir.string());
+  EXPECT_EQ(row_of(min_depth_table(s, {}), {"path"}), (std::vector<std::string>{"path", "2 (2/2)"}));
+  TableOptions seq;
+  seq.metric = "val.sequence_accuracy";
+  seq.threshold = 0.99;
+  EXPECT_EQ(row_of(min_depth_table(s, seq), {"path"}), (std::vector<std::string>{"path", "?"}));  // not "> 3"
+  seq.threshold = 0.4;
+  EXPECT_EQ(row_of(min_depth_table(s, seq), {"path"}), (std::vector<std::string>{"path", "2 (2/2)"}));
+}
+
 // The CSV of every table, parsed as numbers: a block per table ("# title", header, rows).
 struct Block {
   std::vector<std::string> header;

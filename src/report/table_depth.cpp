@@ -56,8 +56,10 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
           value = best ? s.best(m.field) : cell_value(*cell, m.key, m.field).stats.mean;  // chosen = best lr by mean
           const bool pass = passes(value, m.field, threshold);
           passed = count_passing(values, m.field, threshold), n = s.n;
+          // Skipped by the protocol (a smaller depth reached under the study's rule): not decided
+          // under another metric or threshold.
           const bool open = std::any_of(cell->runs.begin(), cell->runs.end(), [](const RunRecord* r) {
-            return is_pending(r->status) || r->status == RunStatus::failed;
+            return is_pending(r->status) || r->status == RunStatus::failed || r->status == RunStatus::skipped;
           });
           state = pass ? State::pass : open ? State::open : State::fail;
         }
