@@ -1,17 +1,20 @@
 // test_results_tables.cpp: the committed results/ as a reader gets them (results/README.md). Every
 // committed tables.md, tables.csv and plots/*.svg is what the real `statebench table` makes from the
 // files that stay: a study folder from itself, a pooled folder from its study folders in name
-// order. Each folder keeps the reader's layout (no per-cell metrics.jsonl, config.yaml or PNGs; one
-// curves.jsonl.gz per study). And scripts/reproduce.sh --collect --pool writes that layout.
+// order. Each folder keeps the reader's layout (the cells' summaries packed in one cells.jsonl, no
+// per-cell folders, metrics.jsonl, config.yaml or PNGs; one curves.jsonl.gz per study). And
+// scripts/reproduce.sh --collect --pool writes that layout.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli_run.hpp"
+#include "io/json.hpp"
 #include "test_util.hpp"
 
 namespace sb::test {
@@ -84,17 +87,38 @@ void expect_rebuilds(const std::vector<fs::path>& dirs, const fs::path& at, bool
       EXPECT_EQ(read_file((scratch / name).string()), read_file((at / "plots" / name).string())) << name;
 }
 
-// What one study folder must hold, and must not.
+// The lines of a study's cells.jsonl: id -> the summary object (checked: one JSON object per line
+// with a string "id", given once, and an object "summary").
+std::map<std::string, Json> packed_cells(const fs::path& dir) {
+  std::map<std::string, Json> out;
+  for (const std::string& line : lines_of(read_file((dir / "cells.jsonl").string()))) {
+    const Json j = Json::parse(line);
+    EXPECT_TRUE(j.is_object() && j.size() == 2 && j.begin().key() == "id" && j["id"].is_string()) << line.substr(0, 80);
+    EXPECT_TRUE(j.contains("summary") && j["summary"].is_object()) << line.substr(0, 80);
+    EXPECT_TRUE(out.emplace(j["id"].get<std::string>(), j["summary"]).second) << "given twice: " << j["id"];
+  }
+  return out;
+}
+
+// What one study folder must hold, and must not: every cell the manifest says finished is a line
+// of cells.jsonl, with that status; there is no cells/ folder.
 void expect_study_layout(const fs::path& dir) {
   SCOPED_TRACE(dir.string());
-  for (const char* f : {"study.yaml", "manifest.json", "PROVENANCE.md", "tables.md", "tables.csv", "curves.jsonl.gz"})
+  for (const char* f : {"study.yaml", "manifest.json", "PROVENANCE.md", "tables.md", "tables.csv", "curves.jsonl.gz", "cells.jsonl"})
     EXPECT_TRUE(fs::exists(dir / f)) << f;
-  size_t cells = 0;
-  for (const auto& c : fs::directory_iterator(dir / "cells")) {
-    EXPECT_TRUE(fs::exists(c.path() / "summary.json")) << c.path();
-    ++cells;
+  EXPECT_FALSE(fs::exists(dir / "cells"));
+  const std::map<std::string, Json> cells = packed_cells(dir);
+  EXPECT_GT(cells.size(), 0u);
+  size_t finished = 0;
+  const Json manifest = Json::parse(read_file((dir / "manifest.json").string()));
+  for (const Json& c : manifest["cells"]) {
+    if (c.value("state", "") != "finished") continue;
+    ++finished;
+    const auto it = cells.find(c["id"].get<std::string>());
+    if (it == cells.end()) ADD_FAILURE() << "no line for finished cell " << c["id"];
+    else EXPECT_EQ(it->second.value("status", ""), c.value("status", "")) << c["id"];
   }
-  EXPECT_GT(cells, 0u);
+  EXPECT_EQ(finished, cells.size());
 }
 
 class ResultsFolder : public ::testing::TestWithParam<std::string> {};
@@ -115,7 +139,7 @@ TEST_P(ResultsFolder, KeepsTheReadersLayout) {
   const fs::path dir = kResults / GetParam();
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    EXPECT_FALSE(name == "metrics.jsonl" || name == "config.yaml" || name == "invocations.tsv" ||
+    EXPECT_FALSE(name == "metrics.jsonl" || name == "config.yaml" || name == "summary.json" || name == "invocations.tsv" ||
                  e.path().extension() == ".png" || e.path().extension() == ".tmp")
         << e.path();
   }
@@ -170,7 +194,17 @@ TEST(Results, ReproduceCollectPoolsStudiesIntoOneFolder) {
   for (const auto& s : studies) expect_study_layout(s);
   EXPECT_FALSE(fs::exists(results / "pair_a"));
   for (const auto& e : fs::recursive_directory_iterator(group))
-    EXPECT_FALSE(e.path().filename() == "metrics.jsonl" || e.path().filename() == "config.yaml") << e.path();
+    EXPECT_FALSE(e.path().filename() == "metrics.jsonl" || e.path().filename() == "config.yaml" ||
+                 e.path().filename() == "summary.json")
+        << e.path();
+  // Each cell's line holds its summary.json unchanged (the same text, newline aside).
+  const std::string packed = read_file((group / "pair_a" / "cells.jsonl").string());
+  EXPECT_EQ(lines_of(packed).size(), 4u);
+  for (const auto& c : fs::directory_iterator(sweeps / "pair_a" / "cells")) {
+    std::string summary = read_file((c.path() / "summary.json").string());
+    while (!summary.empty() && summary.back() == '\n') summary.pop_back();
+    EXPECT_CONTAINS(packed, "{\"id\": \"" + c.path().filename().string() + "\", \"summary\": " + summary + "}\n");
+  }
   EXPECT_CONTAINS(read_file((group / "tables.md").string()), "# pair_a + pair_b");
   EXPECT_CONTAINS(read_file((group / "tables.md").string()), "(4) |");  // four seeds pooled in a cell
   expect_rebuilds(studies, group, true);

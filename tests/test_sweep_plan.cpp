@@ -187,6 +187,17 @@ TEST(SweepStudy, StructuralErrors) {
   EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\n"
                              "min_depth: {axis: model.n_layers, threshold: 0.9, metric: accuracy}\n"),
                   "must be <eval key>.<field>");
+  EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\n"
+                             "min_depth: {axis: model.n_layers, threshold: 0.9, metric: val.accuracy}\n"),
+                  "min_depth.metric: metric 'val.accuracy': unknown field 'accuracy' (token_accuracy, sequence_accuracy, "
+                  "error_rate or loss)");
+  EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 90}\n"),
+                  "min_depth.threshold: 90 is out of range for token_accuracy (expected a number in [0, 1])");
+  EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\n"
+                             "min_depth: {axis: model.n_layers, threshold: -1, metric: val.loss}\n"),
+                  "min_depth.threshold: -1 is out of range for loss (expected a number >= 0)");
+  EXPECT_CONTAINS(err(base + "grid: {optim.lr: [1e-3]}\nprotocol: max_lr\nmax_lr: {stop_at: 1.5, metric: val.sequence_accuracy}\n"),
+                  "max_lr.stop_at: 1.5 is out of range for sequence_accuracy");
   EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, x: 1}\n"),
                   "min_depth: unknown key 'x'");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [0]}\nprotocol: max_lr\n"), "max_lr.axis: 'optim.lr' is not a grid axis");
@@ -319,6 +330,59 @@ TEST(SweepScheduler, MinDepthNoDepthReaches) {
   EXPECT_TRUE(s.done());
   EXPECT_TRUE(s.groups()[0].decided);
   EXPECT_FALSE(s.groups()[0].reached.has_value());
+}
+
+// The protocol's metric and threshold come from the study: sequence accuracy decides like token
+// accuracy; error_rate and loss are lower-is-better (the best seed is the lowest, reaching is <=).
+TEST(SweepScheduler, MinDepthOnSequenceAccuracyAndOnErrorRate) {
+  const Plan seq = plan_of("grid: {model.n_layers: [1, 2, 3]}\nprotocol: min_depth\n"
+                           "min_depth: {axis: model.n_layers, threshold: 0.99, metric: val.sequence_accuracy}\n");
+  EXPECT_EQ(seq.metric, "val.sequence_accuracy");
+  EXPECT_TRUE(seq.higher_is_better);
+  Scheduler s(seq);
+  s.finish(0, ok(0.98));
+  EXPECT_EQ(s.finish(1, ok(0.995)), std::vector<size_t>{2});
+  EXPECT_EQ(*s.groups()[0].reached, 1u);
+
+  const Plan err = plan_of("grid: {model.n_layers: [1, 2, 3], train.seed: [0, 1]}\nprotocol: min_depth\n"
+                           "min_depth: {axis: model.n_layers, threshold: 0.05, metric: val.error_rate, best_over: [train.seed]}\n");
+  EXPECT_FALSE(err.higher_is_better);
+  Scheduler e(err);
+  e.finish(find_cell(err, "n_layers=1,seed=0"), ok(0.5));
+  EXPECT_TRUE(e.finish(find_cell(err, "n_layers=1,seed=1"), ok(0.06)).empty());  // 0.06 > 0.05: depth 2 next
+  e.finish(find_cell(err, "n_layers=2,seed=0"), ok(0.9));
+  EXPECT_EQ(e.finish(find_cell(err, "n_layers=2,seed=1"), ok(0.05)).size(), 2u);  // lowest 0.05 <= 0.05: reached
+  EXPECT_EQ(*e.groups()[0].reached, 1u);
+}
+
+// The metric must be one every cell evaluates, and an early stop must not end a run before the
+// protocol's threshold can be reached (issue: depth decided on sequence accuracy while training
+// stopped at a token accuracy of 0.9).
+TEST(SweepStudy, ProtocolMetricIsEvaluatedAndNotCutShortByTheStopRule) {
+  const std::string md = "grid: {model.n_layers: [1, 2]}\nprotocol: min_depth\n";
+  EXPECT_EQ(plan_error(md + "min_depth: {axis: model.n_layers, threshold: 0.9, metric: test.token_accuracy}\n"),
+            "study 's.yaml': min_depth.metric 'test.token_accuracy': cell 'n_layers=1' has no eval key 'test' (its "
+            "task.eval gives: val)");
+  EXPECT_NO_THROW(plan_of("set: ['task.eval=[{split: val}, {split: val, length: 64}]']\n" + md +
+                          "min_depth: {axis: model.n_layers, threshold: 0.9, metric: val@64.token_accuracy}\n"));
+  const std::string seq99 = "min_depth: {axis: model.n_layers, threshold: 0.99, metric: val.sequence_accuracy}\n";
+  EXPECT_EQ(plan_error("set: {train.target_accuracy: 0.9}\n" + md + seq99),
+            "study 's.yaml': cell 'n_layers=1': train.target_accuracy 0.9 on token_accuracy ends training before "
+            "min_depth val.sequence_accuracy reaches 0.99 (min_depth.threshold); set train.target_metric: "
+            "sequence_accuracy and train.target_accuracy >= 0.99, or train.target_accuracy: 0 (no early stop)");
+  EXPECT_CONTAINS(plan_error("set: {train.target_accuracy: 0.99}\n" + md + seq99), "0.99 on token_accuracy ends training");
+  EXPECT_CONTAINS(plan_error("set: {train.target_accuracy: 0.95, train.target_metric: sequence_accuracy}\n" + md + seq99),
+                  "0.95 on sequence_accuracy ends training");
+  EXPECT_NO_THROW(plan_of("set: {train.target_accuracy: 0.99, train.target_metric: sequence_accuracy}\n" + md + seq99));
+  EXPECT_NO_THROW(plan_of("set: {train.target_accuracy: 1}\n" + md + seq99));  // every token right: every sequence
+  EXPECT_NO_THROW(plan_of(md + seq99));                                          // no early stop
+  EXPECT_NO_THROW(plan_of("set: {train.target_accuracy: 0.9}\n" + md + "min_depth: {axis: model.n_layers, threshold: 0.9}\n"));
+  EXPECT_CONTAINS(plan_error("set: {train.target_accuracy: 0.9}\ngrid: {optim.lr: [1e-3, 1e-2]}\nprotocol: max_lr\n"
+                             "max_lr: {stop_at: 0.99}\n"),
+                  "ends training before max_lr val.token_accuracy reaches 0.99 (max_lr.stop_at)");
+  // Lower-is-better metrics have no stop rule to cut them short.
+  EXPECT_NO_THROW(plan_of("set: {train.target_accuracy: 0.5}\n" + md +
+                          "min_depth: {axis: model.n_layers, threshold: 0.01, metric: val.error_rate}\n"));
 }
 
 // max_lr with stop_at: learning rates in the order listed, seeds of one rate together, decided on

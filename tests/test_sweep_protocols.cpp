@@ -1,8 +1,12 @@
 // test_sweep_protocols.cpp: the staged protocols end to end through the sweep runner with the fake
 // launcher (sweep_runner_fixture.hpp): min_depth's depth-by-depth skips, max_lr with and without
-// stop_at (later rates skipped, resume), the manifest's format and round trip, and the device slots.
+// stop_at (later rates skipped, resume), the manifest's format and round trip, and the device slots;
+// the early-stop rule (train.target_metric) through the real binary, and config fingerprints it
+// leaves unchanged; the constant learning rate after warm-up as logged.
+#include "cli_run.hpp"
 #include "io/json.hpp"
 #include "sweep_runner_fixture.hpp"
+#include "train/config.hpp"
 
 namespace sb::sweep {
 namespace {
@@ -54,7 +58,8 @@ TEST(SweepRunner, MinDepthEndToEnd) {
 }
 
 TEST(SweepRunner, MaxLrRunsAllAndRecordsTheProtocol) {
-  const Plan plan = plan_of("grid: {optim.lr: [1e-3, 3e-3, 1e-2], train.seed: [0, 1]}\nprotocol: max_lr\n"
+  const Plan plan = plan_of("set: ['task.eval=[{split: val}, {split: val, length: 16}]']\n"
+                            "grid: {optim.lr: [1e-3, 3e-3, 1e-2], train.seed: [0, 1]}\nprotocol: max_lr\n"
                             "max_lr: {metric: val@16.token_accuracy}\n");
   const fs::path out = fresh("max_lr");
   FakeLauncher launcher(plan);
@@ -184,6 +189,61 @@ TEST(SweepSlots, ConcurrentLanesShareAGpu) {
   EXPECT_EQ(concurrent_lanes({"cuda:0"}), 1.0);
   EXPECT_EQ(concurrent_lanes(make_slots({"cuda:0", "cuda:1"}, 6, 16, 1)), 4.0);
   EXPECT_EQ(concurrent_lanes({"cpu", "cuda:0", "cuda:0", "cuda:0", "cpu"}), 4.0);
+}
+
+// ---- the stop rule -----------------------------------------------------------------------------
+
+// train.target_metric is a key added after the fingerprint was fixed: absent from the effective
+// YAML at its default, so every earlier config keeps its fingerprint (pinned here: the value the
+// binary wrote before the key existed, for the defaults with train.steps=1 and batch_size=1; a
+// change means earlier runs' checkpoints no longer resume), and never part of it.
+TEST(StopRule, TargetMetricLeavesFingerprintsUnchanged) {
+  const TrainConfig base = parse_config("", {"train.steps=1", "train.batch_size=1"});
+  EXPECT_EQ(base.train.target_metric, TargetMetric::token_accuracy);
+  EXPECT_EQ(to_yaml(base).find("target_metric"), std::string::npos);
+  EXPECT_EQ(fmt::format("{:016x}", config_fingerprint(base)), "b25339a6ffdeb4fa");
+  const TrainConfig seq = parse_config("train: {target_metric: sequence_accuracy, target_accuracy: 0.99, steps: 1, batch_size: 1}\n");
+  EXPECT_EQ(seq.train.target_metric, TargetMetric::sequence_accuracy);
+  EXPECT_CONTAINS(to_yaml(seq), "\n  target_metric: sequence_accuracy\n");
+  EXPECT_EQ(parse_config(to_yaml(seq)), seq);
+  EXPECT_EQ(config_fingerprint(seq), config_fingerprint(base));
+  EXPECT_EQ(error_of([] { parse_config("", {"train.target_metric=loss"}); }),
+            "config '<string>': train.target_metric: expected one of token_accuracy, sequence_accuracy, got 'loss' "
+            "(from --set 'train.target_metric=loss')");
+}
+
+// Through the binary: after the first evaluation of a tiny parity run, token accuracy (about 0.5)
+// passes 0.3 and the run stops there; sequence accuracy (all 8 prefix parities right: about 1/256)
+// does not, and the run trains to the end.
+TEST(StopRule, EarlyStopOnTheChosenAccuracy) {
+  const fs::path dir = sb::test::fresh_dir("stop_rule");
+  const std::string config = (dir / "c.yaml").string();
+  write_file_atomic(config,
+                    "task: {name: parity, params: {length: 8}}\nmodel: {d_model: 16, n_heads: 2}\n"
+                    "train: {steps: 6, batch_size: 8, eval_every: 2, eval_examples: 64, log_every: 1, threads: 1, "
+                    "target_accuracy: 0.3}\noptim: {warmup_steps: 2, schedule: constant, lr: 0.01}\n");
+  auto train = [&](const std::string& name, const std::string& metric) {
+    const auto r = sb::test::run_cli({"train", config, "--out", (dir / name).string(), "-q", "--set",
+                                      "train.target_metric=" + metric});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return parse_json(read_file((dir / name / "summary.json").string()));
+  };
+  const Json token = train("token", "token_accuracy"), sequence = train("sequence", "sequence_accuracy");
+  EXPECT_EQ(token["status"], "early_stopped");
+  EXPECT_EQ(token["steps"], 2);
+  EXPECT_GE(token["eval"]["val"]["token_accuracy"].get<double>(), 0.3);
+  EXPECT_EQ(sequence["status"], "completed");
+  EXPECT_EQ(sequence["steps"], 6);
+  EXPECT_LT(sequence["eval"]["val"]["sequence_accuracy"].get<double>(), 0.3);
+  EXPECT_EQ(token["config_fingerprint"], sequence["config_fingerprint"]);
+  EXPECT_CONTAINS(read_file((dir / "sequence" / "config.yaml").string()), "target_metric: sequence_accuracy");
+  // optim.schedule constant: lr rises over the 2 warm-up steps, then stays at lr.
+  std::vector<double> lrs;
+  for (const auto& line : sb::test::lines_of(read_file((dir / "sequence" / "metrics.jsonl").string()))) {
+    const Json j = parse_json(line);
+    if (j["kind"] == "train") lrs.push_back(j["lr"].get<double>());
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{0.005, 0.01, 0.01, 0.01, 0.01, 0.01}));
 }
 
 }  // namespace

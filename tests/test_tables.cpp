@@ -79,8 +79,10 @@ TEST(Tables, LoadsManifestCellsInOrder) {
 TEST(Tables, AccuracyGridMeansAndSpreads) {
   const Study s = load_study(write_sweep("grid", grid_runs()).string());
   const Table t = accuracy_grid(s, {});
-  EXPECT_EQ(t.header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
+  // Sequence accuracy (the fixture's is half the token accuracy) beside token accuracy.
+  EXPECT_EQ(t.header, (std::vector<std::string>{"model", "depth", "L=16", "L=16 seq", "L=32", "L=32 seq"}));
   ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(cell(t, {"path", "1"}, "L=16 seq"), "0.425 ± 0.035 (2)");
   EXPECT_EQ(cell(t, {"path", "1"}, "L=16"), "0.850 ± 0.071 (2)");
   EXPECT_EQ(cell(t, {"path", "1"}, "L=32"), "0.750 ± 0.071 (2)");
   EXPECT_EQ(cell(t, {"path", "2"}, "L=16"), "0.975 ± 0.035 (2)");
@@ -96,8 +98,21 @@ TEST(Tables, AccuracyGridMeansAndSpreads) {
   TableOptions keys;
   keys.keys = {"all"};
   const Table both = accuracy_grid(s, keys);
-  EXPECT_EQ(both.header, (std::vector<std::string>{"model", "depth", "L=16 val", "L=16 val@64", "L=32 val", "L=32 val@64"}));
+  EXPECT_EQ(both.header, (std::vector<std::string>{"model", "depth", "L=16 val", "L=16 val seq", "L=16 val@64",
+                                                  "L=16 val@64 seq", "L=32 val", "L=32 val seq", "L=32 val@64",
+                                                  "L=32 val@64 seq"}));
   EXPECT_EQ(cell(both, {"rope", "2"}, "L=16 val@64"), "0.445 ± 0.028 (2)");
+  // With the metric on sequence accuracy, token accuracy is the column beside it.
+  TableOptions seq;
+  seq.metric = "val.sequence_accuracy";
+  const Table by_seq = accuracy_grid(s, seq);
+  EXPECT_EQ(by_seq.header, (std::vector<std::string>{"model", "depth", "L=16", "L=16 token", "L=32", "L=32 token"}));
+  EXPECT_EQ(cell(by_seq, {"path", "1"}, "L=16"), "0.425 ± 0.035 (2)");
+  EXPECT_EQ(cell(by_seq, {"path", "1"}, "L=16 token"), "0.850 ± 0.071 (2)");
+  // An error-rate metric has no companion column.
+  TableOptions err;
+  err.metric = "val.error_rate";
+  EXPECT_EQ(accuracy_grid(s, err).header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
 }
 
 TEST(Tables, MissingDivergedAndFailedCells) {
@@ -147,26 +162,36 @@ TEST(Tables, MinDepthBestMeanAndUndecided) {
   const Study s = load_study(write_sweep("mindepth", grid_runs()).string());
   const Table best = min_depth_table(s, {});
   EXPECT_EQ(best.header, (std::vector<std::string>{"model", "L=16", "L=32"}));
-  EXPECT_EQ(row_of(best, {"path"}), (std::vector<std::string>{"path", "1", "2"}));  // 0.90 >= 0.9 counts
-  EXPECT_EQ(row_of(best, {"rope"}), (std::vector<std::string>{"rope", "2", "> 2"}));
+  // d (k/n): k of the n seeds at depth d pass.
+  EXPECT_EQ(row_of(best, {"path"}), (std::vector<std::string>{"path", "1 (1/2)", "2 (1/2)"}));  // 0.90 >= 0.9 counts
+  EXPECT_EQ(row_of(best, {"rope"}), (std::vector<std::string>{"rope", "2 (1/2)", "> 2"}));
   TableOptions mean;
   mean.min_depth_over = "mean";
   const Table m = min_depth_table(s, mean);
-  EXPECT_EQ(row_of(m, {"path"}), (std::vector<std::string>{"path", "2", "2"}));
+  EXPECT_EQ(row_of(m, {"path"}), (std::vector<std::string>{"path", "2 (2/2)", "2 (1/2)"}));
   EXPECT_EQ(row_of(m, {"rope"}), (std::vector<std::string>{"rope", "> 2", "> 2"}));
   TableOptions lower;
   lower.threshold = 0.45;
-  EXPECT_EQ(row_of(min_depth_table(s, lower), {"rope"}), (std::vector<std::string>{"rope", "1", "1"}));
+  EXPECT_EQ(row_of(min_depth_table(s, lower), {"rope"}), (std::vector<std::string>{"rope", "1 (2/2)", "1 (1/2)"}));
   // Not all depths decided: a missing seed at depth 1 leaves the answer open.
   const Study open = load_study(write_sweep("mindepth_open", grid_runs(), {"rope_d1_L16_s0_lr0.0003", "rope_d1_L32_s1_lr0.0003"}).string());
   EXPECT_EQ(row_of(min_depth_table(open, {}), {"rope"}), (std::vector<std::string>{"rope", "? (<= 2)", "?"}));
   // The manifest's threshold is the default; a lower-is-better metric compares with <=.
   const Study t95 = load_study(write_sweep("mindepth_t95", grid_runs(), {}, "min_depth", "{\"threshold\": 0.95, \"metric\": \"val.token_accuracy\"}").string());
-  EXPECT_EQ(row_of(min_depth_table(t95, {}), {"path"}), (std::vector<std::string>{"path", "2", "> 2"}));
+  EXPECT_EQ(row_of(min_depth_table(t95, {}), {"path"}), (std::vector<std::string>{"path", "2 (2/2)", "> 2"}));
   TableOptions err;
   err.metric = "val.error_rate";
   err.threshold = 0.1;
-  EXPECT_EQ(row_of(min_depth_table(s, err), {"path"}), (std::vector<std::string>{"path", "1", "2"}));
+  EXPECT_EQ(row_of(min_depth_table(s, err), {"path"}), (std::vector<std::string>{"path", "1 (1/2)", "2 (1/2)"}));
+  // On sequence accuracy (half the token accuracy here) at 0.46: path passes at depth 2.
+  TableOptions seq;
+  seq.metric = "val.sequence_accuracy";
+  seq.threshold = 0.46;
+  EXPECT_EQ(row_of(min_depth_table(s, seq), {"path"}), (std::vector<std::string>{"path", "2 (2/2)", "2 (1/2)"}));
+  const Table csv = min_depth_table(s, {});
+  EXPECT_EQ(csv.csv_header, (std::vector<std::string>{"model", "L", "min_depth", "answer", "passed", "runs"}));
+  EXPECT_EQ(csv.csv_rows[0], (std::vector<std::string>{"path", "16", "1", "1", "1", "2"}));
+  EXPECT_EQ(csv.csv_rows[3], (std::vector<std::string>{"rope", "32", "", "> 2", "", ""}));
 }
 
 TEST(Tables, BestLearningRate) {
@@ -231,7 +256,7 @@ TEST(Tables, LengthGeneralisationTable) {
     for (const Table& x : build_tables(s, {})) out.push_back(x.id);
     return out;
   }();
-  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "min-depth", "length"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "seeds", "min-depth", "length"}));
 }
 
 // With one depth the min-depth table would only repeat the grid: not made unless asked for.
@@ -242,7 +267,7 @@ TEST(Tables, OneDepthStudiesGetNoMinDepthTableByDefault) {
   const Study s = load_study(write_sweep("one_depth", runs).string());
   std::vector<std::string> ids;
   for (const Table& x : build_tables(s, {})) ids.push_back(x.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "length"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "seeds", "length"}));
   TableOptions asked;
   asked.tables = {"min-depth"};
   EXPECT_EQ(build_tables(s, asked).front().id, "min-depth");
@@ -254,7 +279,8 @@ TEST(Tables, MarkdownAndCsvRendering) {
   const std::string md = render_markdown(s, tables);
   EXPECT_NE(md.find("# render\n"), std::string::npos);
   EXPECT_NE(md.find("16 runs (protocol grid): 16 completed."), std::string::npos) << md;
-  EXPECT_NE(md.find("| path  | 1     | 0.850 ± 0.071 (2) | 0.750 ± 0.071 (2) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| path  | 1     | 0.850 ± 0.071 (2) | 0.425 ± 0.035 (2) | 0.750 ± 0.071 (2) | 0.375 ± 0.035 (2) |"),
+            std::string::npos) << md;
   EXPECT_NE(md.find("## Minimum depth"), std::string::npos);
   // CSV: blocks of "# title", header, rows with the header's field count; quoted fields round-trip.
   const std::string csv = render_csv(tables);
@@ -270,8 +296,10 @@ TEST(Tables, MarkdownAndCsvRendering) {
     EXPECT_EQ(rec.size(), width) << "record " << i;
   }
   EXPECT_EQ(titles, tables.size());
-  EXPECT_NE(csv.find("\"# Accuracy grid: val.token_accuracy (mean ± sd over seeds, (n) = seeds)\""), std::string::npos) << csv;
-  EXPECT_NE(csv.find("path,1,0.850 ± 0.071 (2),0.750 ± 0.071 (2)\n"), std::string::npos);
+  EXPECT_NE(csv.find("\"# Accuracy grid: val.token_accuracy; seq columns: sequence_accuracy (mean ± sd over seeds, (n) = seeds)\""),
+            std::string::npos) << csv;
+  EXPECT_NE(csv.find("\npath,1,16,0.0003,val,token_accuracy,2,0.85,0.0707107,0.8,0.9,0.85,0.9,1,0,0,0,0.8,0.9\n"), std::string::npos)
+      << csv;
   EXPECT_EQ(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
 }
 
@@ -337,7 +365,7 @@ TEST(Tables, ManifestVariantsAndHybridModels) {
   EXPECT_EQ(s.runs[1].train_length, 32);  // filled in: every run with a length agrees
   const Table md = min_depth_table(s, {});
   EXPECT_NE(md.title.find(">= 0.5"), std::string::npos) << md.title;
-  EXPECT_EQ(row_of(md, {"path+rope (weight_decay=0.1)"}), (std::vector<std::string>{"path+rope (weight_decay=0.1)", "2"}));
+  EXPECT_EQ(row_of(md, {"path+rope (weight_decay=0.1)"}), (std::vector<std::string>{"path+rope (weight_decay=0.1)", "2 (1/1)"}));
   EXPECT_EQ(row_of(md, {"rope (weight_decay=0.0)"}), (std::vector<std::string>{"rope (weight_decay=0.0)", "?"}));
   TableOptions runs;
   runs.tables = {"runs"};
@@ -422,7 +450,8 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   EXPECT_TRUE(csv.out.empty());
   const std::string text = read_file(out.string());
   EXPECT_EQ(text.rfind("\"# Accuracy grid", 0), 0u) << text;
-  EXPECT_NE(text.find("\n# Runs: token_accuracy of every eval key\nid,model,depth,L,seed,lr,status,steps,val,val@64,message\n"),
+  EXPECT_NE(text.find("\n\"# Runs: token_accuracy of every eval key, sequence_accuracy beside it\"\nid,model,depth,L,seed,lr,"
+                      "status,steps,val token_accuracy,val sequence_accuracy,val@64 token_accuracy,val@64 sequence_accuracy,message\n"),
             std::string::npos) << text;
   EXPECT_TRUE(fs::exists(plots / "heatmap_rope.svg"));
 

@@ -42,17 +42,18 @@ TEST(Tables, LengthBoundSettingLabelsTheColumnNotTheModel) {
   EXPECT_EQ(s.models, (std::vector<std::string>{"path (d_model=64)", "path (d_model=128)", "rope (d_model=64)", "rope (d_model=128)"}));
   const std::vector<std::string> columns{"L=16 (num_kv_pairs=4)", "L=32 (num_kv_pairs=8)"};
   const Table grid = accuracy_grid(s, {});
-  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", columns[0], columns[1]}));
+  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", columns[0], columns[0] + " seq", columns[1], columns[1] + " seq"}));
   ASSERT_EQ(grid.rows.size(), 4u);  // a compact 4 x 2 grid, not a diagonal of 8 rows
-  for (const auto& row : grid.rows) EXPECT_TRUE(row[2] != "-" && row[3] != "-") << row[0];
+  for (const auto& row : grid.rows) EXPECT_TRUE(row[2] != "-" && row[4] != "-") << row[0];
   EXPECT_EQ(cell(grid, {"rope (d_model=128)", "1"}, columns[1]), "0.932 (1)");
   ASSERT_FALSE(grid.notes.empty());
   EXPECT_EQ(grid.notes.back(), "num_kv_pairs takes one value per train length, so it is shown with L, not in the model label");
   const Table md = min_depth_table(s, {});
   EXPECT_EQ(md.header, (std::vector<std::string>{"model", columns[0], columns[1]}));
-  EXPECT_EQ(row_of(md, {"path (d_model=128)"}), (std::vector<std::string>{"path (d_model=128)", "1", "1"}));
-  // CSV: the headers need no quoting; tables with an L column get a num_kv_pairs column.
-  EXPECT_NE(render_csv({grid}).find("\nmodel,depth,L=16 (num_kv_pairs=4),L=32 (num_kv_pairs=8)\n"), std::string::npos);
+  EXPECT_EQ(row_of(md, {"path (d_model=128)"}), (std::vector<std::string>{"path (d_model=128)", "1 (1/1)", "1 (1/1)"}));
+  // CSV: every table's numeric form has a num_kv_pairs column after L.
+  EXPECT_NE(render_csv({grid}).find("\nmodel,depth,L,num_kv_pairs,lr,key,field,n,mean,"), std::string::npos);
+  EXPECT_NE(render_csv({grid}).find("\nrope (d_model=128),1,32,8,0.0003,val,token_accuracy,1,0.932,"), std::string::npos);
   TableOptions all;
   all.tables = {"runs", "errors"};
   const std::vector<Table> listed = build_tables(s, all);
@@ -63,10 +64,12 @@ TEST(Tables, LengthBoundSettingLabelsTheColumnNotTheModel) {
   std::vector<RunSpec> two = zipped_runs();
   for (RunSpec& r : two) r.params.push_back({"vocab", fmt::format("{}", 2 * r.length)});
   const Table grid2 = accuracy_grid(load_study(write_sweep("zip2", two).string()), {});
-  EXPECT_EQ(grid2.header[3], "L=32 (num_kv_pairs=8, vocab=64)");
+  EXPECT_EQ(grid2.header[4], "L=32 (num_kv_pairs=8, vocab=64)");
   const auto records = parse_csv(render_csv({grid2}));
   ASSERT_GE(records.size(), 2u);
-  EXPECT_EQ(records[1], grid2.header);
+  EXPECT_EQ(records[1], grid2.csv_header);
+  EXPECT_EQ(std::vector<std::string>(records[1].begin(), records[1].begin() + 6),
+            (std::vector<std::string>{"model", "depth", "L", "num_kv_pairs", "vocab", "lr"}));
 }
 
 TEST(Tables, SettingThatVariesWithinALengthStaysInTheLabel) {
@@ -81,7 +84,7 @@ TEST(Tables, SettingThatVariesWithinALengthStaysInTheLabel) {
   const Study a = load_study(write_sweep("crossed", crossed).string());
   EXPECT_TRUE(a.length_keys.empty());
   EXPECT_EQ(a.models, (std::vector<std::string>{"path (num_kv_pairs=4)", "path (num_kv_pairs=8)"}));
-  EXPECT_EQ(accuracy_grid(a, {}).header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
+  EXPECT_EQ(accuracy_grid(a, {}).header, (std::vector<std::string>{"model", "depth", "L=16", "L=16 seq", "L=32", "L=32 seq"}));
   // One value at L=16 but two at L=32 (rope's runs use 16): not a function of the length either.
   std::vector<RunSpec> partial = zipped_runs();
   for (RunSpec& r : partial)
@@ -90,7 +93,7 @@ TEST(Tables, SettingThatVariesWithinALengthStaysInTheLabel) {
   EXPECT_TRUE(b.length_keys.empty());
   EXPECT_EQ(b.models.size(), 8u);
   const Table grid = accuracy_grid(b, {});
-  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", "L=16", "L=32"}));
+  EXPECT_EQ(grid.header, (std::vector<std::string>{"model", "depth", "L=16", "L=16 seq", "L=32", "L=32 seq"}));
   EXPECT_EQ(cell(grid, {"rope (d_model=64, num_kv_pairs=16)", "1"}, "L=16"), "-");
   EXPECT_EQ(cell(grid, {"rope (d_model=64, num_kv_pairs=16)", "1"}, "L=32"), "0.932 (1)");
   // A run of unknown length that has the setting: nothing ties it to a column, so it stays.

@@ -13,7 +13,8 @@
 # to 6 significant digits, except the timings, which vary more than that from run to run:
 # tokens_per_s to 3 significant digits, elapsed_s to 0.1 s. Integers (step, scored, errors, ...) are
 # unchanged. The file is written with `gzip -9n` (no name or time stamp), so packing the same cells
-# twice gives the same bytes. Read it with `zcat`, Python's gzip module or zlib.
+# twice gives the same bytes. Read it with `zcat`, Python's gzip module or zlib; `statebench table
+# STUDY --curves DIR` draws it.
 set -euo pipefail
 export LC_ALL=C
 

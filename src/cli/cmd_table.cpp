@@ -1,7 +1,7 @@
 // cmd_table.cpp: `statebench table DIR...`: loads a sweep (or run) directory, or several pooled
-// (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp) and
-// writes the heatmaps and length plots as SVG (report/study_plots.hpp). docs/tables.md is its
-// manual.
+// (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp),
+// writes the heatmaps and length plots as SVG (report/study_plots.hpp) and, on request, the
+// learning curves (report/curves.hpp). docs/tables.md is its manual.
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -11,6 +11,7 @@
 #include "cli/cli.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "report/curves.hpp"
 #include "report/results.hpp"
 #include "report/study_plots.hpp"
 #include "report/tables.hpp"
@@ -21,7 +22,7 @@ namespace {
 
 struct TableArgs {
   std::vector<std::string> dirs;
-  std::string format = "md", out, plots, metric, keys, tables, spread = "std", min_depth_over = "best";
+  std::string format = "md", out, plots, curves, metric, keys, tables, spread = "std", min_depth_over = "best";
   double threshold = -1;
   bool per_seed = false, no_plots = false, strict = false;
 };
@@ -61,6 +62,10 @@ void run_table(const TableArgs& a) {
     const auto files = report::write_study_plots(study, o, dir);
     std::fprintf(stderr, "statebench: wrote %zu plot files to %s\n", files.size(), dir.c_str());
   }
+  if (!a.curves.empty()) {
+    const auto files = report::write_curve_plots(study, o, a.curves);
+    std::fprintf(stderr, "statebench: wrote %zu learning-curve plots to %s\n", files.size(), a.curves.c_str());
+  }
   if (a.out.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
@@ -79,11 +84,15 @@ void add_table_command(CLI::App& app, Context& ctx) {
                   "sweep directory (manifest.json, cells/*/) or one run directory; several: their runs pooled "
                   "(e.g. a study and one that adds seeds)")
       ->required();
-  cmd->add_option("--format", args->format, "md (default) or csv")->check(CLI::IsMember({"md", "csv"}));
+  cmd->add_option("--format", args->format, "md (default) or csv (numbers in their own columns)")->check(CLI::IsMember({"md", "csv"}));
   cmd->add_option("--out", args->out, "write the tables to this file instead of stdout")->type_name("FILE");
   cmd->add_option("--plots", args->plots, "directory for the SVG plots (default DIR/plots; several DIRs: none)")
       ->type_name("DIR");
   cmd->add_flag("--no-plots", args->no_plots, "write no plots");
+  cmd->add_option("--curves", args->curves,
+                  "also draw learning curves into DIR: per cell, loss and accuracy against step, a line per seed "
+                  "(from cells/*/metrics.jsonl or curves.jsonl.gz)")
+      ->type_name("DIR");
   cmd->add_option("--metric", args->metric,
                   "KEY.FIELD, e.g. val.token_accuracy, sparse.error_rate, val@512.sequence_accuracy "
                   "(default: the manifest's metric, else the first eval key's token_accuracy)");
@@ -95,7 +104,7 @@ void add_table_command(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"best", "mean"}));
   cmd->add_option("--spread", args->spread, "std (mean ± sd) or range (mean [min, max])")->check(CLI::IsMember({"std", "range"}));
   cmd->add_flag("--per-seed", args->per_seed, "error table: also one row per seed");
-  cmd->add_option("--tables", args->tables, "comma-separated: grid, min-depth, errors, length, runs (default: automatic)");
+  cmd->add_option("--tables", args->tables, "comma-separated: grid, seeds, min-depth, errors, length, runs (default: automatic)");
   cmd->add_flag("--strict", args->strict, "a corrupt summary.json is an error (default: warning, run skipped)");
   cmd->callback([args] {
     for (const std::string& dir : args->dirs)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "io/atomic_file.hpp"
 
@@ -56,6 +58,11 @@ std::string to_svg(const Figure& f) {
     } else if (const auto* l = std::get_if<Figure::Line>(&item)) {
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}/>\n", l->x1, l->y1,
                          l->x2, l->y2, hex(l->color), l->width, l->dashed ? " stroke-dasharray=\"6 4\"" : "");
+    } else if (const auto* p = std::get_if<Figure::Polyline>(&item)) {
+      std::string points;
+      for (const auto& [x, y] : p->points) points += fmt::format("{}{:.1f},{:.1f}", points.empty() ? "" : " ", x, y);
+      out += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{}/>\n", points,
+                         hex(p->color), p->width, p->dashed ? " stroke-dasharray=\"6 4\"" : "");
     } else if (const auto* c = std::get_if<Figure::Circle>(&item)) {
       out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\"/>\n", c->cx, c->cy, c->r, hex(c->fill));
     } else if (const auto* t = std::get_if<Figure::Text>(&item)) {
@@ -142,15 +149,18 @@ Figure line_plot_figure(const LinePlotSpec& s) {
     for (const auto& p : series.points) xs.insert(p.first);
   double legend_w = 0;
   for (const Series& series : s.series) legend_w = std::max(legend_w, text_width(series.name, S));
-  const double left = 110, top = 88, plot_w = std::max(420.0, 90.0 * static_cast<double>(xs.size())), plot_h = 320;
+  const bool dense = s.x_ticks > 0;
+  const double left = 110, top = 88, plot_h = 320;
+  const double plot_w = dense ? 520.0 : std::max(420.0, 90.0 * static_cast<double>(xs.size()));
   Figure f;
   f.width = static_cast<int>(std::max(left + plot_w + 40 + legend_w + 60, text_width(s.title, S) + 40));
   f.height = static_cast<int>(top + plot_h + 90);
-  const bool log_x = s.log_x && !xs.empty() && *xs.begin() > 0;
+  const bool log_x = s.log_x && !dense && !xs.empty() && *xs.begin() > 0;
   auto tx = [&](double x) { return log_x ? std::log2(x) : x; };
   double lo = xs.empty() ? 0 : tx(*xs.begin()), hi = xs.empty() ? 1 : tx(*xs.rbegin());
+  if (dense) lo = std::min(lo, 0.0);
   if (hi - lo < 1e-9) lo -= 1, hi += 1;
-  const double pad = (hi - lo) * 0.08;
+  const double pad = (hi - lo) * (dense ? 0.02 : 0.08);
   lo -= pad, hi += pad;
   auto px = [&](double x) { return left + (tx(x) - lo) / (hi - lo) * plot_w; };
   auto py = [&](double y) { return top + plot_h - (std::clamp(y, s.ymin, s.ymax) - s.ymin) / (s.ymax - s.ymin) * plot_h; };
@@ -160,7 +170,16 @@ Figure line_plot_figure(const LinePlotSpec& s) {
     f.add(Figure::Line{left, y, left + plot_w, y, kGridGrey, 1});
     f.add(Figure::Text{left - 10, y, format_tick(v), S, Anchor::end, false, kBlack});
   }
-  for (double x : xs) {  // x ticks at the data's x values
+  std::vector<double> ticks(xs.begin(), xs.end());  // at the data's x values, or evenly spaced
+  if (dense && !xs.empty()) {
+    ticks.clear();
+    const double raw = (*xs.rbegin() - std::min(*xs.begin(), 0.0)) / s.x_ticks;
+    const double unit = raw > 0 ? std::pow(10.0, std::floor(std::log10(raw))) : 1;
+    const double step = raw / unit <= 1 ? unit : raw / unit <= 2 ? 2 * unit : raw / unit <= 5 ? 5 * unit : 10 * unit;
+    for (double x = std::ceil(std::min(*xs.begin(), 0.0) / step) * step; x <= *xs.rbegin() + 1e-9 * step; x += step)
+      ticks.push_back(x);
+  }
+  for (double x : ticks) {
     f.add(Figure::Line{px(x), top, px(x), top + plot_h, kGridGrey, 1});
     f.add(Figure::Text{px(x), top + plot_h + 18, format_tick(x), S, Anchor::middle, false, kBlack});
   }
@@ -173,18 +192,56 @@ Figure line_plot_figure(const LinePlotSpec& s) {
   f.add(Figure::Text{left + plot_w / 2, top + plot_h + 56, s.x_label + (log_x ? " (log scale)" : ""), S, Anchor::middle, false, kBlack});
   f.add(Figure::Text{26, top + plot_h / 2, s.y_label, S, Anchor::middle, true, kBlack});
   for (size_t i = 0; i < s.series.size(); ++i) {
-    const Rgb colour = palette[i % std::size(palette)];
-    auto points = s.series[i].points;
+    const Series& series = s.series[i];
+    const Rgb colour = palette[static_cast<size_t>(series.colour >= 0 ? series.colour : static_cast<int>(i)) % std::size(palette)];
+    auto points = series.points;
     std::sort(points.begin(), points.end());
-    for (size_t k = 1; k < points.size(); ++k)
+    const double width = dense ? 2 : 3;
+    if (dense) {  // one polyline per stretch without gaps
+      Figure::Polyline line{{}, colour, width, series.dashed};
+      for (size_t k = 0; k <= points.size(); ++k) {
+        if (k < points.size() && !std::isnan(points[k].second)) {
+          line.points.emplace_back(px(points[k].first), py(points[k].second));
+          continue;
+        }
+        if (line.points.size() > 1) f.add(line);
+        if (line.points.size() == 1)  // a lone value (one evaluation): a dot
+          f.add(Figure::Circle{line.points[0].first, line.points[0].second, series.dashed ? 3.0 : 4.0, colour});
+        line.points.clear();
+      }
+    }
+    for (size_t k = 1; k < points.size() && !dense; ++k)
       if (!std::isnan(points[k - 1].second) && !std::isnan(points[k].second))
-        f.add(Figure::Line{px(points[k - 1].first), py(points[k - 1].second), px(points[k].first), py(points[k].second), colour, 3});
-    for (const auto& [x, y] : points)
-      if (!std::isnan(y)) f.add(Figure::Circle{px(x), py(y), 5, colour});
+        f.add(Figure::Line{px(points[k - 1].first), py(points[k - 1].second), px(points[k].first), py(points[k].second), colour,
+                           width, series.dashed});
+    if (!dense)
+      for (const auto& [x, y] : points)
+        if (!std::isnan(y)) f.add(Figure::Circle{px(x), py(y), 5, colour});
     const double ly = top + 14 + 28 * static_cast<double>(i), lx = left + plot_w + 30;
-    f.add(Figure::Line{lx, ly, lx + 26, ly, colour, 3});
-    f.add(Figure::Circle{lx + 13, ly, 5, colour});
-    f.add(Figure::Text{lx + 36, ly, s.series[i].name, S, Anchor::start, false, kBlack});
+    f.add(Figure::Line{lx, ly, lx + 26, ly, colour, width, series.dashed});
+    if (!dense) f.add(Figure::Circle{lx + 13, ly, 5, colour});
+    f.add(Figure::Text{lx + 36, ly, series.name, S, Anchor::start, false, kBlack});
+  }
+  return f;
+}
+
+Figure beside(const Figure& a, const Figure& b) {
+  Figure f = a;
+  const double dx = a.width;
+  f.width = a.width + b.width;
+  f.height = std::max(a.height, b.height);
+  for (Figure::Item item : b.items) {
+    std::visit(
+        [&](auto& it) {
+          using T = std::decay_t<decltype(it)>;
+          if constexpr (std::is_same_v<T, Figure::Line>) it.x1 += dx, it.x2 += dx;
+          else if constexpr (std::is_same_v<T, Figure::Circle>) it.cx += dx;
+          else if constexpr (std::is_same_v<T, Figure::Polyline>)
+            for (auto& p : it.points) p.first += dx;
+          else it.x += dx;
+        },
+        item);
+    f.add(std::move(item));
   }
   return f;
 }

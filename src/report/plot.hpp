@@ -1,5 +1,6 @@
 // plot.hpp: figures as lists of shapes (rectangles, lines, circles, text) rendered as SVG. Two
-// layouts: a heatmap with a colour scale and printed cell values, and a line plot with a legend.
+// layouts: a heatmap with a colour scale and printed cell values, and a line plot with a legend
+// (a tick per x value, or evenly spaced ticks for long curves); figures placed side by side.
 // No dependencies beyond the standard library.
 #pragma once
 #include <cstdint>
@@ -44,7 +45,14 @@ struct Figure {
     bool vertical = false;
     Rgb color{};
   };
-  using Item = std::variant<Rect, Line, Circle, Text>;
+  // Connected segments through the points (one SVG element for a long curve), 0.1 px precision.
+  struct Polyline {
+    std::vector<std::pair<double, double>> points;
+    Rgb color;
+    double width = 1;
+    bool dashed = false;
+  };
+  using Item = std::variant<Rect, Line, Circle, Text, Polyline>;
 
   int width = 0, height = 0;
   Rgb background{255, 255, 255};
@@ -78,6 +86,8 @@ Figure heatmap_figure(const HeatmapSpec& spec);
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in x order; NaN y = gap
+  int colour = -1;      // palette index; -1 = the series' position
+  bool dashed = false;
 };
 struct LinePlotSpec {
   std::string title, x_label, y_label;
@@ -86,7 +96,13 @@ struct LinePlotSpec {
   bool log_x = true;                // log2 x axis (evaluation lengths)
   std::optional<double> marker_x;   // a dashed vertical line (e.g. the training length) ...
   std::string marker_label;         // ... labelled with this
+  // 0: a tick (and a dot) at every x value, the plot as wide as they need (evaluation lengths);
+  // N: a linear x axis from 0 (or below) with about N round ticks (1, 2 or 5 x 10^k apart), a
+  // fixed width, lines only (learning curves).
+  int x_ticks = 0;
 };
 Figure line_plot_figure(const LinePlotSpec& spec);
+// `a` and `b` side by side (b to the right of a), on a's background.
+Figure beside(const Figure& a, const Figure& b);
 
 }  // namespace sb::report

@@ -1,6 +1,7 @@
 // results.cpp: the study loader (see results.hpp; the runs' labels: study_labels.cpp): runs from
-// manifest.json (sweep/manifest.hpp) and each run's summary.json (train/run_summary.hpp), or
-// config.yaml for an unfinished run.
+// manifest.json (sweep/manifest.hpp) and each run's summary (train/run_summary.hpp): a line of the
+// study's cells.jsonl (packed_cells.hpp), else cells/<id>/summary.json, else config.yaml for an
+// unfinished run.
 #include "report/results.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -15,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "report/packed_cells.hpp"
 #include "report/study_labels.hpp"
 #include "sweep/manifest.hpp"
 #include "train/run_summary.hpp"
@@ -127,19 +129,25 @@ void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::strin
   }
 }
 
-// Fills `r` from its run directory: summary.json, else config.yaml, else nothing.
-void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>& warnings) {
+// Fills `r` from its packed summary (cells.jsonl), else its run directory: summary.json, else
+// config.yaml, else nothing.
+void load_run(RunRecord& r, const PackedCells& packed, const LoadOptions& options, std::vector<std::string>& warnings) {
   const fs::path dir(r.dir), summary = dir / "summary.json";
-  if (!fs::is_directory(dir)) return;  // status stays missing (or skipped, from the manifest)
-  if (!fs::exists(summary)) {
-    r.status = RunStatus::unfinished;
-    if (fs::exists(dir / "config.yaml")) read_config_yaml(r, dir / "config.yaml", warnings);
-    return;
+  const auto it = packed.cells.find(r.id);
+  if (it == packed.cells.end()) {
+    if (!fs::is_directory(dir)) return;  // status stays missing (or skipped, from the manifest)
+    if (!fs::exists(summary)) {
+      r.status = RunStatus::unfinished;
+      if (fs::exists(dir / "config.yaml")) read_config_yaml(r, dir / "config.yaml", warnings);
+      return;
+    }
   }
+  r.source = it != packed.cells.end() ? packed.where(r.id) : "'" + summary.string() + "'";
   try {
-    parse_summary(read_file(summary.string()), r);
+    if (it != packed.cells.end()) parse_summary(it->second.summary, r);
+    else parse_summary(read_file(summary.string()), r);
   } catch (const std::exception& e) {  // sb::Error from the reader, or yaml-cpp on odd input
-    const std::string line = fmt::format("'{}': {}", summary.string(), e.what());
+    const std::string line = fmt::format("{}: {}", r.source, e.what());
     if (options.strict) fail("{}", line);
     warnings.push_back("skipping " + line);
     r.status = RunStatus::unreadable;
@@ -147,7 +155,7 @@ void load_run(RunRecord& r, const LoadOptions& options, std::vector<std::string>
   }
 }
 
-void read_study_manifest(Study& study, const fs::path& file, const LoadOptions& options) {
+void read_study_manifest(Study& study, const fs::path& file, const PackedCells& packed, const LoadOptions& options) {
   const sweep::Manifest m = sweep::read_manifest(file.string());
   StudyInfo& info = study.info;
   info.has_manifest = true;
@@ -170,24 +178,32 @@ void read_study_manifest(Study& study, const fs::path& file, const LoadOptions& 
   } catch (const Error& e) {
     fail("manifest '{}': {}", file.string(), e.what());
   }
-  for (RunRecord& r : study.runs) load_run(r, options, study.warnings);
+  for (RunRecord& r : study.runs) load_run(r, packed, options, study.warnings);
+  std::vector<std::string> strays;  // packed lines of no manifest cell
+  for (const std::string& id : packed.order)
+    if (std::none_of(study.runs.begin(), study.runs.end(), [&](const RunRecord& r) { return r.id == id; }))
+      strays.push_back(id);
+  if (!strays.empty())
+    study.warnings.push_back(fmt::format("'{}': {} line{} of no cell in '{}' left out (first: cell {})", packed.file,
+                                         strays.size(), strays.size() == 1 ? "" : "s", file.string(), strays.front()));
 }
 
-void scan_run_dirs(Study& study, const LoadOptions& options) {
+void scan_run_dirs(Study& study, const PackedCells& packed, const LoadOptions& options) {
   const fs::path root(study.dir);
   const fs::path parent = fs::is_directory(root / "cells") ? root / "cells" : root;
-  std::vector<std::string> names;
+  std::vector<std::string> names = packed.order;
   for (const auto& entry : fs::directory_iterator(parent)) {
     if (!entry.is_directory()) continue;
-    if (fs::exists(entry.path() / "summary.json") || fs::exists(entry.path() / "config.yaml"))
-      names.push_back(entry.path().filename().string());
+    const std::string name = entry.path().filename().string();
+    if ((fs::exists(entry.path() / "summary.json") || fs::exists(entry.path() / "config.yaml")) && !packed.cells.count(name))
+      names.push_back(name);
   }
   std::sort(names.begin(), names.end(), natural_less);
   for (const auto& name : names) {
     RunRecord r;
     r.id = name;
     r.dir = (parent / name).string();
-    load_run(r, options, study.warnings);
+    load_run(r, packed, options, study.warnings);
     study.runs.push_back(std::move(r));
   }
 }
@@ -262,7 +278,7 @@ namespace {
 bool is_bookkeeping_key(const std::string& key) {
   static const char* const kKeys[] = {"task.eval", "train.eval_every", "train.eval_examples", "train.log_every",
                                       "train.checkpoint_every", "train.threads", "train.device",
-                                      "train.target_accuracy", "out_dir"};
+                                      "train.target_accuracy", "train.target_metric", "out_dir"};
   for (const char* k : kKeys) {
     const std::string p(k);
     if (key == p || key.rfind(p + ".", 0) == 0) return true;
@@ -330,8 +346,10 @@ std::vector<std::string> unused_runs(const Study& study, const std::string& key)
   return out;
 }
 
-void parse_summary(const std::string& text, RunRecord& r) {
-  const RunSummary s = parse_run_summary(text);
+void parse_summary(const std::string& text, RunRecord& r) { parse_summary(parse_json(text), r); }
+
+void parse_summary(const Json& json, RunRecord& r) {
+  const RunSummary s = json.get<RunSummary>();
   r.message = s.message;
   if (s.task) apply_setting(r, "task.name", *s.task);
   for (const auto& [key, value] : s.task_params) apply_setting(r, "task.params." + key, value);
@@ -369,18 +387,22 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   Study study;
   study.dir = dir;
   const fs::path root(dir);
+  PackedCells packed;
+  if (fs::exists(root / kPackedCellsFile))
+    packed = read_packed_cells((root / kPackedCellsFile).string(), options.strict, study.warnings);
   if (fs::exists(root / "manifest.json")) {
-    read_study_manifest(study, root / "manifest.json", options);
+    read_study_manifest(study, root / "manifest.json", packed, options);
   } else if (fs::exists(root / "summary.json")) {
     RunRecord r;
     r.id = fs::weakly_canonical(root).filename().string();
     r.dir = dir;
-    load_run(r, options, study.warnings);
+    load_run(r, {}, options, study.warnings);
     study.runs.push_back(std::move(r));
   } else {
-    scan_run_dirs(study, options);
+    scan_run_dirs(study, packed, options);
   }
   if (study.info.name.empty()) study.info.name = fs::weakly_canonical(root).filename().string();
+  for (RunRecord& r : study.runs) r.study_dir = dir;
   const bool any = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) { return !is_pending(r.status); });
   if (!any) {
     const size_t unreadable = std::count_if(study.runs.begin(), study.runs.end(),
@@ -446,7 +468,7 @@ Study load_studies(const std::vector<std::string>& dirs, const LoadOptions& opti
     const RunRecord& o = all.runs[it->second];
     if (fresh || origin[it->second] == origin[k]) continue;
     const bool same = !o.fingerprint.empty() && o.fingerprint == r.fingerprint;
-    fail("'{}' and '{}' are both seed {} of {} at depth {}, L = {}{}: pooled, that seed would count twice", o.dir, r.dir,
+    fail("{} and {} are both seed {} of {} at depth {}, L = {}{}: pooled, that seed would count twice", o.source, r.source,
          seed, r.model, r.depth, r.train_length,
          same ? " (the same config)" : " (their configs differ in what the labels do not show)");
   }

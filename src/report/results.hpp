@@ -1,7 +1,8 @@
 // results.hpp: loading finished runs into flat records for tables and plots. A study directory is
-// a sweep (manifest.json + cells/<id>/), a directory of run directories (cells/*/ or */), or a
-// single run directory (summary.json); each run's summary.json (docs/run-format.md) becomes one
-// RunRecord. docs/tables.md documents what is read and how missing or corrupt files are handled.
+// a sweep (manifest.json + cells/<id>/, or its summaries packed in cells.jsonl as in results/), a
+// directory of run directories (cells/*/ or */), or a single run directory (summary.json); each
+// run's summary (docs/run-format.md) becomes one RunRecord. docs/tables.md documents what is read
+// and how missing or corrupt files are handled.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "train/stats.hpp"
 
@@ -44,7 +47,10 @@ bool is_pending(RunStatus s);
 
 struct RunRecord {
   std::string id;   // manifest cell id, else the run directory's name
-  std::string dir;  // the run directory
+  std::string dir;  // the run directory (for a packed cell: where it would be, DIR/cells/<id>)
+  std::string source;  // where its summary was read, quoted, for messages: "'D/summary.json'",
+                       // "'DIR/cells.jsonl' line 3 (cell ID)"; "" when none was
+  std::string study_dir;  // the directory given to load_study that holds it (its curves.jsonl.gz)
   RunStatus status = RunStatus::missing;
   std::string message;  // summary.json "message" (why it diverged or failed)
   std::string attention;            // model.attention
@@ -129,6 +135,7 @@ std::vector<std::string> unused_runs(const Study& study, const std::string& key)
 // Parses one summary.json text into `record` (status, model, task, seed, lr, eval). sb::Error with
 // a one-line reason if the text is not a JSON object or a field has the wrong type.
 void parse_summary(const std::string& text, RunRecord& record);
+void parse_summary(const nlohmann::ordered_json& summary, RunRecord& record);  // the same, parsed
 
 // Sets the record field a config key controls ("model.attention", "model.layers",
 // "model.n_layers", "task.params.length", "train.seed", "optim.lr"); other keys go to settings.

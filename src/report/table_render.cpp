@@ -1,6 +1,6 @@
 // table_render.cpp: cell texts (numbers, mean ± spread, error counts with bounds, percentages) and
 // Markdown (padded pipe tables under a headline of run counts) and CSV (one block per table: a
-// "# title" line, header, rows, "# note" lines) rendering of tables.hpp's Tables.
+// "# title" line, the numeric header and rows, "# note" lines) rendering of tables.hpp's Tables.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -146,8 +146,9 @@ std::string render_csv(const std::vector<Table>& tables) {
     const Table& t = tables[i];
     if (i) out += "\n";
     out += csv_field("# " + t.title) + "\n";
-    out += line(t.header);
-    for (const auto& row : t.rows) out += line(row);
+    const bool numeric = !t.csv_header.empty();
+    out += line(numeric ? t.csv_header : t.header);
+    for (const auto& row : numeric ? t.csv_rows : t.rows) out += line(row);
     for (const auto& n : t.notes) out += csv_field("# " + n) + "\n";
   }
   return out;

@@ -1,14 +1,17 @@
-// tables.cpp: metric spec, cell grouping with best learning rate and the five tables (see
-// tables.hpp; cell texts and rendering live in table_render.cpp).
+// tables.cpp: metric spec, statistics, cell grouping with the best learning rate, seed values,
+// the helpers the table builders share (table_parts.hpp) and the automatic table selection (see
+// tables.hpp; the tables: table_grid.cpp, table_depth.cpp; texts and rendering: table_render.cpp).
 #include "report/tables.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "core/error.hpp"
+#include "report/table_parts.hpp"
 
 namespace sb::report {
 
@@ -25,13 +28,18 @@ bool parse_field(const std::string& s, Field& out) {
 
 bool better(double a, double b, bool higher) { return higher ? a > b : a < b; }
 
+}  // namespace
+
+// ---- shared by the table builders (table_parts.hpp) -------------------------------------------
+
+namespace parts {
+
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
 }
 
-// "L=64", with the settings bound to the length: "L=64 (num_kv_pairs=4)" (Study::length_keys).
 std::string length_label(const Study& study, int64_t length) {
   const std::string label = length > 0 ? fmt::format("L={}", length) : "L=?";
   const std::string bound = length_settings_text(study, length);
@@ -54,6 +62,14 @@ double threshold_of(const Study& study, const TableOptions& o) {
   return o.threshold ? *o.threshold : study.info.threshold ? *study.info.threshold : 0.9;
 }
 
+std::string status_counts(const Study& study) {
+  std::map<std::string, int> counts;
+  for (const RunRecord& r : study.runs) ++counts[to_string(r.status)];
+  std::vector<std::string> parts;
+  for (const auto& [status, n] : counts) parts.push_back(fmt::format("{} {}", n, status));
+  return fmt::format("{} run{}: {}", study.runs.size(), study.runs.size() == 1 ? "" : "s", join(parts, ", "));
+}
+
 std::string spread_words(const std::string& spread) {
   return spread == "range" ? "mean [min, max] over seeds, (n) = seeds" : "mean ± sd over seeds, (n) = seeds";
 }
@@ -67,7 +83,53 @@ std::string lr_words(const CellGrid& grid, const Metric& m) {
 
 std::string lr_suffix(const Cell& cell) { return cell.best_lr ? fmt::format(" lr={}", *cell.best_lr) : ""; }
 
-}  // namespace
+std::vector<Field> shown_fields(const Study& study, const Metric& m, const std::vector<std::string>& keys) {
+  std::vector<Field> out{m.field};
+  const std::optional<Field> other = companion(m.field);
+  if (!other) return out;
+  const bool known = std::any_of(study.runs.begin(), study.runs.end(), [&](const RunRecord& r) {
+    return std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return !std::isnan(metric_value(r, k, *other)); });
+  });
+  if (known) out.push_back(*other);
+  return out;
+}
+
+std::vector<std::string> study_seeds(const Study& study) {
+  std::vector<std::pair<int64_t, std::string>> seeds;  // numeric seeds first, in order; then ids
+  for (const RunRecord& r : study.runs) {
+    if (r.status == RunStatus::skipped) continue;
+    const std::pair<int64_t, std::string> s = r.seed ? std::pair{*r.seed, fmt::format("{}", *r.seed)} : std::pair{INT64_MAX, r.id};
+    if (std::find(seeds.begin(), seeds.end(), s) == seeds.end()) seeds.push_back(s);
+  }
+  std::sort(seeds.begin(), seeds.end());
+  std::vector<std::string> out;
+  for (const auto& [n, text] : seeds) out.push_back(text);
+  return out;
+}
+
+std::string csv_number(double v) { return std::isnan(v) ? "" : fmt::format("{:.6g}", v); }
+std::string csv_integer(int64_t v) { return fmt::format("{}", v); }
+
+std::vector<std::string> csv_lead_header(const Study& study) {
+  std::vector<std::string> h{"model", "depth", "L"};
+  append(h, length_key_names(study));
+  h.push_back("lr");
+  return h;
+}
+
+std::vector<std::string> csv_lead(const Study& study, const std::string& model, int64_t depth, int64_t length,
+                                  const Cell* cell) {
+  std::vector<std::string> row{model, csv_integer(depth), length > 0 ? csv_integer(length) : ""};
+  append(row, length_setting_values(study, length));
+  std::optional<double> lr = cell ? cell->best_lr : std::nullopt;
+  if (!lr && cell)  // one learning rate in the cell: say which
+    for (const RunRecord* r : cell->chosen)
+      if (r->lr) lr = r->lr;
+  row.push_back(lr ? fmt::format("{}", *lr) : "");
+  return row;
+}
+
+}  // namespace parts
 
 // ---- metric -------------------------------------------------------------------------------------
 
@@ -82,8 +144,27 @@ const char* to_string(Field f) {
   return "?";
 }
 
+bool higher_is_better(Field f) { return f == Field::token_accuracy || f == Field::sequence_accuracy; }
+
+std::optional<Field> companion(Field f) {
+  if (f == Field::token_accuracy) return Field::sequence_accuracy;
+  if (f == Field::sequence_accuracy) return Field::token_accuracy;
+  return std::nullopt;
+}
+
+const char* short_name(Field f) {
+  switch (f) {
+    case Field::token_accuracy: return "token";
+    case Field::sequence_accuracy: return "seq";
+    case Field::error_rate: return "error";
+    case Field::sequence_error_rate: return "seq error";
+    case Field::loss: return "loss";
+  }
+  return "?";
+}
+
 std::string Metric::name() const { return key + "." + to_string(field); }
-bool Metric::higher_is_better() const { return field == Field::token_accuracy || field == Field::sequence_accuracy; }
+bool Metric::higher_is_better() const { return report::higher_is_better(field); }
 
 Metric parse_metric(const std::string& spec_in, const Study& study) {
   const std::string spec = !spec_in.empty() ? spec_in : study.info.metric;
@@ -98,11 +179,16 @@ Metric parse_metric(const std::string& spec_in, const Study& study) {
   } else {
     std::vector<std::string> names;
     for (Field f : kFields) names.push_back(to_string(f));
-    fail("unknown metric '{}': expected KEY.FIELD with FIELD one of {}", spec, join(names, ", "));
+    fail("{} '{}': expected KEY.FIELD with FIELD one of {}", spec_in.empty() ? "the study's metric (manifest.json)" : "--metric",
+         spec, parts::join(names, ", "));
   }
   if (!study.eval_keys.empty() &&
-      std::find(study.eval_keys.begin(), study.eval_keys.end(), m.key) == study.eval_keys.end())
-    fail("metric '{}': no run has eval key '{}' (keys: {})", spec, m.key, join(study.eval_keys, ", "));
+      std::find(study.eval_keys.begin(), study.eval_keys.end(), m.key) == study.eval_keys.end()) {
+    const std::string keys = parts::join(study.eval_keys, ", ");
+    if (!spec_in.empty()) fail("--metric {}: no run has eval key '{}' (keys: {})", spec, m.key, keys);
+    fail("the study's metric '{}' (manifest.json): no run has eval key '{}' (keys: {}); choose one with --metric", spec,
+         m.key, keys);
+  }
   return m;
 }
 
@@ -135,6 +221,12 @@ Stats compute_stats(const std::vector<double>& values) {
   }
   if (s.n == 0) return s;
   s.mean = sum / s.n;
+  std::vector<double> sorted;
+  for (double v : values)
+    if (!std::isnan(v)) sorted.push_back(v);
+  std::sort(sorted.begin(), sorted.end());
+  const size_t h = sorted.size() / 2;
+  s.median = sorted.size() % 2 ? sorted[h] : (sorted[h - 1] + sorted[h]) / 2;
   if (s.n > 1) {
     double sq = 0;
     for (double v : values)
@@ -142,6 +234,36 @@ Stats compute_stats(const std::vector<double>& values) {
     s.sd = std::sqrt(sq / (s.n - 1));
   }
   return s;
+}
+
+// ---- seeds --------------------------------------------------------------------------------------
+
+std::vector<SeedValue> seed_values(const Cell& cell, const std::string& key, Field field) {
+  std::vector<SeedValue> out;
+  for (const RunRecord* r : cell.chosen) {
+    if (r->status == RunStatus::skipped) continue;
+    out.push_back({r, r->seed ? fmt::format("{}", *r->seed) : r->id, metric_value(*r, key, field)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SeedValue& a, const SeedValue& b) {
+    if (a.run->seed && b.run->seed) return *a.run->seed < *b.run->seed;
+    return a.run->seed.has_value() && !b.run->seed.has_value();
+  });
+  return out;
+}
+
+std::string seed_text(const SeedValue& v, Field field) {
+  if (!std::isnan(v.value)) return format_number(v.value, field);
+  if (v.run->status == RunStatus::diverged) return "div";
+  if (v.run->status == RunStatus::failed) return "fail";
+  return "-";
+}
+
+bool passes(double value, Field field, double threshold) {
+  return !std::isnan(value) && (higher_is_better(field) ? value >= threshold : value <= threshold);
+}
+
+int count_passing(const std::vector<SeedValue>& values, Field field, double threshold) {
+  return static_cast<int>(std::count_if(values.begin(), values.end(), [&](const SeedValue& v) { return passes(v.value, field, threshold); }));
 }
 
 // ---- cells --------------------------------------------------------------------------------------
@@ -213,256 +335,7 @@ std::vector<double> CellGrid::lrs() const {
   return {out.begin(), out.end()};
 }
 
-// ---- tables -------------------------------------------------------------------------------------
-
-Table accuracy_grid(const Study& study, const TableOptions& o) {
-  const Metric m = parse_metric(o.metric, study);
-  const CellGrid grid(study, m);
-  std::vector<std::string> keys = o.keys;
-  if (keys.empty()) keys = {m.key};
-  if (keys.size() == 1 && keys[0] == "all") keys = study.eval_keys;
-  for (const auto& k : keys)
-    if (std::find(study.eval_keys.begin(), study.eval_keys.end(), k) == study.eval_keys.end())
-      fail("--keys: no run has eval key '{}' (keys: {})", k, join(study.eval_keys, ", "));
-  Table t;
-  t.id = "grid";
-  const std::string what = keys.size() == 1 && keys[0] == m.key ? m.name() : fmt::format("{} of {}", to_string(m.field), join(keys, ", "));
-  t.title = fmt::format("Accuracy grid: {} ({}{})", what, spread_words(o.spread), lr_words(grid, m));
-  t.header = {"model", "depth"};
-  for (int64_t L : grid.lengths())
-    for (const auto& k : keys) t.header.push_back(keys.size() == 1 ? length_label(study, L) : length_label(study, L) + " " + k);
-  bool symbols = false;
-  for (const auto& model : study.models) {
-    for (int64_t depth : grid.depths(model)) {
-      std::vector<std::string> row{model, fmt::format("{}", depth)};
-      for (int64_t L : grid.lengths()) {
-        for (const auto& k : keys) {
-          const Cell* cell = grid.find(model, depth, L);
-          std::string text = cell ? format_cell(cell_value(*cell, k, m.field), m.field, o.spread) : "-";
-          symbols |= text == "-" || text.find("div") != std::string::npos || text.find("fail") != std::string::npos;
-          if (cell && text != "-") text += lr_suffix(*cell);
-          row.push_back(text);
-        }
-      }
-      t.rows.push_back(std::move(row));
-    }
-  }
-  if (symbols) t.notes.push_back("- = no result (not run, skipped by the protocol, unfinished or unreadable); div / fail = every run diverged / failed; [k div] = k seeds diverged and are left out");
-  if (const auto unused = unused_runs(study, m.key); !unused.empty())  // (n) counts only the seeds used
-    t.notes.push_back(fmt::format("not used ({} run{}): {}{}", unused.size(), unused.size() == 1 ? "" : "s",
-                                  join({unused.begin(), unused.begin() + std::min<size_t>(unused.size(), 10)}, "; "),
-                                  unused.size() > 10 ? "; ..." : ""));
-  note_length_keys(study, t);
-  return t;
-}
-
-Table min_depth_table(const Study& study, const TableOptions& o) {
-  if (o.min_depth_over != "best" && o.min_depth_over != "mean")
-    fail("--min-depth-over: expected best or mean, got '{}'", o.min_depth_over);
-  const Metric m = parse_metric(o.metric, study);
-  const CellGrid grid(study, m);
-  const double threshold = threshold_of(study, o);
-  const bool higher = m.higher_is_better(), best = o.min_depth_over == "best";
-  Table t;
-  t.id = "min-depth";
-  t.title = fmt::format("Minimum depth: smallest depth whose {} {} {} {} {}", best ? "best" : "mean", m.name(),
-                        higher ? ">=" : "<=", threshold,
-                        best ? "(best over seeds and learning rates)" : "(mean over seeds, best learning rate)");
-  t.header = {"model"};
-  for (int64_t L : grid.lengths()) t.header.push_back(length_label(study, L));
-  enum class State { pass, fail, open };
-  for (const auto& model : study.models) {
-    std::vector<std::string> row{model};
-    const std::vector<int64_t> depths = grid.depths(model);
-    for (int64_t L : grid.lengths()) {
-      std::string answer;
-      bool all_failed = true;
-      for (int64_t depth : depths) {
-        const Cell* cell = grid.find(model, depth, L);
-        State state = State::open;
-        if (cell) {
-          double value = kNaN;
-          if (best) {
-            for (const RunRecord* r : cell->runs) {
-              const double v = metric_value(*r, m.key, m.field);
-              if (!std::isnan(v) && (std::isnan(value) || better(v, value, higher))) value = v;
-            }
-          } else {
-            value = cell_value(*cell, m.key, m.field).stats.mean;  // chosen = best lr by mean
-          }
-          const bool pass = !std::isnan(value) && (higher ? value >= threshold : value <= threshold);
-          const bool open = std::any_of(cell->runs.begin(), cell->runs.end(), [](const RunRecord* r) {
-            return is_pending(r->status) || r->status == RunStatus::failed;
-          });
-          state = pass ? State::pass : open ? State::open : State::fail;
-        }
-        if (state == State::pass) {
-          answer = all_failed ? fmt::format("{}", depth) : fmt::format("? (<= {})", depth);
-          break;
-        }
-        all_failed &= state == State::fail;
-      }
-      if (answer.empty()) answer = all_failed && !depths.empty() ? fmt::format("> {}", depths.back()) : "?";
-      row.push_back(answer);
-    }
-    t.rows.push_back(std::move(row));
-  }
-  std::set<int64_t> all_depths;
-  for (const RunRecord& r : study.runs) all_depths.insert(r.depth);
-  std::vector<std::string> ds;
-  for (int64_t d : all_depths) ds.push_back(fmt::format("{}", d));
-  t.notes.push_back(fmt::format("depths run: {}; > d = no depth up to d reaches the threshold; ? = a smaller depth (or every depth) has no decided result yet (unfinished, missing or failed runs)", join(ds, ", ")));
-  note_length_keys(study, t);
-  return t;
-}
-
-Table error_table(const Study& study, const TableOptions& o) {
-  std::vector<std::string> keys;
-  for (const auto& k : study.eval_keys) {
-    const bool counted = std::any_of(study.runs.begin(), study.runs.end(), [&](const RunRecord& r) {
-      const EvalResult* e = r.eval(k);
-      return e && e->scored >= 0 && e->errors >= 0;
-    });
-    if (counted) keys.push_back(k);
-  }
-  // Rows: (model, depth, train length, lr), in model order.
-  using Where = std::tuple<size_t, int64_t, int64_t, double>;
-  std::map<Where, std::vector<const RunRecord*>> groups;
-  std::set<int64_t> depths, lengths;
-  std::set<double> lrs;
-  for (const RunRecord& r : study.runs) {
-    const size_t mi = static_cast<size_t>(std::find(study.models.begin(), study.models.end(), r.model) - study.models.begin());
-    groups[{mi, r.depth, r.train_length, r.lr ? *r.lr : -1.0}].push_back(&r);
-    depths.insert(r.depth), lengths.insert(r.train_length), lrs.insert(r.lr ? *r.lr : -1.0);
-  }
-  const bool show_depth = depths.size() > 1, show_length = lengths.size() > 1, show_lr = lrs.size() > 1;
-  Table t;
-  t.id = "errors";
-  std::string fixed;
-  if (!show_depth) fixed += fmt::format(", depth {}", *depths.begin());
-  if (!show_length) fixed += ", " + length_label(study, *lengths.begin());
-  t.title = fmt::format("Error rates: errors/scored = rate% [exact 95% interval], summed over seeds{}", fixed);
-  t.header = {"model"};
-  if (show_depth) t.header.push_back("depth");
-  if (show_length) t.header.push_back("L"), append(t.header, length_key_names(study));
-  if (show_lr) t.header.push_back("lr");
-  t.header.push_back("seeds");
-  for (const auto& k : keys) t.header.push_back(k);
-  auto seed_text = [](const RunRecord* r) { return r->seed ? fmt::format("{}", *r->seed) : r->id; };
-  for (const auto& [where, runs] : groups) {
-    std::vector<std::string> lead{study.models[std::get<0>(where)]};
-    if (show_depth) lead.push_back(fmt::format("{}", std::get<1>(where)));
-    if (show_length) lead.push_back(fmt::format("{}", std::get<2>(where))), append(lead, length_setting_values(study, std::get<2>(where)));
-    if (show_lr) lead.push_back(std::get<3>(where) >= 0 ? fmt::format("{}", std::get<3>(where)) : "?");
-    auto row_for = [&](const std::vector<const RunRecord*>& rs, const std::string& seeds_label) {
-      std::vector<std::string> row = lead;
-      row.push_back(seeds_label);
-      for (const auto& k : keys) {
-        int64_t errors = 0, scored = 0;
-        int used = 0, diverged = 0, failed = 0;
-        const EvalResult* single = nullptr;
-        for (const RunRecord* r : rs) {
-          if (r->status == RunStatus::diverged) ++diverged;
-          if (r->status == RunStatus::failed) ++failed;
-          const EvalResult* e = r->eval(k);
-          if (!has_result(r->status) || !e || e->scored < 0 || e->errors < 0) continue;
-          errors += e->errors, scored += e->scored, ++used, single = e;
-        }
-        std::string text;
-        if (used == 0) {
-          text = diverged && failed ? "div/fail" : diverged ? "div" : failed ? "fail" : "-";
-        } else {
-          const Interval bound = used == 1 && single->error_ci95 ? *single->error_ci95 : clopper_pearson(errors, scored);
-          text = format_errors(errors, scored, bound);
-          if (diverged) text += fmt::format(" [{} div]", diverged);
-          if (failed) text += fmt::format(" [{} fail]", failed);
-        }
-        row.push_back(text);
-      }
-      return row;
-    };
-    std::vector<std::string> seeds;
-    for (const RunRecord* r : runs)
-      if (has_result(r->status)) seeds.push_back(seed_text(r));
-    t.rows.push_back(row_for(runs, seeds.empty() ? "-" : join(seeds, ",")));
-    if (o.per_seed && runs.size() > 1)
-      for (const RunRecord* r : runs) t.rows.push_back(row_for({r}, seed_text(r)));
-  }
-  t.notes.push_back("intervals: Clopper-Pearson 95% for the summed counts (a single run's own error_ci95 when one run contributes); 0 errors still give an upper bound");
-  return t;
-}
-
-Table length_table(const Study& study, const TableOptions& o) {
-  const Metric m = parse_metric(o.metric, study);
-  const CellGrid grid(study, m);
-  // Columns: per split with @LENGTH keys, the plain key (training length) then @LENGTH ascending.
-  std::vector<std::string> splits;
-  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_split;
-  for (const RunRecord& r : study.runs)
-    for (const EvalResult& e : r.evals) {
-      auto& list = by_split[e.split];
-      if (std::none_of(list.begin(), list.end(), [&](const auto& p) { return p.second == e.key; }))
-        list.push_back({e.at_length, e.key});
-    }
-  for (const auto& k : study.eval_keys) {
-    const size_t at = k.rfind('@');
-    const std::string split = at == std::string::npos ? k : k.substr(0, at);
-    const auto& list = by_split[split];
-    const bool has_at = std::any_of(list.begin(), list.end(), [](const auto& p) { return p.first > 0; });
-    if (has_at && std::find(splits.begin(), splits.end(), split) == splits.end()) splits.push_back(split);
-  }
-  std::vector<std::string> columns;
-  Table t;
-  t.id = "length";
-  const bool show_length = grid.lengths().size() > 1;
-  t.header = {"model", "depth"};
-  if (show_length) t.header.push_back("train L"), append(t.header, length_key_names(study));
-  for (const auto& s : splits) {
-    auto list = by_split[s];
-    std::sort(list.begin(), list.end());
-    for (const auto& [len, key] : list) {
-      columns.push_back(key);
-      t.header.push_back(len > 0 ? key : key + " (train L)");
-    }
-  }
-  t.title = fmt::format("Length generalisation: {} by evaluation length ({}{}{})", to_string(m.field),
-                        spread_words(o.spread), show_length ? "" : "; trained at " + length_label(study, grid.lengths().front()),
-                        lr_words(grid, m));
-  for (const auto& model : study.models)
-    for (int64_t depth : grid.depths(model))
-      for (int64_t L : grid.lengths()) {
-        const Cell* cell = grid.find(model, depth, L);
-        if (!cell) continue;
-        std::vector<std::string> row{model, fmt::format("{}", depth)};
-        if (show_length) row.push_back(fmt::format("{}", L)), append(row, length_setting_values(study, L));
-        for (const auto& k : columns) row.push_back(format_cell(cell_value(*cell, k, m.field), m.field, o.spread));
-        if (cell->best_lr) row.back() += lr_suffix(*cell);
-        t.rows.push_back(std::move(row));
-      }
-  return t;
-}
-
-Table runs_table(const Study& study, const TableOptions& o) {
-  const Metric m = parse_metric(o.metric, study);
-  Table t;
-  t.id = "runs";
-  t.title = fmt::format("Runs: {} of every eval key", to_string(m.field));
-  t.header = {"id", "model", "depth", "L"};
-  append(t.header, length_key_names(study));
-  append(t.header, {"seed", "lr", "status", "steps"});
-  for (const auto& k : study.eval_keys) t.header.push_back(k);
-  t.header.push_back("message");
-  for (const RunRecord& r : study.runs) {
-    std::vector<std::string> row{r.id, r.model, fmt::format("{}", r.depth), fmt::format("{}", r.train_length)};
-    append(row, length_setting_values(study, r.train_length));
-    append(row, {r.seed ? fmt::format("{}", *r.seed) : "-", r.lr ? fmt::format("{}", *r.lr) : "-", to_string(r.status),
-                 r.steps ? fmt::format("{}", *r.steps) : "-"});
-    for (const auto& k : study.eval_keys) row.push_back(format_number(metric_value(r, k, m.field), m.field));
-    row.push_back(r.message);
-    t.rows.push_back(std::move(row));
-  }
-  return t;
-}
+// ---- selection -----------------------------------------------------------------------------------
 
 std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
   if (o.spread != "std" && o.spread != "range") fail("--spread: expected std or range, got '{}'", o.spread);
@@ -472,7 +345,7 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
     // The min-depth table answers nothing the grid does not when every run has the same depth.
     const bool several_depths = std::any_of(study.runs.begin(), study.runs.end(),
                                             [&](const RunRecord& r) { return r.depth != study.runs.front().depth; });
-    ids = {"grid"};
+    ids = {"grid", "seeds"};
     if (several_depths) ids.push_back("min-depth");
     const bool flipflop = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) {
       const auto it = r.settings.find("task.name");
@@ -487,11 +360,12 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
   std::vector<Table> out;
   for (const auto& id : ids) {
     if (id == "grid") out.push_back(accuracy_grid(study, o));
+    else if (id == "seeds") out.push_back(seeds_table(study, o));
     else if (id == "min-depth") out.push_back(min_depth_table(study, o));
     else if (id == "errors") out.push_back(error_table(study, o));
     else if (id == "length") out.push_back(length_table(study, o));
     else if (id == "runs") out.push_back(runs_table(study, o));
-    else fail("--tables: unknown table '{}' (grid, min-depth, errors, length, runs)", id);
+    else fail("--tables: unknown table '{}' (grid, seeds, min-depth, errors, length, runs)", id);
   }
   return out;
 }

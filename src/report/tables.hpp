@@ -1,7 +1,8 @@
 // tables.hpp: the expressivity tables built from a loaded Study (results.hpp): accuracy grid,
-// minimum depth, error counts with exact bounds, length generalisation and a per-run listing;
-// the metric spec ("val.token_accuracy"), grouping of runs into (model, depth, train length)
-// cells with the best learning rate, and Markdown / CSV rendering. docs/tables.md has examples.
+// per-seed distributions, minimum depth, error counts with exact bounds, length generalisation and
+// a per-run listing; the metric spec ("val.token_accuracy"), grouping of runs into (model, depth,
+// train length) cells with the best learning rate, and Markdown / CSV rendering (CSV: numbers in
+// their own columns). docs/tables.md has examples.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,6 +25,11 @@ struct Metric {
   bool higher_is_better() const;
 };
 const char* to_string(Field f);
+bool higher_is_better(Field f);  // the accuracies
+// The other accuracy, shown beside it: token <-> sequence; nullopt for error rates and loss.
+std::optional<Field> companion(Field f);
+// A column word: "token", "seq", "error", "seq error", "loss".
+const char* short_name(Field f);
 // Parses "KEY.FIELD" or "FIELD" (key = the study's first eval key); "" = the manifest's metric,
 // else the first eval key's token accuracy. sb::Error for an unknown field or an eval key that no
 // run has.
@@ -34,6 +40,8 @@ double metric_value(const RunRecord& run, const std::string& key, Field field);
 struct Stats {
   int n = 0;
   double mean = kNaN, sd = kNaN, min = kNaN, max = kNaN;  // sd: sample standard deviation (n - 1)
+  double median = kNaN;                                   // the middle value (mean of the two for even n)
+  double best(Field f) const { return higher_is_better(f) ? max : min; }
 };
 Stats compute_stats(const std::vector<double>& values);  // NaNs are skipped
 
@@ -44,6 +52,20 @@ struct Cell {
   std::vector<const RunRecord*> chosen;
   std::optional<double> best_lr;  // set when several learning rates were compared
 };
+
+// One chosen run of a cell and its value of one eval key and field (NaN without a result).
+struct SeedValue {
+  const RunRecord* run = nullptr;
+  std::string seed;  // "3", or the run's id when its seed is unknown
+  double value = kNaN;
+};
+// The cell's chosen runs in seed order (skipped runs left out).
+std::vector<SeedValue> seed_values(const Cell& cell, const std::string& key, Field field);
+// The value as the tables print it, or why there is none: "div", "fail", "-" (pending).
+std::string seed_text(const SeedValue& v, Field field);
+// How many values pass the threshold (>= for accuracies, <= for error rates and loss).
+int count_passing(const std::vector<SeedValue>& values, Field field, double threshold);
+bool passes(double value, Field field, double threshold);
 
 // Aggregate of one eval key and field over a cell's chosen runs.
 struct CellValue {
@@ -76,23 +98,29 @@ struct TableOptions {
   std::optional<double> threshold;    // min-depth threshold; default the manifest's, else 0.9
   std::string min_depth_over = "best";  // "best" (max over seeds) or "mean" (mean over seeds)
   bool per_seed = false;              // error table: one row per seed under each aggregate row
-  std::vector<std::string> tables;    // grid, min-depth, errors, length, runs; empty = automatic
+  std::vector<std::string> tables;    // grid, seeds, min-depth, errors, length, runs; empty = automatic
 };
 
 struct Table {
-  std::string id;     // "grid", "min-depth", "errors", "length", "runs"
+  std::string id;     // "grid", "seeds", "min-depth", "errors", "length", "runs"
   std::string title;  // one line
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;  // lines printed under the table
+  // The CSV form: every number in its own column (mean, sd, n, ..., one column per seed), one
+  // row per cell and field; empty: render_csv writes header and rows.
+  std::vector<std::string> csv_header;
+  std::vector<std::vector<std::string>> csv_rows;
 };
 
-// The tables for `study`. Automatic selection: grid and min-depth always; errors when the task is
-// flipflop, an eval key is sparse or dense, or the metric is an error rate; length when an eval
-// key has "@LENGTH". sb::Error for an unknown table name or option value.
+// The tables for `study`. Automatic selection: grid and seeds always; min-depth when the runs have
+// two or more depths; errors when the task is flipflop, an eval key is sparse or dense, or the
+// metric is an error rate; length when an eval key has "@LENGTH". sb::Error for an unknown table
+// name or option value.
 std::vector<Table> build_tables(const Study& study, const TableOptions& options);
 
 Table accuracy_grid(const Study& study, const TableOptions& options);
+Table seeds_table(const Study& study, const TableOptions& options);
 Table min_depth_table(const Study& study, const TableOptions& options);
 Table error_table(const Study& study, const TableOptions& options);
 Table length_table(const Study& study, const TableOptions& options);
@@ -112,6 +140,8 @@ std::string format_percent(double fraction);
 
 // Headline (study, protocol, run counts) and the tables.
 std::string render_markdown(const Study& study, const std::vector<Table>& tables);
+// Per table: a "# title" line, the CSV header and rows (csv_header/csv_rows when set), "# note"
+// lines; a blank line between tables.
 std::string render_csv(const std::vector<Table>& tables);
 std::string csv_field(const std::string& s);  // quoted when it holds a comma, quote or newline
 

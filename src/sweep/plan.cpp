@@ -116,6 +116,45 @@ void make_stages(Plan& plan, const std::string& axis, const std::vector<std::str
   }
 }
 
+// The eval keys a config produces: SPLIT, or SPLIT@LENGTH for another length.
+std::vector<std::string> eval_keys(const TrainConfig& c) {
+  std::vector<std::string> out;
+  for (const auto& e : c.task.eval) out.push_back(e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split);
+  return out;
+}
+
+// See make_plan's comment: the protocol's metric is evaluated by every cell, and no cell stops
+// training (train.target_accuracy) before the protocol's threshold can be reached.
+void check_protocol_metric(Plan& plan) {
+  const Study& s = plan.study;
+  if (s.protocol == Protocol::grid) return;
+  const bool min_depth = s.protocol == Protocol::min_depth;
+  const std::string where = min_depth ? "min_depth" : "max_lr";
+  const ProtocolMetric m = parse_protocol_metric(plan.metric);
+  plan.higher_is_better = m.higher_is_better;
+  const std::optional<double> threshold = min_depth ? std::optional(s.min_depth.threshold) : s.max_lr.stop_at;
+  for (const Cell& cell : plan.cells) {
+    const std::vector<std::string> keys = eval_keys(cell.config);
+    if (std::find(keys.begin(), keys.end(), m.key) == keys.end()) {
+      std::string list;
+      for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+      fail("study '{}': {}.metric '{}': cell '{}' has no eval key '{}' (its task.eval gives: {})", s.file, where,
+           plan.metric, cell.label(), m.key, list);
+    }
+    const TrainSettings& t = cell.config.train;
+    if (!threshold || !m.higher_is_better || t.target_accuracy == 0) continue;
+    // A stop when every eval entry's stop metric >= target leaves the protocol's metric >= threshold
+    // when it is the same accuracy with target >= threshold, or at target 1 (every token of every
+    // sequence right, whichever accuracy is counted).
+    const std::string stop = to_string(t.target_metric);
+    if ((stop == m.field && t.target_accuracy >= *threshold) || t.target_accuracy >= 1) continue;
+    fail("study '{}': cell '{}': train.target_accuracy {} on {} ends training before {} {} reaches {} ({}); set "
+         "train.target_metric: {} and train.target_accuracy >= {}, or train.target_accuracy: 0 (no early stop)",
+         s.file, cell.label(), t.target_accuracy, stop, where, plan.metric, *threshold,
+         min_depth ? "min_depth.threshold" : "max_lr.stop_at", m.field, *threshold);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> Cell::overrides() const {
@@ -221,6 +260,7 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
     }
   }
 
+  check_protocol_metric(plan);
   if (study.protocol == Protocol::min_depth) {
     const MinDepthOptions& o = study.min_depth;
     std::vector<std::string> depths;
@@ -344,6 +384,7 @@ std::vector<size_t> Scheduler::advance(size_t g) {
   GroupStatus& gs = groups_[g];
   const auto& stages = plan_.groups[g].stages;
   while (!gs.decided) {
+    const bool higher = plan_.higher_is_better;
     std::optional<double> best;  // over the stage's cells with a metric
     double sum = 0;
     size_t n = 0;
@@ -351,10 +392,10 @@ std::vector<size_t> Scheduler::advance(size_t g) {
       if (state_[c] != CellState::finished) return skipped;
       const auto& m = result_[c]->metric;
       if (m) sum += *m, ++n;
-      if (m && (!best || *m > *best)) best = m;
+      if (m && (!best || (higher ? *m > *best : *m < *best))) best = m;
     }
     const std::optional<double> score = !plan_.stage_mean ? best : n ? std::optional(sum / static_cast<double>(n)) : std::nullopt;
-    if (score && *score >= plan_.threshold) {
+    if (score && (higher ? *score >= plan_.threshold : *score <= plan_.threshold)) {
       gs.decided = true;
       gs.reached = gs.stage;
       for (size_t s = gs.stage + 1; s < stages.size(); ++s)

@@ -57,11 +57,15 @@ struct Plan {
   std::string stage_axis;        // the axis the stages walk ("" without stages)
   double threshold = 0;          // a stage reaches when its best (min_depth) / mean (max_lr) >= this
   bool stage_mean = false;       // decide on the mean over the stage's cells instead of the best
+  bool higher_is_better = true;  // false (error_rate, loss): best = lowest, reaching = <= threshold
   std::string metric;  // the protocol's metric (grid: val.token_accuracy, shown in progress)
 };
 
 // Expands and validates every cell (base + set + the cell's axis values through parse_config,
 // then `check` if given). Errors are one line: "study 'F': grid 'model.n_layers' value 'x': ...".
+// A min_depth or max_lr metric must name an eval key of every cell (task.eval: SPLIT or
+// SPLIT@LENGTH), and a cell's early stop (train.target_accuracy on train.target_metric) must not
+// end training before the protocol's threshold on that metric can be reached.
 Plan make_plan(const Study& study, const TaskCheck& check = {});
 
 // The id of a cell with these axis values: a readable slug (shortest unique key suffix = value

@@ -26,6 +26,17 @@ const char* to_string(Protocol p) {
   return "?";
 }
 
+ProtocolMetric parse_protocol_metric(const std::string& metric) {
+  const auto dot = metric.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == metric.size())
+    fail("metric '{}' must be <eval key>.<field>, e.g. val.token_accuracy", metric);
+  ProtocolMetric m{metric.substr(0, dot), metric.substr(dot + 1)};
+  if (m.field == "error_rate" || m.field == "loss") m.higher_is_better = false;
+  else if (m.field != "token_accuracy" && m.field != "sequence_accuracy")
+    fail("metric '{}': unknown field '{}' (token_accuracy, sequence_accuracy, error_rate or loss)", metric, m.field);
+  return m;
+}
+
 const Axis* Study::find_axis(const std::string& key) const {
   for (const auto& a : axes)
     if (a.key == key) return &a;
@@ -157,9 +168,19 @@ const Axis& grid_axis(const Study& s, const std::string& key, const std::string&
 }
 
 void check_metric(const std::string& metric, const std::string& where) {
-  const auto dot = metric.rfind('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == metric.size())
-    fail("{}: metric '{}' must be <eval key>.<field>, e.g. val.token_accuracy", where, metric);
+  try {
+    parse_protocol_metric(metric);
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
+}
+
+// A threshold the metric can reach: accuracies and error rates in [0, 1], a loss >= 0.
+void check_threshold(double threshold, const std::string& metric, const std::string& where) {
+  const ProtocolMetric m = parse_protocol_metric(metric);
+  const bool loss = m.field == "loss";
+  if (threshold < 0 || (!loss && threshold > 1))
+    fail("{}: {} is out of range for {} (expected {})", where, threshold, m.field, loss ? "a number >= 0" : "a number in [0, 1]");
 }
 
 double number(const YAML::Node& node, const std::string& where) {
@@ -188,6 +209,7 @@ void read_min_depth(const YAML::Node& node, Study& s) {
   o.threshold = number(node["threshold"], "min_depth.threshold");
   if (node["metric"]) o.metric = scalar(node["metric"], "min_depth.metric");
   check_metric(o.metric, "min_depth.metric");
+  check_threshold(o.threshold, o.metric, "min_depth.threshold");
   if (const YAML::Node b = node["best_over"]; b && !b.IsNull()) {
     if (b.IsScalar()) o.best_over.push_back(b.Scalar());
     else if (b.IsSequence())
@@ -210,6 +232,7 @@ void read_max_lr(const YAML::Node& node, Study& s) {
   }
   grid_axis(s, s.max_lr.axis, "max_lr.axis");
   check_metric(s.max_lr.metric, "max_lr.metric");
+  if (s.max_lr.stop_at) check_threshold(*s.max_lr.stop_at, s.max_lr.metric, "max_lr.stop_at");
 }
 
 void parse_into(Study& s, const std::string& base_dir) {

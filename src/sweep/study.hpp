@@ -25,9 +25,20 @@ struct Axis {
   std::vector<AxisValue> values;  // never empty
 };
 
+// A protocol's metric "<eval key>.<field>" of summary.json's eval: FIELD token_accuracy or
+// sequence_accuracy (higher is better; threshold in [0, 1]), error_rate (lower is better; [0, 1])
+// or loss (lower is better; >= 0).
+struct ProtocolMetric {
+  std::string key, field;  // "val@64", "sequence_accuracy"
+  bool higher_is_better = true;
+};
+// Splits at the last '.' and checks the field; sb::Error "METRIC: ..." otherwise.
+ProtocolMetric parse_protocol_metric(const std::string& metric);
+
 struct MinDepthOptions {
   std::string axis;                             // the depth axis (a grid axis with numeric values)
-  double threshold = 0;                         // a depth reaches when best metric >= threshold
+  double threshold = 0;                         // a depth reaches when its best metric >= threshold
+                                                // (<= for error_rate and loss)
   std::string metric = "val.token_accuracy";    // <eval key>.<field> of summary.json's eval
   std::vector<std::string> best_over;           // axes the best is taken over (e.g. train.seed)
 };

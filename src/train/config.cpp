@@ -20,6 +20,9 @@ const char* to_string(LrSchedule s) {
   }
   return "?";
 }
+const char* to_string(TargetMetric m) {
+  return m == TargetMetric::token_accuracy ? "token_accuracy" : "sequence_accuracy";
+}
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
 const char* to_string(Precision p) {
   switch (p) {
@@ -160,6 +163,7 @@ std::string emit(const TrainConfig& c) {
   // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
   // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
   if (!t.cuda_graphs) y += "  cuda_graphs: false\n";
+  if (t.target_metric != TargetMetric::token_accuracy) y += fmt::format("  target_metric: {}\n", to_string(t.target_metric));
   y += fmt::format("out_dir: {}\n", yaml_str(c.out_dir));
   return y;
 }
@@ -182,6 +186,7 @@ uint64_t config_fingerprint(const TrainConfig& config) {
   c.train.threads = defaults.train.threads;
   c.train.precision = defaults.train.precision;
   c.train.cuda_graphs = defaults.train.cuda_graphs;
+  c.train.target_metric = defaults.train.target_metric;
   return mix64(hash_str(emit(c)));
 }
 

@@ -16,11 +16,14 @@ namespace sb {
 enum class LrSchedule { cosine, linear, constant };
 enum class Device { cpu, cuda };
 enum class Precision { fp32, tf32, bf16 };
+// What train.target_accuracy is compared with on every eval entry (the early-stop rule).
+enum class TargetMetric { token_accuracy, sequence_accuracy };
 
 // Names as written in YAML ("cosine", "cuda", "bf16", ...).
 const char* to_string(LrSchedule s);
 const char* to_string(Device d);
 const char* to_string(Precision p);
+const char* to_string(TargetMetric m);
 
 struct EvalSplitConfig {
   std::string split = "val";  // a split name of the task (checked when the task is built)
@@ -58,6 +61,7 @@ struct TrainSettings {
   int64_t eval_examples = 1000;  // default examples per eval split
   int64_t checkpoint_every = 0;  // checkpoint every N steps (0 = only at the end)
   double target_accuracy = 0.0;  // early stop when every eval split reaches it (0 = off)
+  TargetMetric target_metric = TargetMetric::token_accuracy;  // ... in this accuracy
   Device device = Device::cpu;
   int64_t threads = 0;           // CPU threads, 0 = all cores
   Precision precision = Precision::fp32;  // tf32/bf16 only with device cuda
@@ -89,8 +93,9 @@ void resolve_and_validate(TrainConfig& config);
 std::string to_yaml(const TrainConfig& config);
 
 // Hash of the semantic part of the config: everything except out_dir, task.eval, train.log_every,
-// eval_every, eval_examples, checkpoint_every, target_accuracy, device, threads, precision,
-// cuda_graphs (settings that do not change the training trajectory's definition). Checkpoints store it.
+// eval_every, eval_examples, checkpoint_every, target_accuracy, target_metric, device, threads,
+// precision, cuda_graphs (settings that do not change the training trajectory's definition).
+// Checkpoints store it.
 uint64_t config_fingerprint(const TrainConfig& config);
 
 }  // namespace sb

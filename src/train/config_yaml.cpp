@@ -224,6 +224,7 @@ constexpr std::array<InitScheme, 2> kInits = {InitScheme::normal, InitScheme::sc
 constexpr std::array<LrSchedule, 3> kSchedules = {LrSchedule::cosine, LrSchedule::linear, LrSchedule::constant};
 constexpr std::array<Device, 2> kDevices = {Device::cpu, Device::cuda};
 constexpr std::array<Precision, 3> kPrecisions = {Precision::fp32, Precision::tf32, Precision::bf16};
+constexpr std::array<TargetMetric, 2> kTargetMetrics = {TargetMetric::token_accuracy, TargetMetric::sequence_accuracy};
 
 const Range kPositive{0, std::numeric_limits<double>::infinity(), true, false};
 const Range kNonNegative{0, std::numeric_limits<double>::infinity(), false, false};
@@ -332,6 +333,7 @@ void map_train(Section s, TrainSettings& t) {
   t.threads = s.integer("threads", d.threads, 0, 4096);
   t.precision = s.choice("precision", d.precision, kPrecisions);
   t.cuda_graphs = s.boolean("cuda_graphs", d.cuda_graphs);
+  t.target_metric = s.choice("target_metric", d.target_metric, kTargetMetrics);
   s.done();
 }
 

@@ -313,7 +313,7 @@ class Trainer {
     fill_examples(*e.task, e.split, cfg_.train.seed, 0, e.examples, e.ids.data(), e.labels.data(), e.mask.data());
   }
 
-  // Evaluates every eval set; `reached` = every set's token accuracy >= target.
+  // Evaluates every eval set; `reached` = every set's train.target_metric >= train.target_accuracy.
   EvalMap evaluate(bool& reached, std::string& line) {
     EvalMap all;
     reached = true;
@@ -328,7 +328,8 @@ class Trainer {
         engine_->evaluate(e.ids.data() + off, e.labels.data() + off, e.mask.data() + off, n, e.length, counts);
       }
       all.emplace_back(e.key, EvalSummary::from_counts(counts, e.task->splits()[e.split].name, e.length, e.examples));
-      reached &= counts.token_accuracy() >= cfg_.train.target_accuracy;
+      const bool by_sequence = cfg_.train.target_metric == TargetMetric::sequence_accuracy;
+      reached &= (by_sequence ? counts.sequence_accuracy() : counts.token_accuracy()) >= cfg_.train.target_accuracy;
       line += fmt::format("{} {:.4f} ", e.key, counts.token_accuracy());
     }
     if (!line.empty()) line.pop_back();
