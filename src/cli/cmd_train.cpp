@@ -39,7 +39,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   const TrainConfig cfg = load_config(a.config, overrides);
   if (a.dry_run) {
     const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
-    const Transformer<float> model(cfg.model, task->vocab_size());
+    const Transformer<float> model(resolve_max_len(cfg.model, task->seq_len()), task->vocab_size());
     std::fputs(to_yaml(cfg).c_str(), stdout);
     fmt::print("# task {}: T={} V={}; model: {} parameters in {} tensors\n", cfg.task.name, task->seq_len(),
                task->vocab_size(), model.params().num_params(), model.params().views().size());

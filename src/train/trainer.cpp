@@ -91,7 +91,12 @@ class Trainer {
              task_->vocab_size());
       evals_.push_back(std::move(set));
     }
-    engine_ = make_engine(cfg, task_->vocab_size());
+    const ModelConfig model = resolve_max_len(cfg.model, task_->seq_len());
+    for (const auto& e : evals_)
+      if (model.position == PositionKind::learned && e.length > model.max_len)
+        fail("model.max_len: task.eval '{}' has sequences of {} tokens, more than the {} learned positions "
+             "(model.max_len, 0 = the training length {})", e.key, e.length, model.max_len, task_->seq_len());
+    engine_ = make_engine(cfg, task_->vocab_size(), task_->seq_len());
     device_ = engine_->device_name();
   }
 
