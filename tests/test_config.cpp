@@ -283,8 +283,11 @@ TEST(Config, ModelOptionsAddedLaterKeepExistingFingerprints) {
   EXPECT_EQ(fmt::format("{:016x}", config_fingerprint(load_config(std::string(SB_SOURCE_DIR) +
                                                                    "/experiments/configs/flipflop_ref.yaml"))),
             "35b84cc22a395d72");
+  EXPECT_EQ(y.find("scale_gate"), std::string::npos);
+  EXPECT_TRUE(parse_config("model: {path: {scale_gate: true}}\n").model.path.scale_gate);
+  EXPECT_NE(to_yaml(parse_config("", {"model.path.scale_gate=true"})).find("    scale_gate: true\n"), std::string::npos);
   for (const char* set : {"model.position=learned", "model.norm_position=post", "model.sba.remainder=none",
-                          "model.attention=sba"})
+                          "model.attention=sba", "model.path.scale_gate=true"})
     EXPECT_NE(config_fingerprint(parse_config("", {set})), config_fingerprint(d)) << set;
   EXPECT_NE(config_fingerprint(parse_config("", {"model.position=learned", "model.max_len=64"})),
             config_fingerprint(parse_config("", {"model.position=learned"})));

@@ -1,5 +1,6 @@
 // test_cuda_model_options.cpp: whole-model parity of the CUDA path for the model options: post-norm
-// blocks, learned absolute positions and stick-breaking attention without its remainder. Loss and
+// blocks, learned absolute positions, stick-breaking attention without its remainder and the scaled
+// PaTH-FoX gate. Loss and
 // every parameter gradient of GpuRunner against TransformerRunner<double> in fp32 (dense and
 // sparse labels, the rows tail of sparse-label batches included) and bf16, CUDA-graph replays
 // against eager launches, and the runner's refusal of sequences beyond model.max_len. Skips
@@ -25,7 +26,8 @@ using namespace test;
 
 // A 2-layer model of `kind` with one option set: 0 post-norm (SwiGLU, RMSNorm), 1 post-norm with
 // learned positions (GELU, LayerNorm, tied head), 2 post-norm attention-only blocks with positions,
-// 3 learned positions in pre-norm blocks, 4 stick-breaking without its remainder (kind ignored).
+// 3 learned positions in pre-norm blocks, 4 stick-breaking without its remainder, 5 PaTH-FoX with the
+// scaled gate (model.path.scale_gate) in a hybrid with `kind` (4, 5: kind ignored or second).
 ModelConfig with_option(Attention kind, int option, int64_t T) {
   ModelConfig c;
   c.d_model = 32, c.n_layers = 2, c.n_heads = 2, c.head_dim = 16, c.attention = kind;
@@ -35,9 +37,10 @@ ModelConfig with_option(Attention kind, int option, int64_t T) {
   if (option == 1) c.mlp = MlpKind::gelu, c.norm = NormKind::layernorm, c.tied_embeddings = true;
   if (option == 2) c.mlp = MlpKind::none;
   if (option == 4) c.attention = Attention::sba, c.sba.remainder = SbaRemainder::none;
+  if (option == 5) c.layers = {Attention::path_fox, kind}, c.path.scale_gate = true;
   return c;
 }
-const int kOptions = 5;
+const int kOptions = 6;
 
 class CudaModelOptions : public ::testing::TestWithParam<Attention> {
  protected:

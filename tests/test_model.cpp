@@ -120,6 +120,30 @@ TEST(ModelGrad, PostNormLearnedPositionsAndSba) {
   EXPECT_LE(model_grad_error(cfg, false, 33), 1e-6);
 }
 
+// model.path.scale_gate: the PaTH-FoX gate term times 1/sqrt(Dh); gradients through the scaling,
+// and it changes path_fox layers only (a fox layer's output is the same with and without it).
+TEST(ModelGrad, PathFoxGateScaling) {
+  ModelConfig cfg = small_config(Attention::path_fox);
+  cfg.path.scale_gate = true;
+  EXPECT_LE(model_grad_error(cfg, false, 34), 1e-6);
+  EXPECT_TRUE(cfg.scales_gate(Attention::path_fox));
+  EXPECT_FALSE(cfg.scales_gate(Attention::fox));
+  auto logits = [](const ModelConfig& c) {
+    Transformer<double> model(c, 7);
+    model.init_params(9);
+    for (int64_t i = 0; i < model.params().size(); ++i) model.params().params()[i] += 0.3 * std::sin(1.7 * i);
+    const Batch batch = random_batch(2, 5, 7, 10, false);
+    TransformerRunner<double> runner(model, 2, 5);
+    runner.forward(batch.ids.data(), nullptr);
+    return std::vector<double>(runner.logits(), runner.logits() + 2 * 5 * 7);
+  };
+  ModelConfig plain = cfg;
+  plain.path.scale_gate = false;
+  EXPECT_NE(logits(cfg), logits(plain));
+  cfg.attention = plain.attention = Attention::fox;
+  EXPECT_EQ(logits(cfg), logits(plain));
+}
+
 // One post-norm layer without MLP: logits = rmsnorm(x + sba(x Wq, x Wk, x Wv) Wo) Wout with
 // x = embed[ids] + pos[t] (PyTorch's TransformerEncoderLayer with norm_first = False, no final norm).
 TEST(Model, PostNormWithPositionsEqualsTheComposedOps) {

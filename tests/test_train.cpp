@@ -162,6 +162,14 @@ TEST(Train, LearnedPositionsBoundTheEvaluationLength) {
               "(model.max_len, 0 = the training length 16)");
   }
   EXPECT_FALSE(fs::exists(dir));
+  try {
+    run(dir, {"model.position=learned", "model.max_len=8"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model.max_len: 8 learned positions are fewer than the training sequences' 16 tokens");
+  }
+  EXPECT_FALSE(fs::exists(dir));
   const TrainOutcome r = run(dir, {"model.position=learned", "model.max_len=32", "model.attention=sba",
                                    "model.norm_position=post", "train.steps=12"});
   EXPECT_EQ(r.status, "completed");

@@ -41,6 +41,7 @@ struct PathConfig {
   double beta_clamp = 0.0;   // 0 = off; else beta = min(beta, beta_clamp), in (0, 2]
   int64_t block = 32;        // block size of the blockwise (UT) algorithm
   bool conv_bias = false;    // bias in the causal depthwise conv (kernel 3) on u
+  bool scale_gate = false;   // path_fox: the forget-gate term times 1/sqrt(Dh) (flash-linear-attention's)
   bool operator==(const PathConfig&) const = default;
 };
 
@@ -69,6 +70,8 @@ struct ModelConfig {
   SbaConfig sba;
 
   Attention layer_attention(int64_t layer) const;  // layers[layer] if given, else attention
+  // Whether layers of kind a multiply their log forget gates by 1/sqrt(Dh) (path_fox with path.scale_gate).
+  bool scales_gate(Attention a) const { return a == Attention::path_fox && path.scale_gate; }
   int64_t mlp_hidden() const;                      // round(mlp_ratio * d_model), >= 1
   bool operator==(const ModelConfig&) const = default;
 };

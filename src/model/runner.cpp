@@ -141,6 +141,8 @@ struct TransformerRunner<S>::Impl {
     if (uses_gate(L.kind)) {
       nn::linear_forward(L.zf.data(), L.h1.data(), P(p + "attn.wf"), P(p + "attn.bf"), N, D, H);
       nn::logsigmoid_forward(L.logf.data(), L.zf.data(), N * H);
+      if (c.scales_gate(L.kind))
+        for (S& x : L.logf) x *= scale;
       logf = L.logf.data();
     }
     if (uses_path(L.kind)) {
@@ -217,6 +219,8 @@ struct TransformerRunner<S>::Impl {
     nn::linear_backward(dh.data(), G(grads, p + "attn.wv"), none, dv.data(), L.h1.data(), P(p + "attn.wv"), N, D, HD);
     if (gate) {
       zero(dzf);
+      if (c.scales_gate(L.kind))
+        for (S& x : dlogf) x *= scale;
       nn::logsigmoid_backward(dzf.data(), dlogf.data(), L.zf.data(), N * H);
       nn::linear_backward(dh.data(), G(grads, p + "attn.wf"), G(grads, p + "attn.bf"), dzf.data(), L.h1.data(),
                           P(p + "attn.wf"), N, D, H);

@@ -150,6 +150,7 @@ std::string emit(const TrainConfig& c) {
                    num(m.path.beta_clamp), m.path.block, m.path.conv_bias);
   // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
   // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
+  if (m.path.scale_gate) y += "    scale_gate: true\n";  // inside the path: block above
   if (m.norm_position != NormPosition::pre) y += fmt::format("  norm_position: {}\n", to_string(m.norm_position));
   if (m.position != PositionKind::none) y += fmt::format("  position: {}\n", to_string(m.position));
   if (m.max_len != 0) y += fmt::format("  max_len: {}\n", m.max_len);

@@ -297,6 +297,7 @@ void map_model(Section s, ModelConfig& m) {
     m.path.beta_clamp = path.real("beta_clamp", d.path.beta_clamp, Range{0, 2, false, false});
     m.path.block = path.integer("block", d.path.block, 1);
     m.path.conv_bias = path.boolean("conv_bias", d.path.conv_bias);
+    m.path.scale_gate = path.boolean("scale_gate", d.path.scale_gate);
     path.done();
   }
   {

@@ -92,6 +92,9 @@ class Trainer {
       evals_.push_back(std::move(set));
     }
     const ModelConfig model = resolve_max_len(cfg.model, task_->seq_len());
+    if (model.position == PositionKind::learned && model.max_len < task_->seq_len())
+      fail("model.max_len: {} learned positions are fewer than the training sequences' {} tokens", model.max_len,
+           task_->seq_len());
     for (const auto& e : evals_)
       if (model.position == PositionKind::learned && e.length > model.max_len)
         fail("model.max_len: task.eval '{}' has sequences of {} tokens, more than the {} learned positions "

@@ -78,6 +78,7 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
   if (uses_gate(L.kind)) {
     linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
     act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
+    if (c.scales_gate(L.kind)) scale_cuda(L.logf.data(), scale, N * H, stream);
   }
   if (uses_path(L.kind)) {
     linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
@@ -147,6 +148,7 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
   if (uses_gate(L.kind)) {
+    if (c.scales_gate(L.kind)) scale_cuda(dlogf.data(), scale, N * H, stream);
     act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
     linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
                          true);
