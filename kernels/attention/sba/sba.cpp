@@ -39,7 +39,8 @@ void check_call(const AttnDims& d, float scale, const char* what, std::initializ
   if (d.Dh != 16 && d.Dh != 32 && d.Dh != 64 && d.Dh != 128)
     fail("{}: head dim Dh = {} not supported (16, 32, 64 or 128)", what, d.Dh);
   const int64_t nb = (d.T + kBlock - 1) / kBlock;
-  if (nb * d.B * d.H >= (int64_t{1} << 31)) fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
+  if (nb * d.B * d.H >= (int64_t{1} << 31))
+    fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
   if (!(scale > 0.f) || !std::isfinite(scale)) fail("{}: scale = {} must be positive and finite", what, scale);
   for (const void* p : tensors) {  // read and written 16 bytes at a time
     if (!p) fail("{}: a tensor pointer is null", what);
