@@ -1,10 +1,7 @@
-// test_cuda_model_options.cpp: whole-model parity of the CUDA path for the model options: post-norm
-// blocks, learned absolute positions, stick-breaking attention without its remainder and the scaled
-// PaTH-FoX gate. Loss and
-// every parameter gradient of GpuRunner against TransformerRunner<double> in fp32 (dense and
-// sparse labels, the rows tail of sparse-label batches included) and bf16, CUDA-graph replays
-// against eager launches, and the runner's refusal of sequences beyond model.max_len. Skips
-// without CUDA or without a device.
+// test_cuda_model_options.cpp: GPU-runner parity for the model options (post-norm blocks, learned
+// positions, stick-breaking without its remainder, the scaled PaTH-FoX gate): loss and every
+// gradient against TransformerRunner<double> in fp32 (dense, sparse, the rows tail) and bf16, graph
+// replays against eager launches, and refusing sequences beyond model.max_len. Skips without CUDA.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA

@@ -1,9 +1,8 @@
-// test_cuda_sba.cpp: parity of the CUDA stick-breaking attention (sba_attention_*_cuda,
-// kernels/attention/sba/) with the CPU reference run in double (nn::sba_attention_*): output and
-// every gradient over awkward shapes (T = 1 .. 1000, head dims 16 - 128, many small heads), with and
-// without the remainder, fp32 and bf16, outputs and the caller's workspace poisoned before each run;
-// scores biased low so that queries look back over the whole sequence; argument errors. Skips
-// without CUDA or without a device.
+// test_cuda_sba.cpp: parity of the CUDA stick-breaking attention (kernels/attention/sba/) with the
+// CPU reference in double (nn::sba_attention_*): output and every gradient over awkward shapes
+// (T = 1 .. 1000, Dh 16 - 128, many small heads), with and without the remainder, fp32 and bf16,
+// outputs and workspace poisoned; scores biased low for long look-backs; argument errors. Skips
+// without CUDA or a device.
 #include <gtest/gtest.h>
 
 #ifdef STATEBENCH_HAVE_CUDA

@@ -1,12 +1,8 @@
 // sba_bwd.cu: the flash-style stick-breaking attention backward kernel and its launcher. One CTA =
-// one 64-query block of one head (4 warps x 16 rows) with its Q and dO in shared memory; two walks
-// over the key blocks from the query backwards (sba_walk, the forward's stopping rule):
-//   1. c_i = sum_j a_ij + r_i (dO_i . v_i), a_ij = A_ij (dO_i . v_j), in fp32 from the weights;
-//   2. dz_ij = a_ij - beta_ij (c_i - n_ij), n_ij = sum of a_il over the keys l after j (a running
-//      suffix, so c_i - n_ij = the prefix sum up to j plus the remainder term, docs/attention.md);
-//      dQ += dz K in registers; dK += dz^T Q and dV += A^T dO per key block through shared-memory
-//      tiles, added to fp32 accumulators by atomics (converted to dk, dv by the host entry).
-// dQ is written directly (scaled); the remainder adds r_i dO_i to dV_i.
+// one 64-query block of one head (4 warps x 16 rows), Q and dO in shared memory, two walks over the
+// key blocks from the query backwards (the forward's stopping rule): c_i = sum_j a_ij + r_i g_i in
+// fp32, then dz = a - beta (c - n) with n a running suffix of a (docs/attention.md); dQ in registers,
+// dK and dV per key block through shared-memory tiles and fp32 atomics.
 #include "kernels/attention/sba/sba_common.cuh"
 
 namespace sb::cuda::detail {
