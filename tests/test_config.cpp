@@ -172,7 +172,15 @@ TEST(Config, WrongTypesAndRanges) {
   EXPECT_CONTAINS(parse_error("optim:\n  schedule: exponential\n"),
                   "optim.schedule: expected one of cosine, linear, constant, got 'exponential'");
   EXPECT_CONTAINS(parse_error("model:\n  attention: alibi\n"),
-                  "model.attention: expected one of path, rope, nope, fox, path_fox, got 'alibi'");
+                  "model.attention: expected one of path, rope, nope, fox, path_fox, sba, got 'alibi'");
+  EXPECT_CONTAINS(parse_error("model:\n  position: sinusoidal\n"),
+                  "model.position: expected one of none, learned, got 'sinusoidal'");
+  EXPECT_CONTAINS(parse_error("model:\n  norm_position: sandwich\n"),
+                  "model.norm_position: expected one of pre, post, got 'sandwich'");
+  EXPECT_CONTAINS(parse_error("model:\n  max_len: -3\n"), "model.max_len: expected an integer >= 0, got '-3'");
+  EXPECT_CONTAINS(parse_error("model:\n  sba: {remainder: bias}\n"),
+                  "model.sba.remainder: expected one of current, none, got 'bias'");
+  EXPECT_CONTAINS(parse_error("model:\n  sba: {attend_current: true}\n"), "unknown key 'model.sba.attend_current'");
   EXPECT_CONTAINS(parse_error("model:\n  n_layers: 2\n  layers: [path, xx]\n"), "model.layers[1]: expected one of path");
   EXPECT_CONTAINS(parse_error("model:\n  tied_embeddings: maybe\n"), "model.tied_embeddings: expected true or false, got 'maybe'");
   EXPECT_CONTAINS(parse_error("model:\n  path: {beta_clamp: 2.5}\n"), "model.path.beta_clamp: expected a number in [0, 2]");
@@ -198,6 +206,11 @@ TEST(Config, CrossFieldConstraints) {
   EXPECT_CONTAINS(parse_error("train: {precision: bf16}\n"), "train.precision: bf16 needs train.device: cuda");
   EXPECT_CONTAINS(parse_error("task:\n  eval: [val, {split: val}]\n"), "task.eval[1]: duplicates task.eval[0]");
   EXPECT_EQ(parse_config("task:\n  eval: [val, {split: val, length: 64}]\n").task.eval.size(), 2u);
+
+  EXPECT_EQ(parse_error("model: {max_len: 64}\n"),
+            "config 'test.yaml': model.max_len: 64 sizes learned position embeddings, but model.position is 'none' "
+            "(set it to learned)");
+  EXPECT_EQ(parse_config("model: {max_len: 64, position: learned}\n").model.max_len, 64);
 
   TrainConfig bad;
   bad.model.layers = {Attention::path, Attention::rope};
@@ -245,6 +258,39 @@ TEST(Config, LoadConfigNamesTheFile) {
             "config '" + path + "': model.n_layers: expected an integer >= 1, got 'x'");
   EXPECT_EQ(load_config(path, {"model.n_layers=4"}).model.n_layers, 4);
   EXPECT_CONTAINS(error_of([&] { load_config(dir + "/missing.yaml"); }), "missing.yaml");
+}
+
+// Keys added after the fingerprint's text was fixed: read, written back only away from their
+// defaults, so the fingerprints of existing configs stay what they were (the default config's and
+// a shipped study config's, pinned), and each changes it when set.
+TEST(Config, ModelOptionsAddedLaterKeepExistingFingerprints) {
+  const TrainConfig c = parse_config(
+      "model:\n  attention: sba\n  position: learned\n  max_len: 300\n  norm_position: post\n  sba: {remainder: none}\n");
+  EXPECT_EQ(c.model.attention, Attention::sba);
+  EXPECT_EQ(c.model.position, PositionKind::learned);
+  EXPECT_EQ(c.model.max_len, 300);
+  EXPECT_EQ(c.model.norm_position, NormPosition::post);
+  EXPECT_EQ(c.model.sba.remainder, SbaRemainder::none);
+  EXPECT_EQ(parse_config(to_yaml(c)), c);
+  const TrainConfig d = parse_config("");
+  EXPECT_EQ(d.model.position, PositionKind::none);
+  EXPECT_EQ(d.model.norm_position, NormPosition::pre);
+  EXPECT_EQ(d.model.max_len, 0);
+  EXPECT_EQ(d.model.sba.remainder, SbaRemainder::current);
+  const std::string y = to_yaml(d);
+  for (const char* key : {"position", "max_len", "sba", "remainder"}) EXPECT_EQ(y.find(key), std::string::npos) << key;
+  EXPECT_EQ(fmt::format("{:016x}", config_fingerprint(d)), "b57747b64f1c44e0");
+  EXPECT_EQ(fmt::format("{:016x}", config_fingerprint(load_config(std::string(SB_SOURCE_DIR) +
+                                                                   "/experiments/configs/flipflop_ref.yaml"))),
+            "35b84cc22a395d72");
+  EXPECT_EQ(y.find("scale_gate"), std::string::npos);
+  EXPECT_TRUE(parse_config("model: {path: {scale_gate: true}}\n").model.path.scale_gate);
+  EXPECT_NE(to_yaml(parse_config("", {"model.path.scale_gate=true"})).find("    scale_gate: true\n"), std::string::npos);
+  for (const char* set : {"model.position=learned", "model.norm_position=post", "model.sba.remainder=none",
+                          "model.attention=sba", "model.path.scale_gate=true"})
+    EXPECT_NE(config_fingerprint(parse_config("", {set})), config_fingerprint(d)) << set;
+  EXPECT_NE(config_fingerprint(parse_config("", {"model.position=learned", "model.max_len=64"})),
+            config_fingerprint(parse_config("", {"model.position=learned"})));
 }
 
 TEST(Config, FingerprintIgnoresOnlyNonSemanticKeys) {

@@ -1,8 +1,9 @@
 // test_cuda_model.cpp: whole-model parity of the CUDA path. For a 2-layer model of every attention
-// kind: loss and every parameter gradient of GpuRunner against TransformerRunner<double> (fp32 and
-// bf16 precision), CUDA-graph replays against eager launches, the losses of 20 GpuEngine training
-// steps (graphs on) against CpuEngine, and evaluation with padded short batches. Skips without
-// CUDA or without a device.
+// kind (stick-breaking included): loss and every parameter gradient of GpuRunner against
+// TransformerRunner<double> (fp32 and bf16 precision), CUDA-graph replays against eager launches,
+// the losses of 20 GpuEngine training steps (graphs on) against CpuEngine, and evaluation with
+// padded short batches. Post-norm and learned positions: test_cuda_model_options.cpp. Skips
+// without CUDA or without a device.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -22,9 +23,18 @@ TEST(CudaModel, RequiresCuda) { GTEST_SKIP() << "statebench was built without CU
 #include "model/transformer.hpp"
 #include "train/cpu_engine.hpp"
 #include "train/gpu_engine.hpp"
+#include "cuda_model_test_util.hpp"
 
 namespace sb {
 namespace {
+
+using test::batch;
+using test::check_bf16_model;
+using test::device_params;
+using test::GpuResult;
+using test::run_gpu;
+using test::TwinModels;
+using test::view_error;
 
 ModelConfig two_layer(Attention kind, bool variant) {
   ModelConfig c;
@@ -34,69 +44,12 @@ ModelConfig two_layer(Attention kind, bool variant) {
   return c;
 }
 
-void batch(int64_t B, int64_t T, int64_t V, uint32_t seed, bool sparse, std::vector<int32_t>& ids,
-           std::vector<int32_t>& labels) {
-  std::mt19937 gen(seed);
-  ids.resize(B * T), labels.resize(B * T);
-  for (int64_t i = 0; i < B * T; ++i) {
-    ids[i] = static_cast<int32_t>(gen() % V);
-    labels[i] = sparse && gen() % 3 != 0 ? -100 : static_cast<int32_t>(gen() % V);
-  }
-}
-
 class CudaModel : public ::testing::TestWithParam<Attention> {
  protected:
   void SetUp() override {
     if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
   }
 };
-
-// Norm-wise relative difference of one parameter view.
-double view_error(const ParamView& v, const std::vector<float>& got, const std::vector<double>& want, double* ref_norm) {
-  double diff = 0, ref = 0;
-  for (int64_t i = v.offset; i < v.offset + v.numel; ++i)
-    diff += (got[i] - want[i]) * (got[i] - want[i]), ref += want[i] * want[i];
-  if (ref_norm) *ref_norm = std::sqrt(ref);
-  return std::sqrt(diff) / (std::sqrt(ref) + 1e-30);
-}
-
-// A float model (run on the GPU) and a double copy with the same parameters (the CPU reference).
-struct TwinModels {
-  Transformer<float> f;
-  Transformer<double> d;
-  TwinModels(const ModelConfig& cfg, int64_t V, uint64_t seed) : f(cfg, V), d(cfg, V) {
-    f.init_params(seed);
-    for (int64_t i = 0; i < f.params().size(); ++i) d.params().params()[i] = f.params().params()[i];
-  }
-};
-
-// The model's parameters as a device buffer.
-cuda::DeviceBuffer<float> device_params(const Transformer<float>& m) {
-  cuda::DeviceBuffer<float> params(m.params().size());
-  CUDA_CHECK(cudaMemcpy(params.data(), m.params().params(), m.params().size() * sizeof(float), cudaMemcpyHostToDevice));
-  return params;
-}
-
-struct GpuResult {
-  double loss_sum = 0;
-  int64_t M = 0;
-  std::vector<float> grads;
-};
-
-// One forward + backward of `gpu` on device params; grads zeroed first.
-GpuResult run_gpu(cuda::GpuRunner& gpu, const cuda::DeviceBuffer<float>& params, cuda::DeviceBuffer<float>& grads,
-                  const std::vector<int32_t>& ids, const std::vector<int32_t>& labels, cudaStream_t s) {
-  GpuResult r;
-  const int64_t n = grads.size();
-  CUDA_CHECK(cudaMemsetAsync(grads.data(), 0, n * sizeof(float), s));
-  r.M = gpu.forward(params.data(), ids.data(), labels.data());
-  gpu.backward(params.data(), grads.data(), 1.0f / static_cast<float>(std::max<int64_t>(1, r.M)));
-  r.grads.resize(n);
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  CUDA_CHECK(cudaMemcpy(&r.loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(r.grads.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
-  return r;
-}
 
 TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
   const int64_t V = 11;
@@ -268,46 +221,6 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
   EXPECT_THROW(eval.backward(params.data(), grads.data(), 1.0f), Error);
 }
 
-// bf16 precision (bf16 activations, products and attention; fp32 master weights) against the double
-// CPU model: its loss and gradients.
-void check_bf16_model(const ModelConfig& cfg) {
-  const int64_t V = 11, B = 2, T = 33;
-  TwinModels m(cfg, V, 3);
-  const Transformer<float>& mf = m.f;
-  const int64_t n = mf.params().size();
-  std::vector<int32_t> ids, labels;
-  batch(B, T, V, 9, false, ids, labels);
-  TransformerRunner<double> cpu(m.d, B, T);
-  const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
-  std::vector<double> g_cpu(n, 0.0);
-  cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
-  cudaStream_t s = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  {
-    cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
-    cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s);
-    const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
-    ASSERT_EQ(r.M, ls.count);
-    EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 2e-2 * (ls.loss_sum / ls.count));
-    // Per view: 6% of its own norm, or 0.5% of the whole gradient's for views whose gradient is a
-    // small sum of cancelling terms (e.g. the beta bias: 0.0013 against a total near 1).
-    double total = 0;
-    for (int64_t i = 0; i < n; ++i) total += g_cpu[i] * g_cpu[i];
-    total = std::sqrt(total);
-    double worst = 0;
-    std::string worst_name;
-    for (const ParamView& v : mf.params().views()) {
-      double ref = 0;
-      const double err = view_error(v, r.grads, g_cpu, &ref) * ref;
-      EXPECT_LE(err, 6e-2 * ref + 5e-3 * total) << v.name << " |g| " << ref << " total " << total;
-      if (err / (6e-2 * ref + 5e-3 * total) > worst) worst = err / (6e-2 * ref + 5e-3 * total), worst_name = v.name;
-    }
-    std::printf("bf16 gradients: largest error %.2f of its tolerance (%s); loss %.2e relative\n", worst,
-                worst_name.c_str(), std::fabs(r.loss_sum / r.M - ls.loss_sum / ls.count) / (ls.loss_sum / ls.count));
-  }
-  CUDA_CHECK(cudaStreamDestroy(s));
-}
-
 TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) { check_bf16_model(two_layer(GetParam(), false)); }
 // The variant's ops in bf16 activations: GELU MLP, LayerNorm, tied embeddings, the conv bias.
 TEST_P(CudaModel, Bf16VariantTracksDoubleCpu) { check_bf16_model(two_layer(GetParam(), true)); }
@@ -420,11 +333,12 @@ TEST_P(CudaModel, TwentyBf16TrainingStepsTrackCpuEngine) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CudaModel,
                          ::testing::Values(Attention::path, Attention::rope, Attention::nope, Attention::fox,
-                                           Attention::path_fox),
+                                           Attention::path_fox, Attention::sba),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CudaModelEval,
-                         ::testing::Combine(::testing::Values(Attention::path, Attention::rope, Attention::path_fox),
+                         ::testing::Combine(::testing::Values(Attention::path, Attention::rope, Attention::path_fox,
+                                                              Attention::sba),
                                             ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(to_string(std::get<0>(info.param))) +

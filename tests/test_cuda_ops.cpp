@@ -90,6 +90,32 @@ TEST_F(CudaOps, Embedding) {
       }
 }
 
+// Learned positions in the GPU runner: add_bias_cuda over rows of T D is nn::position_forward, and
+// bias_backward_cuda over them nn::position_backward (into the first T rows of a longer table); and
+// scale_cuda (the scaled PaTH-FoX gate).
+TEST_F(CudaOps, PositionsAndScale) {
+  Dev<float> partials(static_cast<size_t>(64 * 256));
+  for (int64_t B : {1, 3, 64})
+    for (int64_t T : kTs) {
+      const int64_t D = 48, rows = T + 3;
+      const auto x = randn(B * T * D, 1), wpe = randn(rows * D, 2), dout = randn(B * T * D, 3);
+      std::vector<float> out = x, dwpe = randn(rows * D, 4);
+      Dev<float> d_x(x), d_wpe(wpe), d_dout(dout), d_dwpe(dwpe);
+      cuda::add_bias_cuda(d_x.p, d_wpe.p, B, T * D, s);
+      cuda::bias_backward_cuda(d_dwpe.p, d_dout.p, B, T * D, s, cuda::ReduceScratch{partials.p, 64 * 256});
+      nn::position_forward(out.data(), wpe.data(), B, T, D);
+      nn::position_backward(dwpe.data(), dout.data(), B, T, D);
+      expect_close(d_x.host(), out, 1e-6, 1e-6, "position forward");
+      expect_close(d_dwpe.host(), dwpe, 1e-5, 1e-5, "position backward");
+    }
+  const auto v = randn(1000, 5);
+  Dev<float> d_v(v);
+  cuda::scale_cuda(d_v.p, 0.125f, 1000, s);
+  std::vector<float> want = v;
+  for (auto& x : want) x *= 0.125f;
+  expect_close(d_v.host(), want, 0, 0, "scale");
+}
+
 TEST_F(CudaOps, Bf16ConversionRoundsToNearestEven) {
   const float e = std::ldexp(1.f, -8);  // half the bf16 spacing at 1
   const std::vector<float> x = {1.f, 1.f + e, 1.f + 3 * e, 1.f + 1.5f * e, -2.5f, 0.f, 3.0e38f, 1e-30f};

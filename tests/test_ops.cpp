@@ -57,6 +57,27 @@ TEST(Embedding, GradientMatchesFiniteDifferences) {
   EXPECT_LE(grad_error_acc(loss, wte, dwte), kGradTol);
 }
 
+TEST(Position, ForwardAddsRowTAndGradientMatchesFiniteDifferences) {
+  const int64_t B = 3, T = 5, D = 4, rows = 7;  // a table longer than T: rows T .. 6 stay unused
+  Vec wpe = randn(rows * D, 8);
+  const Vec x = randn(B * T * D, 9), G = randn(B * T * D, 10);
+  Vec out = x;
+  position_forward(out.data(), wpe.data(), B, T, D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d)
+        EXPECT_EQ(out[(b * T + t) * D + d], x[(b * T + t) * D + d] + wpe[t * D + d]);
+  auto loss = [&] {
+    Vec o = x;
+    position_forward(o.data(), wpe.data(), B, T, D);
+    return dot(o, G);
+  };
+  GradBuf dwpe(rows * D, 11);
+  position_backward(dwpe.data(), G.data(), B, T, D);
+  EXPECT_LE(grad_error_acc(loss, wpe, dwpe), kGradTol);
+  for (int64_t i = T * D; i < rows * D; ++i) EXPECT_EQ(dwpe.buf[i], dwpe.base[i]);
+}
+
 TEST(Embedding, RejectsOutOfRangeIds) {
   const Vec wte = randn(3 * 2, 7);
   Vec out(2 * 2);

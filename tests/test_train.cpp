@@ -152,6 +152,35 @@ TEST(Train, BadInputFailsBeforeWritingAnything) {
   EXPECT_FALSE(fs::exists(dir));
 }
 
+// Learned positions cover model.max_len tokens (0: the training length): an evaluation at a longer
+// length is a config error naming the key, before anything is written; with room it trains, here
+// with stick-breaking attention in post-norm blocks.
+TEST(Train, LearnedPositionsBoundTheEvaluationLength) {
+  const std::string dir = fresh("positions");
+  try {
+    run(dir, {"model.position=learned"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model.max_len: task.eval 'dense@32' has sequences of 32 tokens, more than the 16 learned positions "
+              "(model.max_len, 0 = the training length 16)");
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  try {
+    run(dir, {"model.position=learned", "model.max_len=8"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "model.max_len: 8 learned positions are fewer than the training sequences' 16 tokens");
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  const TrainOutcome r = run(dir, {"model.position=learned", "model.max_len=32", "model.attention=sba",
+                                   "model.norm_position=post", "train.steps=12"});
+  EXPECT_EQ(r.status, "completed");
+  EXPECT_EQ(losses(dir).size(), 12u);
+  for (double l : losses(dir)) EXPECT_TRUE(std::isfinite(l));
+}
+
 TEST(Train, FixedTrainingSetCyclesItsExamples) {
   const std::string a = fresh("fixed_a"), b = fresh("fixed_b");
   // 8 examples, batch 4: steps 0 and 2 see the same batch, so with a frozen model (lr 1e-30) the

@@ -55,7 +55,7 @@ void export_fixture(const Fixture& f, const std::string& root, const TaskRegistr
   const TrainConfig cfg = parse_config(f.yaml, {}, f.name);
   write_file_atomic(dir + "/config.yaml", to_yaml(cfg));
   const auto task = tasks.create(cfg.task.name, cfg.task.params);
-  Transformer<double> model(cfg.model, task->vocab_size());
+  Transformer<double> model(resolve_max_len(cfg.model, task->seq_len()), task->vocab_size());
   model.init_params(cfg.train.seed);
   std::vector<std::string> decay, layers;
   for (const auto& view : model.params().views()) {
@@ -75,13 +75,15 @@ void export_fixture(const Fixture& f, const std::string& root, const TaskRegistr
   write_file_atomic(dir + "/config.json",
                     fmt::format(R"({{"n_heads": {}, "head_dim": {}, "norm": "{}", "norm_eps": {}, "mlp": "{}",
  "layers": {}, "tied_embeddings": {}, "rope_theta": {}, "l2norm_eps": {}, "beta_clamp": {},
+ "norm_position": "{}", "position": "{}", "sba_remainder": "{}",
  "optim": {{"lr": {}, "betas": [{}, {}], "eps": {}, "weight_decay": {}, "warmup_steps": {}, "steps": {},
   "schedule": "{}", "min_lr_ratio": {}, "grad_clip": {}}},
  "decay": {}}}
 )",
                                 m.n_heads, m.head_dim, to_string(m.norm), m.norm == NormKind::rmsnorm ? 1e-6 : 1e-5,
                                 to_string(m.mlp), json_list(layers), m.tied_embeddings ? "true" : "false",
-                                m.rope_theta, nn::kPathWNormEps, m.path.beta_clamp, o.lr, o.betas[0], o.betas[1], o.eps,
+                                m.rope_theta, nn::kPathWNormEps, m.path.beta_clamp, to_string(m.norm_position),
+                                to_string(m.position), to_string(m.sba.remainder), o.lr, o.betas[0], o.betas[1], o.eps,
                                 o.weight_decay, o.warmup_steps, cfg.train.steps, to_string(o.schedule), o.min_lr_ratio,
                                 o.grad_clip, json_list(decay)));
   std::printf("wrote %s (%ld parameters, batch %ldx%ld)\n", dir.c_str(), static_cast<long>(model.params().num_params()),

@@ -97,6 +97,22 @@ def path_attention(q, k, v, w, beta, log_f=None):
     return causal_softmax_attention(s, v)
 
 
+def sba_attention(q, k, v, remainder):
+    """Stick-breaking attention (docs/attention.md): keys j < i, A_ij = sigmoid(z_ij) prod_{j<l<i} (1 - sigmoid(z_il)),
+    out_i = sum_j A_ij v_j (+ r_i v_i, r_i = prod_{j<i} (1 - sigmoid(z_ij)), with the remainder); in log space."""
+    T = q.shape[1]
+    z = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(q.shape[-1])
+    strict = torch.ones(T, T, dtype=torch.bool).tril(-1)  # j < i
+    log_keep = F.logsigmoid(-z).masked_fill(~strict, 0.0)  # log (1 - beta), 0 off the keys
+    after = log_keep.flip(-1).cumsum(-1).flip(-1) - log_keep  # sum over the keys l > j (all of them are < i)
+    att = (F.logsigmoid(z) + after).masked_fill(~strict, float("-inf")).exp()
+    out = torch.einsum("bhij,bjhd->bihd", att, v)
+    if remainder:
+        rem = log_keep.sum(-1).exp()  # [B, H, T]
+        out = out + rem.permute(0, 2, 1)[..., None] * v
+    return out
+
+
 def w_path(u, conv_w, conv_b, H, Dh, eps):  # u [B, T, H*Dh] -> w [B, T, H, Dh]
     B, T, C = u.shape
     pad = torch.cat([torch.zeros(B, 2, C), u], dim=1)
@@ -139,6 +155,8 @@ class Model:
             if c.get("beta_clamp", 0) > 0:
                 beta = beta.clamp(max=c["beta_clamp"])
             o = path_attention(q, k, v, w, beta, log_f)
+        elif kind == "sba":
+            o = sba_attention(q, k, v, c.get("sba_remainder", "current") == "current")
         else:
             o = softmax_attention(q, k, v, log_f)
         return o.reshape(B, T, H * Dh) @ p[pre + "wo"].T
@@ -157,11 +175,21 @@ class Model:
     def logits(self, ids):
         c, p = self.c, self.p
         x = p["embed.weight"][ids]
+        if c.get("position", "none") == "learned":  # learned absolute positions, rows 0 .. T-1
+            x = x + p["pos.weight"][: ids.shape[1]]
+        post = c.get("norm_position", "pre") == "post"  # x = norm(x + f(x)), no final norm
         for l, kind in enumerate(c["layers"]):
-            x = x + self.attention(self.norm(x, f"layers.{l}.norm1"), l, kind)
-            if c["mlp"] != "none":
-                x = x + self.mlp(self.norm(x, f"layers.{l}.norm2"), l)
-        x = self.norm(x, "norm_f")
+            n1, n2 = f"layers.{l}.norm1", f"layers.{l}.norm2"
+            if post:
+                x = self.norm(x + self.attention(x, l, kind), n1)
+                if c["mlp"] != "none":
+                    x = self.norm(x + self.mlp(x, l), n2)
+            else:
+                x = x + self.attention(self.norm(x, n1), l, kind)
+                if c["mlp"] != "none":
+                    x = x + self.mlp(self.norm(x, n2), l)
+        if not post:
+            x = self.norm(x, "norm_f")
         head = p["embed.weight"] if c["tied_embeddings"] else p["head.weight"]
         return x @ head.T
 

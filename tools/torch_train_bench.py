@@ -2,7 +2,8 @@
 """torch_train_bench.py: times full training steps of statebench's model in PyTorch (the baseline for
 `statebench bench train`): forward, cross-entropy over every position, backward, gradient clipping,
 torch.optim.AdamW step. Same architecture, parameter names, shapes and init as src/model/ (pre-norm
-decoder; PaTH / PaTH-FoX via tools/torch_path_blockwise.py, RoPE / NoPE / FoX softmax attention).
+decoder; PaTH / PaTH-FoX via tools/torch_path_blockwise.py, RoPE / NoPE / FoX softmax attention,
+stick-breaking attention by dense log-space scores).
 Prints one JSON line and one human line. Runs on PyTorch 1.13 (Debian) and 2.x; see tools/README.md.
   python3 tools/torch_train_bench.py --preset flipflop_ref --threads 2
   python3 tools/torch_train_bench.py --preset wordproblem_128 --device cuda --dtype bf16
@@ -112,6 +113,21 @@ def softmax_attention(q, k, v, log_f, use_sdpa):
     return o.transpose(1, 2)
 
 
+def sba_attention(q, k, v, remainder):
+    """Stick-breaking attention (docs/attention.md), dense [T, T] log-space weights in fp32 or better."""
+    T = q.shape[1]
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, T, Dh]
+    z = upcast(qt @ kt.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    strict = torch.ones(T, T, dtype=torch.bool, device=q.device).tril(-1)  # keys j < i
+    log_keep = F.logsigmoid(-z).masked_fill(~strict, 0.0)
+    after = log_keep.flip(-1).cumsum(-1).flip(-1) - log_keep  # sum over the keys after j
+    att = (F.logsigmoid(z) + after).masked_fill(~strict, float("-inf")).exp()
+    o = att.to(vt.dtype) @ vt
+    if remainder:
+        o = o + log_keep.sum(-1).exp().to(vt.dtype)[..., None] * vt
+    return o.transpose(1, 2)
+
+
 class Attention(nn.Module):
     def __init__(self, a, kind):
         super().__init__()
@@ -166,6 +182,8 @@ class Attention(nn.Module):
         if uses_path(self.kind):
             w, beta = self.w_and_beta(h)
             o = path_attention_blockwise(q, k, v, w, beta, log_f, block=self.a.block, scores=self.a.path_scores)
+        elif self.kind == "sba":
+            o = sba_attention(q, k, v, self.a.sba_remainder == "current")
         else:
             o = softmax_attention(q, k, v, log_f, self.a.sdpa)
         return F.linear(o.reshape(B, T, H * Dh), self.wo)
@@ -248,7 +266,7 @@ class Model(nn.Module):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="Time statebench's model's training step in PyTorch.")
     ap.add_argument("--preset", choices=sorted(PRESETS), help="shape preset (explicit flags override it)")
-    ap.add_argument("--attention", choices=["path", "rope", "nope", "fox", "path_fox"])
+    ap.add_argument("--attention", choices=["path", "rope", "nope", "fox", "path_fox", "sba"])
     ap.add_argument("--layers", help="comma-separated attention kind per layer (hybrids), overrides --attention")
     ap.add_argument("--d-model", type=int)
     ap.add_argument("--n-layers", type=int)
@@ -263,6 +281,8 @@ def parse_args(argv=None):
     ap.add_argument("--conv-bias", action="store_true")
     ap.add_argument("--beta-clamp", type=float, default=0.0)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--sba-remainder", choices=["current", "none"], default="current",
+                    help="stick-breaking: what the left-over stick weights (model.sba.remainder)")
     ap.add_argument("--vocab", type=int)
     ap.add_argument("--T", type=int)
     ap.add_argument("--batch", type=int)
@@ -300,8 +320,8 @@ def parse_args(argv=None):
     if len(a.layer_kinds) != a.n_layers:
         ap.error(f"--layers names {len(a.layer_kinds)} kinds for --n-layers {a.n_layers}")
     for kind in a.layer_kinds:
-        if kind not in ("path", "rope", "nope", "fox", "path_fox"):
-            ap.error(f"--layers: unknown attention '{kind}' (path, rope, nope, fox, path_fox)")
+        if kind not in ("path", "rope", "nope", "fox", "path_fox", "sba"):
+            ap.error(f"--layers: unknown attention '{kind}' (path, rope, nope, fox, path_fox, sba)")
     if a.sdpa and not hasattr(F, "scaled_dot_product_attention"):
         a.sdpa = False  # PyTorch 1.x
     return a
@@ -315,6 +335,8 @@ CHECK_CONFIGS = [  # small shapes; T = 11 with block 4 exercises padding and 3 b
     dict(layers="fox,rope", norm="layernorm"),
     dict(layers="nope,path", tied=True, conv_bias=True, beta_clamp=1.9),
     dict(layers="rope,path_fox", mlp="none"),
+    dict(layers="sba,sba", sba_remainder="none"),
+    dict(layers="sba,rope"),
 ]
 
 
@@ -351,7 +373,7 @@ def check():
                     ref_params[name] = p.detach().clone().requires_grad_(True)
             cfg = dict(norm=a.norm, norm_eps=RMS_EPS if a.norm == "rmsnorm" else LN_EPS, n_heads=a.n_heads,
                        head_dim=a.head_dim, rope_theta=a.rope_theta, l2norm_eps=W_EPS, beta_clamp=a.beta_clamp,
-                       mlp=a.mlp, layers=a.layer_kinds, tied_embeddings=a.tied)
+                       mlp=a.mlp, layers=a.layer_kinds, tied_embeddings=a.tied, sba_remainder=a.sba_remainder)
             ref_logits = torch_reference.Model(cfg, ref_params).logits(ids)
             torch_reference.loss_fn(ref_logits, labels).backward()
             logits = model(ids)

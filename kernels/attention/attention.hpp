@@ -1,7 +1,7 @@
 // attention.hpp: the public host API of the CUDA attention kernels: PaTH attention (fused,
-// FlashAttention-style, forward and backward; optional FoX gate) and causal softmax attention
-// (NoPE, RoPE-applied q/k, FoX gate). Same math and layouts as the CPU ops in src/nn/
-// (path_attention.hpp, ops_attention.hpp): q, k, v, out [B, T, H, Dh] (and their gradients:
+// FlashAttention-style, forward and backward; optional FoX gate), causal softmax attention
+// (NoPE, RoPE-applied q/k, FoX gate) and stick-breaking attention. Same math and layouts as the
+// CPU ops in src/nn/ (path_attention.hpp, ops_attention.hpp, ops_sba.hpp): q, k, v, out [B, T, H, Dh] (and their gradients:
 // 16-byte aligned, as cudaMalloc gives); lse [B, H, T] fp32; w [B, T, H, Dh] fp32; beta, log_f
 // [B, T, H] fp32. Algorithm and numerics: kernels/DESIGN.md.
 #pragma once
@@ -132,6 +132,30 @@ void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
                                      const AttnDims& d, float scale, DType dt,
                                      void* workspace,     // [softmax_attention_backward_workspace_bytes] or nullptr
                                      size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {});
+
+// Causal stick-breaking attention (Tan et al.; CPU: nn::sba_attention_forward, math in
+// docs/attention.md): for keys j < i, z_ij = scale q_i . k_j, A_ij = sigmoid(z_ij)
+// prod_{j<l<i} (1 - sigmoid(z_il)), out_i = sum_j A_ij v_j (+ r_i v_i with `remainder`, r_i the
+// left-over stick). Keys whose share of the stick is below 2^-60 are dropped (a query block stops
+// walking back once its sticks are spent). Needs no workspace and saves nothing for the backward.
+void sba_attention_forward_cuda(void* out,      // [B, T, H, Dh] dt
+                                const void* q,  // [B, T, H, Dh] dt
+                                const void* k,  // [B, T, H, Dh] dt
+                                const void* v,  // [B, T, H, Dh] dt
+                                const AttnDims& d, float scale, DType dt, bool remainder, cudaStream_t stream);
+// Workspace of the backward: fp32 accumulators of dk and dv ([B H, 64 ceil(T / 64), Dh] each).
+size_t sba_attention_backward_workspace_bytes(const AttnDims& d);
+// Its backward (recomputes the weights from q, k); overwrites dq, dk, dv.
+void sba_attention_backward_cuda(void* dq,          // [B, T, H, Dh] dt
+                                 void* dk,          // [B, T, H, Dh] dt
+                                 void* dv,          // [B, T, H, Dh] dt
+                                 const void* dout,  // [B, T, H, Dh] dt
+                                 const void* q,     // [B, T, H, Dh] dt
+                                 const void* k,     // [B, T, H, Dh] dt
+                                 const void* v,     // [B, T, H, Dh] dt
+                                 const AttnDims& d, float scale, DType dt, bool remainder,
+                                 void* workspace,   // [sba_attention_backward_workspace_bytes] or nullptr
+                                 size_t workspace_bytes, cudaStream_t stream);
 
 // PaTH attention at selected query rows only: the labelled rows of a sparse-label batch, where the
 // last layer's outputs are needed at those rows alone (MQRAR: 32 of 768). Keys, values, w, beta

@@ -1,4 +1,4 @@
-// elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, bias,
+// elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, bias, scale,
 // row gather / scatter) and the fixed-order column sums that the parameter gradients
 // share (kernels/ops/launch.cuh); norms are in kernels/ops/norm.cu, activations and SwiGLU in kernels/ops/act.cu, RoPE in
 // kernels/ops/rope.cu, the PaTH w path and beta in kernels/ops/path_wpath.cu. Declarations: kernels/ops/ops.hpp.
@@ -175,6 +175,11 @@ __global__ void embedding_slots_kernel(float* dwte, const float* slots, const in
 }
 
 
+__global__ void scale_kernel(float* x, float alpha, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= alpha;
+}
+
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t O) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < N * O) out[i] += bias[i % O];
@@ -246,6 +251,12 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   SB_CUDA_CHECK_LAUNCH();
 }
 
+
+void scale_cuda(float* x, float alpha, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, alpha, n);
+  SB_CUDA_CHECK_LAUNCH();
+}
 
 void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStream_t stream) {
   if (N * O <= 0) return;

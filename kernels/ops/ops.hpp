@@ -105,6 +105,8 @@ void swiglu_backward_cuda(float* dinp,        // [N, 2F] (overwritten)
                           const float* dout,  // [N, F]
                           const float* inp,   // [N, 2F]
                           int64_t N, int64_t F, cudaStream_t stream);
+// x *= alpha over n elements.
+void scale_cuda(float* x, float alpha, int64_t n, cudaStream_t stream);  // [n]
 // out[n, :] += bias (row broadcast).
 void add_bias_cuda(float* out,         // [N, O]
                    const float* bias,  // [O]

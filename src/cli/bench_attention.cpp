@@ -1,6 +1,6 @@
 // bench_attention.cpp: `statebench bench attention [--dtype bf16|fp32] [--shapes BxTxHxDh ...]
-// [--kind path|softmax|both] [--reps N] [--sdpa FILE] [--json FILE] [--profile]`: device time
-// (median of CUDA event timings) of the CUDA PaTH and softmax attention kernels, forward and
+// [--kind path|softmax|both|sba] [--reps N] [--sdpa FILE] [--json FILE] [--profile]`: device time
+// (median of CUDA event timings) of the CUDA PaTH, softmax and stick-breaking attention kernels, forward and
 // forward+backward, on random inputs; nominal TFLOP/s; workspace and peak memory; optionally the
 // ratio to the PyTorch SDPA numbers written by tools/sdpa_bench.py --json; with --profile, one more
 // untimed forward+backward per shape prints each launch's device time. Without CUDA it fails.
@@ -130,7 +130,9 @@ double median_ms(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
-Result measure(const Shape& s, cuda::DType dt, bool path, int reps, bool profile) {
+// kernel: "path", "softmax" or "sba" (stick-breaking, with the remainder).
+Result measure(const Shape& s, cuda::DType dt, const std::string& kernel, int reps, bool profile) {
+  const bool path = kernel == "path", sba = kernel == "sba";
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
   const int64_t nx = s.B * s.T * s.H * s.Dh, ns = s.B * s.T * s.H;
   const size_t esz = cuda::dtype_bytes(dt);
@@ -146,11 +148,15 @@ Result measure(const Shape& s, cuda::DType dt, bool path, int reps, bool profile
   }
   DeviceBytes out(nx * esz), lse(ns * 4), dq(nx * esz), dk(nx * esz), dv(nx * esz);
   Result r;
-  r.kernel = path ? "path" : "softmax";
+  r.kernel = kernel;
   r.s = s;
   // PaTH: the forward keeps its factors for the backward (as training does), counted with the tensors.
-  r.ws_fwd = path ? cuda::path_attention_forward_workspace_bytes(d, dt, true) : cuda::softmax_attention_forward_workspace_bytes(d, dt);
-  r.ws_bwd = path ? cuda::path_attention_backward_workspace_bytes(d, dt, true) : cuda::softmax_attention_backward_workspace_bytes(d, dt);
+  r.ws_fwd = path ? cuda::path_attention_forward_workspace_bytes(d, dt, true)
+           : sba  ? 0
+                  : cuda::softmax_attention_forward_workspace_bytes(d, dt);
+  r.ws_bwd = path ? cuda::path_attention_backward_workspace_bytes(d, dt, true)
+           : sba  ? cuda::sba_attention_backward_workspace_bytes(d)
+                  : cuda::softmax_attention_backward_workspace_bytes(d, dt);
   DeviceBytes ws(std::max(r.ws_fwd, r.ws_bwd)), factors(path ? cuda::path_attention_factors_bytes(d, dt) : 0);
   r.tensors = 8 * nx * esz + 2 * ns * 4 + (path ? 2 * nx * 4 + 2 * ns * 4 + factors.bytes() : 0);
   const float scale = 1.f / std::sqrt(static_cast<float>(s.Dh));
@@ -160,6 +166,8 @@ Result measure(const Shape& s, cuda::DType dt, bool path, int reps, bool profile
       cuda::path_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
                                         beta.as<float>(), nullptr, d, scale, dt, ws.data(), ws.bytes(), nullptr,
                                         factors.data(), opt);
+    else if (sba)
+      cuda::sba_attention_forward_cuda(out.data(), q.data(), k.data(), v.data(), d, scale, dt, true, nullptr);
     else
       cuda::softmax_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), nullptr, d, scale,
                                            dt, ws.data(), ws.bytes(), nullptr, opt);
@@ -170,6 +178,9 @@ Result measure(const Shape& s, cuda::DType dt, bool path, int reps, bool profile
                                          dout.data(), q.data(), k.data(), v.data(), w.as<float>(), beta.as<float>(),
                                          nullptr, out.data(), lse.as<float>(), d, scale, dt, ws.data(), ws.bytes(),
                                          nullptr, factors.data(), opt);
+    else if (sba)
+      cuda::sba_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), d,
+                                        scale, dt, true, ws.data(), ws.bytes(), nullptr);
     else
       cuda::softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), nullptr, dout.data(), q.data(), k.data(),
                                             v.data(), nullptr, out.data(), lse.as<float>(), d, scale, dt, ws.data(),
@@ -226,8 +237,8 @@ std::string results_json(const std::vector<Result>& results, const std::string& 
 void run_bench_attention(const Options& opt) {
   if (!cuda::cuda_device_available()) fail("bench attention: no CUDA device available");
   if (opt.dtype != "bf16" && opt.dtype != "fp32") fail("bench attention: --dtype '{}' (expected bf16 or fp32)", opt.dtype);
-  if (opt.kind != "path" && opt.kind != "softmax" && opt.kind != "both")
-    fail("bench attention: --kind '{}' (expected path, softmax or both)", opt.kind);
+  if (opt.kind != "path" && opt.kind != "softmax" && opt.kind != "both" && opt.kind != "sba")
+    fail("bench attention: --kind '{}' (expected path, softmax, both or sba)", opt.kind);
   if (opt.reps < 1) fail("bench attention: --reps {} must be >= 1", opt.reps);
   std::unique_ptr<AtomicFile> json_file;
   if (!opt.json.empty()) json_file = std::make_unique<AtomicFile>(opt.json);
@@ -240,9 +251,10 @@ void run_bench_attention(const Options& opt) {
              STATEBENCH_VERSION, sb::build_commit());
   std::vector<Result> results;
   for (const Shape& s : shapes)
-    for (bool path : {true, false}) {
-      if ((path && opt.kind == "softmax") || (!path && opt.kind == "path")) continue;
-      results.push_back(measure(s, dt, path, opt.reps, opt.profile));
+    for (const char* kernel : {"path", "softmax", "sba"}) {
+      const bool wanted = opt.kind == kernel || (opt.kind == "both" && std::strcmp(kernel, "sba") != 0);
+      if (!wanted) continue;
+      results.push_back(measure(s, dt, kernel, opt.reps, opt.profile));
       const Result& r = results.back();
       fmt::print("  {} {}x{}x{}x{}: fwd {:.3f} ms, fwd+bwd {:.3f} ms\n", r.kernel, s.B, s.T, s.H, s.Dh, r.fwd_ms,
                  r.fb_ms);
@@ -264,6 +276,9 @@ void run_bench_attention(const Options& opt) {
   }
   std::fputs(format_table(rows).c_str(), stdout);
   fmt::print("TF/s: nominal causal attention FLOPs (4 B H Dh T(T+1)/2 forward, 3.5x that forward+backward)\n");
+  if (opt.kind == "sba")
+    fmt::print("sba: random q, k give scores around 0, so each query's stick is spent after about 60 keys and the "
+               "kernels stop walking back there\n");
   if (json_file) {
     json_file->write(results_json(results, opt.dtype, prop.name));
     json_file->commit();
@@ -283,10 +298,11 @@ void run_bench_attention(const Options&) {
 
 void add_bench_attention(CLI::App& bench, Context& /*ctx*/) {
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = bench.add_subcommand("attention", "CUDA PaTH and softmax attention kernels: time, TFLOP/s, memory");
+  CLI::App* cmd = bench.add_subcommand(
+      "attention", "CUDA PaTH, softmax and stick-breaking attention kernels: time, TFLOP/s, memory");
   cmd->add_option("--dtype", opt->dtype, "bf16 or fp32")->capture_default_str();
   cmd->add_option("--shapes", opt->shapes, "shapes BxTxHxDh (default: the six issue shapes)");
-  cmd->add_option("--kind", opt->kind, "path, softmax or both")->capture_default_str();
+  cmd->add_option("--kind", opt->kind, "path, softmax, both (path and softmax) or sba")->capture_default_str();
   cmd->add_option("--reps", opt->reps, "timed runs per measurement (median reported)")->capture_default_str();
   cmd->add_option("--sdpa", opt->sdpa, "JSON from tools/sdpa_bench.py --json, for ratios")->type_name("FILE");
   cmd->add_option("--json", opt->json, "also write the results to this JSON file")->type_name("FILE");

@@ -61,7 +61,7 @@ Result measure(const Context& ctx, const Preset& p, const std::vector<std::strin
   const TrainConfig cfg = parse_config(p.yaml, sets, p.name);
   const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
   const int64_t B = cfg.train.batch_size, T = task->seq_len();
-  const auto engine = make_engine(cfg, task->vocab_size());
+  const auto engine = make_engine(cfg, task->vocab_size(), T);
   engine->model().init_params(0);
   device_name = engine->device_name();
   std::vector<int32_t> ids(B * T), labels(B * T);

@@ -62,7 +62,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     const auto available = available_memory();
     check_memory(memory, available);
     const auto task = ctx.tasks.create(cfg.task.name, cfg.task.params);
-    const Transformer<float> model(cfg.model, task->vocab_size());
+    const Transformer<float> model(resolve_max_len(cfg.model, task->seq_len()), task->vocab_size());
     std::fputs(to_yaml(cfg).c_str(), stdout);
     fmt::print("# task {}: T={} V={}; model: {} parameters in {} tensors\n", cfg.task.name, task->seq_len(),
                task->vocab_size(), model.params().num_params(), model.params().views().size());

@@ -2,7 +2,8 @@
 // preallocated for one (B, T) shape. Backward accumulates into a caller's flat gradient buffer
 // with the ParamStore layout (data-parallel training gives each thread its own). The head and the
 // loss only touch labelled rows when labels are given (MQAR labels a few positions of 8192-way
-// logits), so memory and time scale with the labelled positions, not B*T*V.
+// logits), so memory and time scale with the labelled positions, not B*T*V. Post-norm blocks
+// (model.norm_position) normalise after each residual add and leave out the final norm.
 #include "core/aligned_vector.hpp"
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "nn/ops_act.hpp"
 #include "nn/ops_attention.hpp"
 #include "nn/ops_basic.hpp"
+#include "nn/ops_sba.hpp"
 #include "nn/path_attention.hpp"
 #include "nn/path_wpath.hpp"
 
@@ -38,8 +40,9 @@ struct TransformerRunner<S>::Impl {
     Buf<S> a1, u, conv, w;        // [N, R], [N, HD] x3: the PaTH w path
     Buf<S> zb, beta;              // [N, H] beta pre-activation and beta
     Buf<S> att, lse;              // [N, HD], [B, H, T]
-    Buf<S> x_mid;                 // [N, D] after the attention residual
-    Buf<S> h2, mean2, rstd2;      // pre-MLP norm
+    Buf<S> x_mid;                 // [N, D] after the attention residual (post-norm: norm1's input)
+    Buf<S> y1, r2;                // post-norm: [N, D] norm1's output, norm2's input
+    Buf<S> h2, mean2, rstd2;      // pre-MLP norm (post-norm: h2 = y1, the stats are norm2's)
     Buf<S> g, s;                  // MLP: [N, 2F] (swiglu) or [N, F] (gelu) pre-activation; [N, F] hidden
   };
 
@@ -47,6 +50,7 @@ struct TransformerRunner<S>::Impl {
   const ModelConfig& c;
   int64_t B, T, N, D, H, Dh, HD, F, V, R;
   S scale, beta_max;
+  bool post;                    // post-norm blocks
   std::vector<Layer> layers;
   std::vector<int32_t> ids;     // [N]
   Buf<S> x_final, hf, meanf, rstdf;  // [N, D] final residual and its norm
@@ -61,8 +65,11 @@ struct TransformerRunner<S>::Impl {
 
   Impl(const Transformer<S>& m, int64_t b, int64_t t)
       : model(m), c(m.config()), B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads), Dh(c.head_dim),
-        HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank) {
+        HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
+        post(c.norm_position == NormPosition::post) {
     if (B < 1 || T < 1) fail("model runner: batch {} and length {} must be >= 1", B, T);
+    if (c.position == PositionKind::learned && T > c.max_len)
+      fail("model.max_len: sequences of {} tokens exceed the {} learned positions", T, c.max_len);
     scale = static_cast<S>(1.0 / std::sqrt(static_cast<double>(Dh)));
     beta_max = static_cast<S>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
     bool any_path = false, any_rope = false, any_gate = false;
@@ -81,9 +88,11 @@ struct TransformerRunner<S>::Impl {
       }
       any_rope |= L.kind == Attention::rope;
       L.att.resize(N * HD), L.lse.resize(B * H * T), L.x_mid.resize(N * D);
+      if (post) L.y1.resize(N * D);
       if (c.mlp != MlpKind::none) {
         L.h2.resize(N * D), L.mean2.resize(N), L.rstd2.resize(N);
         L.g.resize(N * f_in), L.s.resize(N * F);
+        if (post) L.r2.resize(N * D);
       }
       layers.push_back(std::move(L));
     }
@@ -132,6 +141,8 @@ struct TransformerRunner<S>::Impl {
     if (uses_gate(L.kind)) {
       nn::linear_forward(L.zf.data(), L.h1.data(), P(p + "attn.wf"), P(p + "attn.bf"), N, D, H);
       nn::logsigmoid_forward(L.logf.data(), L.zf.data(), N * H);
+      if (c.scales_gate(L.kind))
+        for (S& x : L.logf) x *= scale;
       logf = L.logf.data();
     }
     if (uses_path(L.kind)) {
@@ -145,14 +156,34 @@ struct TransformerRunner<S>::Impl {
       nn::path_attention_forward(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), L.w.data(),
                                  L.beta.data(), logf, B, T, H, Dh, scale, nn::PathForm::Blockwise, c.path.block,
                                  ws_fwd.data());
+    } else if (L.kind == Attention::sba) {
+      nn::sba_attention_forward(L.att.data(), L.q.data(), L.k.data(), L.v.data(), B, T, H, Dh,
+                                static_cast<double>(scale), c.sba.remainder == SbaRemainder::current);
     } else {
       nn::softmax_attention_forward(L.att.data(), L.lse.data(), L.q.data(), L.k.data(), L.v.data(), logf, B, T, H, Dh,
                                     static_cast<double>(scale));
     }
   }
 
+  // Post-norm: dx holds d(norm output) of the norm over x; leaves d(x) in dx.
+  void post_norm_backward(const Buf<S>& x, const Buf<S>& mean, const Buf<S>& rstd, const std::string& name,
+                          S* grads) {
+    zero(tmp);
+    norm_backward(tmp, dx, x, mean, rstd, name, grads);
+    std::swap(dx, tmp);
+  }
+  // dx += d(x) of the block input x given dh = d(h): through norm `name` (pre-norm), or h = x (post-norm).
+  void input_norm_backward(const Buf<S>& x, const Buf<S>& mean, const Buf<S>& rstd, const std::string& name,
+                           S* grads) {
+    if (post)
+      nn::residual_forward(dx.data(), dx.data(), dh.data(), N * D);
+    else
+      norm_backward(dx, dh, x, mean, rstd, name, grads);
+  }
+
   void attention_backward(Layer& L, const std::string& p, S* grads) {
-    // dx holds d(x_mid); the attention output projection first.
+    // dx holds d(x_mid) (post-norm: d(y1) first); the attention output projection first.
+    if (post) post_norm_backward(L.x_mid, L.mean1, L.rstd1, p + "norm1", grads);
     zero(datt);
     nn::linear_backward(datt.data(), G(grads, p + "attn.wo"), static_cast<S*>(nullptr), dx.data(), L.att.data(),
                         P(p + "attn.wo"), N, HD, D);
@@ -165,6 +196,9 @@ struct TransformerRunner<S>::Impl {
                                   datt.data(), L.q.data(), L.k.data(), L.v.data(), L.w.data(), L.beta.data(),
                                   gate ? L.logf.data() : nullptr, L.att.data(), L.lse.data(), B, T, H, Dh, scale,
                                   nn::PathForm::Blockwise, c.path.block, ws_bwd.data());
+    } else if (L.kind == Attention::sba) {
+      nn::sba_attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), L.q.data(), L.k.data(), L.v.data(), B,
+                                 T, H, Dh, static_cast<double>(scale), c.sba.remainder == SbaRemainder::current);
     } else {
       nn::softmax_attention_backward(dq.data(), dk.data(), dv.data(), gate ? dlogf.data() : nullptr, datt.data(),
                                      L.q.data(), L.k.data(), L.v.data(), gate ? L.logf.data() : nullptr, L.att.data(),
@@ -185,6 +219,8 @@ struct TransformerRunner<S>::Impl {
     nn::linear_backward(dh.data(), G(grads, p + "attn.wv"), none, dv.data(), L.h1.data(), P(p + "attn.wv"), N, D, HD);
     if (gate) {
       zero(dzf);
+      if (c.scales_gate(L.kind))
+        for (S& x : dlogf) x *= scale;
       nn::logsigmoid_backward(dzf.data(), dlogf.data(), L.zf.data(), N * H);
       nn::linear_backward(dh.data(), G(grads, p + "attn.wf"), G(grads, p + "attn.bf"), dzf.data(), L.h1.data(),
                           P(p + "attn.wf"), N, D, H);
@@ -203,11 +239,15 @@ struct TransformerRunner<S>::Impl {
       nn::linear_backward(dh.data(), G(grads, p + "attn.wbeta"), G(grads, p + "attn.bbeta"), dzb.data(), L.h1.data(),
                           P(p + "attn.wbeta"), N, D, H);
     }
-    norm_backward(dx, dh, L.x_in, L.mean1, L.rstd1, p + "norm1", grads);  // dx: now d(x_in)
+    input_norm_backward(L.x_in, L.mean1, L.rstd1, p + "norm1", grads);  // dx: now d(x_in)
   }
 
   void mlp_forward(Layer& L, const std::string& p, Buf<S>& x_next) {
-    norm_forward(L.h2, L.mean2, L.rstd2, L.x_mid, p + "norm2");
+    const Buf<S>& x = post ? L.y1 : L.x_mid;  // the block's input on the residual stream
+    if (post)
+      std::copy(x.begin(), x.end(), L.h2.begin());
+    else
+      norm_forward(L.h2, L.mean2, L.rstd2, x, p + "norm2");
     const S* none = nullptr;
     if (c.mlp == MlpKind::swiglu) {
       nn::linear_forward(L.g.data(), L.h2.data(), P(p + "mlp.w_gate_up"), none, N, D, 2 * F);
@@ -218,11 +258,17 @@ struct TransformerRunner<S>::Impl {
       nn::gelu_forward(L.s.data(), L.g.data(), N * F);
       nn::linear_forward(tmp.data(), L.s.data(), P(p + "mlp.w_out"), none, N, F, D);
     }
-    nn::residual_forward(x_next.data(), L.x_mid.data(), tmp.data(), N * D);
+    if (post) {
+      nn::residual_forward(L.r2.data(), x.data(), tmp.data(), N * D);
+      norm_forward(x_next, L.mean2, L.rstd2, L.r2, p + "norm2");
+    } else {
+      nn::residual_forward(x_next.data(), x.data(), tmp.data(), N * D);
+    }
   }
 
-  void mlp_backward(Layer& L, const std::string& p, S* grads) {  // dx: d(x_next) -> d(x_mid)
+  void mlp_backward(Layer& L, const std::string& p, S* grads) {  // dx: d(x_next) -> d(x_mid) (post: d(y1))
     S* none = nullptr;
+    if (post) post_norm_backward(L.r2, L.mean2, L.rstd2, p + "norm2", grads);
     zero(ds), zero(dg), zero(dh);
     if (c.mlp == MlpKind::swiglu) {
       nn::linear_backward(ds.data(), G(grads, p + "mlp.w_down"), none, dx.data(), L.s.data(), P(p + "mlp.w_down"), N, F, D);
@@ -234,7 +280,7 @@ struct TransformerRunner<S>::Impl {
       nn::gelu_backward(dg.data(), ds.data(), L.g.data(), N * F);
       nn::linear_backward(dh.data(), G(grads, p + "mlp.w_in"), none, dg.data(), L.h2.data(), P(p + "mlp.w_in"), N, D, F);
     }
-    norm_backward(dx, dh, L.x_mid, L.mean2, L.rstd2, p + "norm2", grads);
+    input_norm_backward(post ? L.y1 : L.x_mid, L.mean2, L.rstd2, p + "norm2", grads);
   }
 
   const S* head_weight() const { return P(c.tied_embeddings ? "embed.weight" : "head.weight"); }
@@ -243,20 +289,28 @@ struct TransformerRunner<S>::Impl {
     std::copy(in_ids, in_ids + N, ids.begin());
     Buf<S>& x0 = layers.empty() ? x_final : layers[0].x_in;
     nn::embedding_forward(x0.data(), ids.data(), P("embed.weight"), N, V, D);
+    if (c.position == PositionKind::learned) nn::position_forward(x0.data(), P("pos.weight"), B, T, D);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       Layer& L = layers[l];
       const std::string p = Transformer<S>::layer_prefix(l);
-      norm_forward(L.h1, L.mean1, L.rstd1, L.x_in, p + "norm1");
+      if (post)
+        std::copy(L.x_in.begin(), L.x_in.end(), L.h1.begin());
+      else
+        norm_forward(L.h1, L.mean1, L.rstd1, L.x_in, p + "norm1");
       attention_forward(L, p);
       nn::linear_forward(tmp.data(), L.att.data(), P(p + "attn.wo"), static_cast<const S*>(nullptr), N, HD, D);
       nn::residual_forward(L.x_mid.data(), L.x_in.data(), tmp.data(), N * D);
+      if (post) norm_forward(L.y1, L.mean1, L.rstd1, L.x_mid, p + "norm1");
       Buf<S>& x_next = l + 1 < c.n_layers ? layers[l + 1].x_in : x_final;
       if (c.mlp != MlpKind::none)
         mlp_forward(L, p, x_next);
       else
-        x_next = L.x_mid;
+        x_next = post ? L.y1 : L.x_mid;
     }
-    norm_forward(hf, meanf, rstdf, x_final, "norm_f");
+    if (post)
+      hf = x_final;
+    else
+      norm_forward(hf, meanf, rstdf, x_final, "norm_f");
 
     // The head over the rows that need it.
     have_labels = labels != nullptr;
@@ -299,7 +353,10 @@ struct TransformerRunner<S>::Impl {
       for (int64_t m = 0; m < M; ++m) std::copy_n(dhf_rows.data() + m * D, D, dh.data() + rows[m] * D);
     }
     zero(dx);
-    norm_backward(dx, dh, x_final, meanf, rstdf, "norm_f", grads);
+    if (post)
+      dx = dh;
+    else
+      norm_backward(dx, dh, x_final, meanf, rstdf, "norm_f", grads);
     for (int64_t l = c.n_layers - 1; l >= 0; --l) {
       Layer& L = layers[l];
       const std::string p = Transformer<S>::layer_prefix(l);
@@ -307,6 +364,7 @@ struct TransformerRunner<S>::Impl {
       attention_backward(L, p, grads);
     }
     nn::embedding_backward(G(grads, "embed.weight"), dx.data(), ids.data(), N, V, D);
+    if (c.position == PositionKind::learned) nn::position_backward(G(grads, "pos.weight"), dx.data(), B, T, D);
   }
 };
 

@@ -1,5 +1,5 @@
 // transformer.cpp: the model's parameter views (names, shapes, weight-decay flags) and their
-// deterministic initialisation. The computation lives in runner.cpp; names in docs/model.md.
+// deterministic initialisation. The computation lives in runner.cpp.
 #include "model/transformer.hpp"
 
 #include <cmath>
@@ -21,6 +21,10 @@ Transformer<S>::Transformer(const ModelConfig& config, int64_t vocab_size) : con
     if (layernorm) params_.add(name + ".bias", {D}, false);
   };
   params_.add("embed.weight", {V_, D}, true);
+  if (c.position == PositionKind::learned) {
+    if (c.max_len < 1) fail("model.max_len: learned positions need a length (build the model from resolve_max_len())");
+    params_.add("pos.weight", {c.max_len, D}, true);
+  }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = layer_prefix(l);
     const Attention kind = c.layer_attention(l);
@@ -52,7 +56,7 @@ Transformer<S>::Transformer(const ModelConfig& config, int64_t vocab_size) : con
       }
     }
   }
-  add_norm("norm_f");
+  if (c.norm_position == NormPosition::pre) add_norm("norm_f");  // post-norm blocks end normalised
   if (!c.tied_embeddings) params_.add("head.weight", {V_, D}, true);
   params_.finalize();
 }

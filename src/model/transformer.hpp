@@ -1,15 +1,17 @@
-// transformer.hpp: the pre-norm decoder-only transformer (PaTH, RoPE, NoPE, FoX, PaTH-FoX
-// attention; SwiGLU / GELU MLP; RMSNorm / LayerNorm; tied or untied head) on the CPU.
+// transformer.hpp: the decoder-only transformer (PaTH, RoPE, NoPE, FoX, PaTH-FoX, stick-breaking
+// attention; SwiGLU / GELU MLP; RMSNorm / LayerNorm, pre- or post-norm; optional learned absolute
+// positions; tied or untied head) on the CPU.
 // Transformer owns the parameters (one flat ParamStore with named views); a TransformerRunner
 // owns the activations for one (B, T) shape and runs forward / backward over them. Training is
 // data-parallel: one runner per thread, each with a private gradient buffer summed by the trainer.
 //
-// Per layer l (x [B, T, D] the residual stream):
-//   h = norm1(x); q, k, v = h Wq^T, h Wk^T, h Wv^T                [B, T, H, Dh]
+// x = embed[ids] (+ pos[t] with learned positions). Per layer l (x [B, T, D] the residual stream):
+//   h = norm1(x) (post-norm: h = x); q, k, v = h Wq^T, h Wk^T, h Wv^T   [B, T, H, Dh]
 //   rope: q, k rotated; fox / path_fox: log_f = logsigmoid(h Wf^T + bf)  [B, T, H]
 //   path / path_fox: u = (h W1^T) W2^T, w = l2norm(silu(conv3(u))), beta = 2 sigmoid(h Wb^T + bb)
-//   x += attention(q, k, v, ...) Wo^T;  x += mlp(norm2(x))
-// logits = norm_f(x) Wout^T (Wout = the embedding when tied). Parameter names: docs/model.md.
+//   pre-norm:  x += attention(q, k, v, ...) Wo^T;  x += mlp(norm2(x))
+//   post-norm: x = norm1(x + attention(...) Wo^T);  x = norm2(x + mlp(x))
+// logits = norm_f(x) Wout^T (post-norm: x Wout^T, no final norm; Wout = the embedding when tied).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -45,6 +45,16 @@ void embedding_backward(S* dwte, const S* dout, const int32_t* ids, int64_t N, i
   }
 }
 
+template <class S>
+void position_forward(S* out, const S* wpe, int64_t B, int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; ++b) MapV<S>(out + b * T * D, T * D) += MapCV<S>(wpe, T * D);
+}
+
+template <class S>
+void position_backward(S* dwpe, const S* dout, int64_t B, int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; ++b) MapV<S>(dwpe, T * D) += MapCV<S>(dout + b * T * D, T * D);
+}
+
 // ---- linear ------------------------------------------------------------------------------------
 template <class S>
 void linear_forward(S* out, const S* inp, const S* weight, const S* bias, int64_t N, int64_t I, int64_t O) {
@@ -163,6 +173,8 @@ void add_scaled(S* dst, const S* src, double alpha, int64_t n) {
 #define SB_INSTANTIATE_OPS_BASIC(S)                                                                   \
   template void embedding_forward<S>(S*, const int32_t*, const S*, int64_t, int64_t, int64_t);       \
   template void embedding_backward<S>(S*, const S*, const int32_t*, int64_t, int64_t, int64_t);      \
+  template void position_forward<S>(S*, const S*, int64_t, int64_t, int64_t);                        \
+  template void position_backward<S>(S*, const S*, int64_t, int64_t, int64_t);                       \
   template void linear_forward<S>(S*, const S*, const S*, const S*, int64_t, int64_t, int64_t);      \
   template void linear_backward<S>(S*, S*, S*, const S*, const S*, const S*, int64_t, int64_t,       \
                                    int64_t);                                                          \

@@ -1,4 +1,4 @@
-// ops_basic.hpp: CPU reference ops for the transformer's dense layers: token embedding, linear
+// ops_basic.hpp: CPU reference ops for the transformer's dense layers: token and position embeddings, linear
 // (Eigen GEMM, optional bias), RMSNorm, LayerNorm and residual adds, each a forward and a backward.
 // Conventions for every op in src/nn/ops_*.hpp (llm.c style):
 //   - free functions over caller-preallocated, row-major, contiguous raw pointers; activations
@@ -26,6 +26,18 @@ void embedding_backward(S* dwte,             // [V, D]
                         const S* dout,       // [N, D]
                         const int32_t* ids,  // [N]
                         int64_t N, int64_t V, int64_t D);
+
+// ---- learned absolute positions ------------------------------------------------------------------
+// out[b, t, :] += wpe[t, :] for t < T (the first T rows of a table of at least T rows).
+template <class S>
+void position_forward(S* out,        // [B, T, D]
+                      const S* wpe,  // [>= T, D]
+                      int64_t B, int64_t T, int64_t D);
+// dwpe[t, :] += sum_b dout[b, t, :].
+template <class S>
+void position_backward(S* dwpe,        // [>= T, D]
+                       const S* dout,  // [B, T, D]
+                       int64_t B, int64_t T, int64_t D);
 
 // ---- linear ------------------------------------------------------------------------------------
 // out = inp @ weight^T + bias, weight stored [O, I] (PyTorch nn.Linear layout); bias may be nullptr

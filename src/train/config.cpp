@@ -56,6 +56,10 @@ void resolve_and_validate(TrainConfig& c) {
   if (m.path.block < 1) fail("model.path.block: expected an integer >= 1, got {}", m.path.block);
   if (!(m.path.beta_clamp >= 0 && m.path.beta_clamp <= 2))
     fail("model.path.beta_clamp: expected a number in [0, 2] (0 = off), got {}", m.path.beta_clamp);
+  if (m.max_len < 0) fail("model.max_len: expected an integer >= 0, got {}", m.max_len);
+  if (m.max_len > 0 && m.position != PositionKind::learned)
+    fail("model.max_len: {} sizes learned position embeddings, but model.position is '{}' (set it to learned)",
+         m.max_len, to_string(m.position));
 
   const OptimConfig& o = c.optim;
   if (!(o.lr > 0) || !std::isfinite(o.lr)) fail("optim.lr: expected a number > 0, got {}", o.lr);
@@ -147,6 +151,13 @@ std::string emit(const TrainConfig& c) {
   y += fmt::format("  rope_theta: {}\n", num(m.rope_theta));
   y += fmt::format("  path:\n    rank: {}\n    beta_clamp: {}\n    block: {}\n    conv_bias: {}\n", m.path.rank,
                    num(m.path.beta_clamp), m.path.block, m.path.conv_bias);
+  // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
+  // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
+  if (m.path.scale_gate) y += "    scale_gate: true\n";  // inside the path: block above
+  if (m.norm_position != NormPosition::pre) y += fmt::format("  norm_position: {}\n", to_string(m.norm_position));
+  if (m.position != PositionKind::none) y += fmt::format("  position: {}\n", to_string(m.position));
+  if (m.max_len != 0) y += fmt::format("  max_len: {}\n", m.max_len);
+  if (m.sba != SbaConfig{}) y += fmt::format("  sba:\n    remainder: {}\n", to_string(m.sba.remainder));
   const OptimConfig& o = c.optim;
   y += "optim:\n";
   y += fmt::format("  lr: {}\n  betas: [{}, {}]\n  eps: {}\n  weight_decay: {}\n", num(o.lr), num(o.betas[0]),

@@ -216,10 +216,13 @@ class Section {
   std::vector<std::string> known_;
 };
 
-constexpr std::array<Attention, 5> kAttentions = {Attention::path, Attention::rope, Attention::nope, Attention::fox,
-                                                   Attention::path_fox};
+constexpr std::array<Attention, 6> kAttentions = {Attention::path, Attention::rope, Attention::nope, Attention::fox,
+                                                   Attention::path_fox, Attention::sba};
 constexpr std::array<MlpKind, 3> kMlps = {MlpKind::swiglu, MlpKind::gelu, MlpKind::none};
 constexpr std::array<NormKind, 2> kNorms = {NormKind::rmsnorm, NormKind::layernorm};
+constexpr std::array<NormPosition, 2> kNormPositions = {NormPosition::pre, NormPosition::post};
+constexpr std::array<PositionKind, 2> kPositions = {PositionKind::none, PositionKind::learned};
+constexpr std::array<SbaRemainder, 2> kSbaRemainders = {SbaRemainder::current, SbaRemainder::none};
 constexpr std::array<InitScheme, 2> kInits = {InitScheme::normal, InitScheme::scaled};
 constexpr std::array<LrSchedule, 3> kSchedules = {LrSchedule::cosine, LrSchedule::linear, LrSchedule::constant};
 constexpr std::array<Device, 2> kDevices = {Device::cpu, Device::cuda};
@@ -277,6 +280,9 @@ void map_model(Section s, ModelConfig& m) {
       m.layers.push_back(s.parse_choice(fmt::format("layers[{}]", i), layers[i], kAttentions));
   }
   m.norm = s.choice("norm", d.norm, kNorms);
+  m.norm_position = s.choice("norm_position", d.norm_position, kNormPositions);
+  m.position = s.choice("position", d.position, kPositions);
+  m.max_len = s.integer("max_len", d.max_len, 0);
   m.tied_embeddings = s.boolean("tied_embeddings", d.tied_embeddings);
   {
     Section init = s.sub("init");
@@ -292,7 +298,13 @@ void map_model(Section s, ModelConfig& m) {
     m.path.beta_clamp = path.real("beta_clamp", d.path.beta_clamp, Range{0, 2, false, false});
     m.path.block = path.integer("block", d.path.block, 1);
     m.path.conv_bias = path.boolean("conv_bias", d.path.conv_bias);
+    m.path.scale_gate = path.boolean("scale_gate", d.path.scale_gate);
     path.done();
+  }
+  {
+    Section sba = s.sub("sba");
+    m.sba.remainder = sba.choice("remainder", d.sba.remainder, kSbaRemainders);
+    sba.done();
   }
   s.done();
 }

@@ -78,7 +78,9 @@ void select_cuda_device(int index) {
 #endif
 }
 
-std::unique_ptr<TrainEngine> make_engine(const TrainConfig& c, int64_t vocab_size) {
+std::unique_ptr<TrainEngine> make_engine(const TrainConfig& config, int64_t vocab_size, int64_t train_length) {
+  TrainConfig c = config;
+  c.model = resolve_max_len(config.model, train_length);
   if (c.train.device == Device::cpu) {
     if (c.train.precision != Precision::fp32)
       fail("train.precision: '{}' needs train.device cuda (the CPU trains in fp32)", to_string(c.train.precision));

@@ -34,8 +34,9 @@ class TrainEngine {
 };
 
 // The engine for config.train.device (cpu, or cuda when built with CUDA and a device exists);
-// throws sb::Error naming the key otherwise.
-std::unique_ptr<TrainEngine> make_engine(const TrainConfig& config, int64_t vocab_size);
+// throws sb::Error naming the key otherwise. The model is config.model with max_len resolved for
+// sequences of train_length tokens (resolve_max_len: learned positions default to that many rows).
+std::unique_ptr<TrainEngine> make_engine(const TrainConfig& config, int64_t vocab_size, int64_t train_length);
 
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();

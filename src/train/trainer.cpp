@@ -142,6 +142,16 @@ RunTasks build_tasks(const TrainConfig& cfg, const TaskRegistry& tasks) {
            t.task->vocab_size());
     t.evals.push_back(std::move(set));
   }
+  const ModelConfig model = resolve_max_len(cfg.model, t.task->seq_len());
+  if (model.position == PositionKind::learned) {
+    if (model.max_len < t.task->seq_len())
+      fail("model.max_len: {} learned positions are fewer than the training sequences' {} tokens", model.max_len,
+           t.task->seq_len());
+    for (const auto& e : t.evals)
+      if (e.length > model.max_len)
+        fail("model.max_len: task.eval '{}' has sequences of {} tokens, more than the {} learned positions "
+             "(model.max_len, 0 = the training length {})", e.key, e.length, model.max_len, t.task->seq_len());
+  }
   return t;
 }
 
@@ -168,7 +178,7 @@ class Trainer {
     task_ = std::move(t.task);
     split_ = t.split;
     evals_ = std::move(t.evals);
-    engine_ = make_engine(cfg, task_->vocab_size());
+    engine_ = make_engine(cfg, task_->vocab_size(), task_->seq_len());
     device_ = engine_->device_name();
   }
 

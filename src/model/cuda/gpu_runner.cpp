@@ -18,12 +18,15 @@ namespace sb::cuda {
 
 GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st,
                       bool graphs, bool train)
-    : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), B(b), T(t), N(b * t), D(c.d_model),
+    : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), post(c.norm_position == NormPosition::post),
+      B(b), T(t), N(b * t), D(c.d_model),
       H(c.n_heads),
       Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
       attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
       backward_graph(graphs) {
   if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
+  if (c.position == PositionKind::learned && T > c.max_len)
+    fail("model.max_len: sequences of {} tokens exceed the {} learned positions", T, c.max_len);
   scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
   dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
@@ -38,7 +41,9 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (bf)
       L.h1b.resize(N * D), L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
     else
-      L.h1.resize(N * D), L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD), L.att.resize(N * HD);
+      L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD), L.att.resize(N * HD);
+    if (!bf && !post) L.h1.resize(N * D);  // post-norm fp32 reads x_in in place
+    if (post) L.y1.resize(N * D);
     if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
     if (uses_path(L.kind)) {
       L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
@@ -53,12 +58,17 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
       if (bf)
         L.h2b.resize(N * D), L.gb.resize(N * f_in), L.sb.resize(N * F);
       else
-        L.h2.resize(N * D), L.g.resize(N * f_in), L.s.resize(N * F);
+        L.g.resize(N * f_in), L.s.resize(N * F);
+      if (!bf && !post) L.h2.resize(N * D);
+      if (post) L.r2.resize(N * D);
     }
+    const bool sba = L.kind == Attention::sba;
     const size_t fwd_ws = uses_path(L.kind) ? path_attention_forward_workspace_bytes(dims, attn_dt, true)
+                          : sba             ? 0
                                             : softmax_attention_forward_workspace_bytes(dims, attn_dt);
     const size_t bwd_ws = !trains              ? 0
                           : uses_path(L.kind) ? path_attention_backward_workspace_bytes(dims, attn_dt, true)
+                          : sba               ? sba_attention_backward_workspace_bytes(dims)
                                               : softmax_attention_backward_workspace_bytes(dims, attn_dt);
     ws_bytes = std::max({ws_bytes, fwd_ws, bwd_ws});
     layers.push_back(std::move(L));

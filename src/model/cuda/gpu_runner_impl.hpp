@@ -48,6 +48,7 @@ struct GpuRunner::Impl {
     Attention kind;
     // fp32 precisions use the Buf of an activation, bf16 precision its Bf16Buf (never both).
     Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Buf y1, r2;  // post-norm: [N, D] norm1's output, norm2's input (norm1's input is x_mid)
     Bf16Buf h1b, h2b, qb, kb, vb, ob, gb, sb;  // [N, D] h1b h2b, [N, HD] qb kb vb ob, [N, f_in] gb, [N, F] sb
     DeviceBuffer<char> factors;  // PaTH: the forward's factors, reused by the backward
   };
@@ -57,6 +58,7 @@ struct GpuRunner::Impl {
   Blas blas;
   cudaStream_t stream;
   bool trains;  // false: an evaluation runner (forward only, no gradient buffers)
+  bool post;    // post-norm blocks: x = norm(x + f(x)), f reads x itself; no final norm
   int64_t B, T, N, D, H, Dh, HD, F, V, R, M = 0;
   float scale, beta_max;
   AttnDims dims;
@@ -111,6 +113,10 @@ struct GpuRunner::Impl {
   void* kernel_view(const Buf& f32, const Bf16Buf& b16) const {
     return bf16() ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());
   }
+  // The attention's and the MLP's input h: the pre-norm's output, or with post-norm the residual
+  // stream itself (x_in, y1), read in place in fp32 and through its bf16 copy (h1b, h2b) in bf16.
+  Operand attn_in(const Layer& L) const { return post && !bf16() ? f32_operand(L.x_in.data()) : in(L.h1, L.h1b); }
+  Operand mlp_in(const Layer& L) const { return post && !bf16() ? f32_operand(L.y1.data()) : in(L.h2, L.h2b); }
 
   const float* P(const float* params, const std::string& name) const { return params + model.params().view(name).offset; }
   float* G(float* grads, const std::string& name) const { return grads + model.params().view(name).offset; }
@@ -139,6 +145,14 @@ struct GpuRunner::Impl {
                     int64_t n);
   void norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
                      const Buf& rstd, const std::string& name, bool accumulate, int64_t n);
+  // Post-norm: dx holds d(norm output) of the norm over x; leaves d(x) in dx (and dxb), via dh.
+  void post_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean, const Buf& rstd,
+                          const std::string& name, int64_t n);
+  // dx (and dxb) = dh over the first n rows: the gradient of an output that is no norm's output.
+  void dres_from_dh(int64_t n);
+  // dx += d(block input) given dh = d(h): the norm's backward (pre-norm), or dx += dh (post-norm: h = x).
+  void input_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean, const Buf& rstd,
+                           const std::string& name, int64_t n);
   void attention_inputs(const float* prm, Layer& L, const std::string& p);
   void attention_kernel_forward(Layer& L);
   void attention_kernel_backward(Layer& L);

@@ -1,5 +1,6 @@
-// gpu_runner_layers.cpp: GpuRunner's layer stacks (embedding, norms, attention, MLP; forward and
-// backward, recorded into the CUDA graphs) and the rows tail of sparse-label batches: with M of
+// gpu_runner_layers.cpp: GpuRunner's layer stacks (embedding and learned positions, pre- or
+// post-norm blocks, attention, MLP; forward and backward, recorded into the CUDA graphs) and the
+// rows tail of sparse-label batches: with M of
 // the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on the
 // M rows only (attention output rows, wo, MLP, final norm), which is exact since the loss reads
 // nothing else; with PaTH there, its attention runs per labelled query (path_attention_rows_*).
@@ -40,9 +41,29 @@ void GpuRunner::Impl::norm_backward(const float* prm, float* grads, const float*
                             accumulate, dx16);
 }
 
+void GpuRunner::Impl::post_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean,
+                                         const Buf& rstd, const std::string& name, int64_t n) {
+  CUDA_CHECK(cudaMemcpyAsync(dh.data(), dx.data(), n * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  norm_backward(prm, grads, dh.data(), x, mean, rstd, name, false, n);
+}
+
+void GpuRunner::Impl::dres_from_dh(int64_t n) {
+  CUDA_CHECK(cudaMemcpyAsync(dx.data(), dh.data(), n * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  if (bf16()) f32_to_bf16_cuda(dxb.data(), dx.data(), n * D, stream);
+}
+
+void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean,
+                                          const Buf& rstd, const std::string& name, int64_t n) {
+  if (post)
+    add_bias_cuda(dx.data(), dh.data(), 1, n * D, stream);  // one row of n D: an elementwise add (dxb goes stale:
+                                                           // the next reader is a norm backward, which rewrites it)
+  else
+    norm_backward(prm, grads, dh.data(), x, mean, rstd, name, true, n);
+}
+
 // q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row.
 void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::string& p) {
-  const Operand h = in(L.h1, L.h1b);
+  const Operand h = attn_in(L);
   const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
   linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
   linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
@@ -57,6 +78,7 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
   if (uses_gate(L.kind)) {
     linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
     act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
+    if (c.scales_gate(L.kind)) scale_cuda(L.logf.data(), scale, N * H, stream);
   }
   if (uses_path(L.kind)) {
     linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
@@ -79,6 +101,8 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   if (uses_path(L.kind))
     path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
                                 ws.data(), ws_bytes, stream, L.factors.data());
+  else if (L.kind == Attention::sba)
+    sba_attention_forward_cuda(o, q, k, v, dims, scale, attn_dt, c.sba.remainder == SbaRemainder::current, stream);
   else
     softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
 }
@@ -98,6 +122,9 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
                                  L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale,
                                  attn_dt, ws.data(), ws_bytes, stream, L.factors.data());
+  else if (L.kind == Attention::sba)
+    sba_attention_backward_cuda(gq, gk, gv, dout, q, k, v, dims, scale, attn_dt,
+                                c.sba.remainder == SbaRemainder::current, ws.data(), ws_bytes, stream);
   else
     softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
                                     gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale, attn_dt, ws.data(),
@@ -115,12 +142,13 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
     gq_in = f32_operand(dq_pre.data()), gk_in = f32_operand(dk_pre.data());
   }
-  const Operand h = in(L.h1, L.h1b);
+  const Operand h = attn_in(L);
   const Target dh_t = f32_target(dh.data());
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wq"), gq_in, h, W(prm, p + "attn.wq"), N, D, HD, false);
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
   if (uses_gate(L.kind)) {
+    if (c.scales_gate(L.kind)) scale_cuda(dlogf.data(), scale, N * H, stream);
     act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
     linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
                          true);
@@ -140,16 +168,19 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
                          H, true);
     bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
   }
-  norm_backward(prm, grads, dh.data(), L.x_in.data(), L.mean1, L.rstd1, p + "norm1", true, N);
+  input_norm_backward(prm, grads, L.x_in.data(), L.mean1, L.rstd1, p + "norm1", N);
 }
 
-// x_next = x_mid + MLP(norm2(x_mid)) over the first n rows.
+// x_next = x_mid + MLP(norm2(x_mid)) over the first n rows; post-norm: x_next = norm2(y1 + MLP(y1)).
 void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n) {
-  norm_forward(prm, out(L.h2, L.h2b), L.mean2, L.rstd2, L.x_mid.data(), p + "norm2", n);
+  if (!post)
+    norm_forward(prm, out(L.h2, L.h2b), L.mean2, L.rstd2, L.x_mid.data(), p + "norm2", n);
+  else if (bf16())
+    f32_to_bf16_cuda(L.h2b.data(), L.y1.data(), n * D, stream);
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
-  linear(out(L.g, L.gb), in(L.h2, L.h2b), W(prm, w_in), nullptr, n, D, f_in);
+  linear(out(L.g, L.gb), mlp_in(L), W(prm, w_in), nullptr, n, D, f_in);
   if (glu && bf16())
     swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), n, F, stream);
   else if (glu)
@@ -158,11 +189,17 @@ void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string&
     act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), n * F, stream);
   else
     act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), n * F, stream);
-  linear_forward_residual_cuda(blas, x_next, in(L.s, L.sb), W(prm, w_out), L.x_mid.data(), n, F, D);
+  if (post) {
+    linear_forward_residual_cuda(blas, L.r2.data(), in(L.s, L.sb), W(prm, w_out), L.y1.data(), n, F, D);
+    norm_forward(prm, f32_target(x_next), L.mean2, L.rstd2, L.r2.data(), p + "norm2", n);
+  } else {
+    linear_forward_residual_cuda(blas, x_next, in(L.s, L.sb), W(prm, w_out), L.x_mid.data(), n, F, D);
+  }
 }
 
-// dx: d(x_next) -> d(x_mid), over the first n rows.
+// dx: d(x_next) -> d(x_mid) (post-norm: d(y1)), over the first n rows.
 void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n) {
+  if (post) post_norm_backward(prm, grads, L.r2.data(), L.mean2, L.rstd2, p + "norm2", n);
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
@@ -175,9 +212,9 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
     act_backward_bf16_cuda(Act::gelu, dgb.data(), dsb.data(), L.gb.data(), n * F, stream);
   else
     act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), n * F, stream);
-  linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), in(L.h2, L.h2b), W(prm, w_in), n, D,
-                       f_in, false);
-  norm_backward(prm, grads, dh.data(), L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", true, n);
+  linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in,
+                       false);
+  input_norm_backward(prm, grads, L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", n);
 }
 
 // Embedding, layers and the final norm: fixed shapes, one CUDA graph. With a rows tail (pruned())
@@ -186,10 +223,15 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
   float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
   if (bf16()) f32_to_bf16_cuda(wb.data(), prm + wb_begin, wb.size(), stream);  // this step's layer weights
   embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
+  if (c.position == PositionKind::learned)  // x[b, t] += pos[t]: a bias over rows of T D
+    add_bias_cuda(x0, P(prm, "pos.weight"), B, T * D, stream);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     Layer& L = layers[l];
     const std::string p = Transformer<float>::layer_prefix(l);
-    norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1", N);
+    if (!post)
+      norm_forward(prm, out(L.h1, L.h1b), L.mean1, L.rstd1, L.x_in.data(), p + "norm1", N);
+    else if (bf16())
+      f32_to_bf16_cuda(L.h1b.data(), L.x_in.data(), N * D, stream);
     attention_inputs(prm, L, p);
     if (pruned() && l + 1 == c.n_layers) {
       if (!rows_attention()) attention_kernel_forward(L);
@@ -197,13 +239,18 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
     }
     attention_kernel_forward(L);
     linear_forward_residual_cuda(blas, L.x_mid.data(), in(L.att, L.ob), W(prm, p + "attn.wo"), L.x_in.data(), N, HD, D);
+    if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", N);
     float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
     if (c.mlp != MlpKind::none)
       mlp_forward(prm, L, p, x_next, N);
     else
-      CUDA_CHECK(cudaMemcpyAsync(x_next, L.x_mid.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+      CUDA_CHECK(cudaMemcpyAsync(x_next, (post ? L.y1 : L.x_mid).data(), N * D * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream));
   }
-  norm_forward(prm, f32_target(hf.data()), meanf, rstdf, x_final.data(), "norm_f", N);  // the head stays fp32
+  if (post)  // no final norm
+    CUDA_CHECK(cudaMemcpyAsync(hf.data(), x_final.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  else
+    norm_forward(prm, f32_target(hf.data()), meanf, rstdf, x_final.data(), "norm_f", N);  // the head stays fp32
 }
 
 // From d(final norm output) in dh (or, after a rows tail, from d(last layer's attention inputs)) to
@@ -214,6 +261,8 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
     const std::string p = Transformer<float>::layer_prefix(l);
     attention_inputs_backward(prm, grads, layers[l], p);
     --l;
+  } else if (post) {
+    dres_from_dh(N);
   } else {
     norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, N);
   }
@@ -221,12 +270,15 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
     Layer& L = layers[l];
     const std::string p = Transformer<float>::layer_prefix(l);
     if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, N);
+    if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", N);
     linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
                          W(prm, p + "attn.wo"), N, HD, D, false);
     attention_kernel_backward(L);
     attention_inputs_backward(prm, grads, L, p);
   }
   embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), embed_index, N, V, D, stream, blas.reduce_scratch());
+  if (c.position == PositionKind::learned)  // dpos[t] += sum_b dx[b, t]: column sums over rows of T D
+    bias_backward_cuda(G(grads, "pos.weight"), dx.data(), B, T * D, stream, blas.reduce_scratch());
 }
 
 // The last layer from its attention on, over the M labelled rows: attention output rows, x_mid =
@@ -247,12 +299,16 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, M, D, stream);
   linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), M,
                                HD, D);
+  if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", M);
   if (c.mlp != MlpKind::none)
     mlp_forward(prm, L, p, x_final.data(), M);
   else
-    CUDA_CHECK(
-        cudaMemcpyAsync(x_final.data(), L.x_mid.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-  norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", M);
+    CUDA_CHECK(cudaMemcpyAsync(x_final.data(), (post ? L.y1 : L.x_mid).data(), M * D * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream));
+  if (post)
+    CUDA_CHECK(cudaMemcpyAsync(hf_rows.data(), x_final.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  else
+    norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", M);
 }
 
 // Backward of forward_rows_tail from d(hf_rows) in dh: leaves d(x_in) of the last layer's residual
@@ -261,8 +317,12 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
 void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   Layer& L = layers.back();
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
-  norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, M);
+  if (post)
+    dres_from_dh(M);
+  else
+    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, M);
   if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, M);
+  if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", M);
   linear_backward_cuda(blas, out(datt_rows, datt_rowsb), G(grads, p + "attn.wo"), dres(), in(att_rows, att_rowsb),
                        W(prm, p + "attn.wo"), M, HD, D, false);
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));

@@ -1,0 +1,162 @@
+// test_cuda_model_options.cpp: GPU-runner parity for the model options (post-norm blocks, learned
+// positions, stick-breaking without its remainder, the scaled PaTH-FoX gate): loss and every
+// gradient against TransformerRunner<double> in fp32 (dense, sparse, the rows tail) and bf16, graph
+// replays against eager launches, and refusing sequences beyond model.max_len. Skips without CUDA.
+#include <gtest/gtest.h>
+
+#ifndef STATEBENCH_HAVE_CUDA
+TEST(CudaModelOptions, RequiresCuda) { GTEST_SKIP() << "statebench was built without CUDA (-DSTATEBENCH_CUDA=OFF)"; }
+#else
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "cuda_model_test_util.hpp"
+#include "model/cuda/gpu_runner.hpp"
+#include "model/transformer.hpp"
+
+namespace sb {
+namespace {
+
+using namespace test;
+
+// A 2-layer model of `kind` with one option set: 0 post-norm (SwiGLU, RMSNorm), 1 post-norm with
+// learned positions (GELU, LayerNorm, tied head), 2 post-norm attention-only blocks with positions,
+// 3 learned positions in pre-norm blocks, 4 stick-breaking without its remainder, 5 PaTH-FoX with the
+// scaled gate (model.path.scale_gate) in a hybrid with `kind` (4, 5: kind ignored or second).
+ModelConfig with_option(Attention kind, int option, int64_t T) {
+  ModelConfig c;
+  c.d_model = 32, c.n_layers = 2, c.n_heads = 2, c.head_dim = 16, c.attention = kind;
+  c.mlp_ratio = 2.0, c.path.rank = 8, c.init.std = 0.2;
+  c.norm_position = option <= 2 ? NormPosition::post : NormPosition::pre;
+  if (option >= 1 && option <= 3) c.position = PositionKind::learned, c.max_len = T + 5;
+  if (option == 1) c.mlp = MlpKind::gelu, c.norm = NormKind::layernorm, c.tied_embeddings = true;
+  if (option == 2) c.mlp = MlpKind::none;
+  if (option == 4) c.attention = Attention::sba, c.sba.remainder = SbaRemainder::none;
+  if (option == 5) c.layers = {Attention::path_fox, kind}, c.path.scale_gate = true;
+  return c;
+}
+const int kOptions = 6;
+
+class CudaModelOptions : public ::testing::TestWithParam<Attention> {
+ protected:
+  void SetUp() override {
+    if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
+  }
+};
+
+// One fp32 forward + backward of B x T against the double CPU runner: the loss and every view's
+// gradient (1e-3 of its norm, + abs_floor for views whose exact gradient is 0).
+void expect_fp32_parity(const ModelConfig& cfg, int64_t B, int64_t T, const std::vector<int32_t>& ids,
+                        const std::vector<int32_t>& labels, const std::string& tag, double abs_floor = 1e-7) {
+  const int64_t V = 11;
+  TwinModels m(cfg, V, 3);
+  const int64_t n = m.f.params().size();
+  TransformerRunner<double> cpu(m.d, B, T);
+  const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
+  std::vector<double> g_cpu(n, 0.0);
+  cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
+  cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
+  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
+  ASSERT_EQ(r.M, ls.count) << tag;
+  EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4) << tag;
+  for (const ParamView& v : m.f.params().views()) {
+    double ref = 0;
+    const double e = view_error(v, r.grads, g_cpu, &ref);
+    EXPECT_LE(e * ref, 1e-3 * ref + abs_floor) << v.name << " " << tag << " |g| " << ref;
+  }
+}
+
+TEST_P(CudaModelOptions, LossAndGradientsMatchDoubleCpu) {
+  const int64_t V = 11, B = 2;
+  for (int option = 0; option < kOptions; ++option)
+    for (int64_t T : {7, 33})
+      for (bool sparse : {false, true}) {
+        std::vector<int32_t> ids, labels;
+        batch(B, T, V, static_cast<uint32_t>(T + 10 * option), sparse, ids, labels);
+        expect_fp32_parity(with_option(GetParam(), option, T), B, T, ids, labels,
+                           "option " + std::to_string(option) + " T " + std::to_string(T) + " sparse " +
+                               std::to_string(sparse));
+      }
+}
+
+// The rows tail of sparse-label batches (the last layer on the labelled rows only) in post-norm
+// blocks: the label patterns of test_cuda_model's RowsTailMatchesDoubleCpu (tail of one sequence
+// with a 1-layer model, position 0 alone, every other row, 4 of 5 rows).
+TEST_P(CudaModelOptions, RowsTailMatchesDoubleCpu) {
+  const int64_t V = 11, B = 2, T = 100;
+  for (int option : {0, 1, 2})
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      ModelConfig cfg = with_option(GetParam(), option, T);
+      if (pattern == 0) cfg.n_layers = 1;
+      std::vector<int32_t> ids, labels;
+      batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
+      for (int64_t i = 0; i < B * T; ++i) {
+        const int64_t t = i % T;
+        const bool keep = pattern == 0   ? (i < T && t >= T - 5)
+                          : pattern == 1 ? (i == 0)
+                          : pattern == 2 ? (t % 2 == 0)
+                                         : (t % 5 != 0);
+        if (!keep) labels[i] = -100;
+      }
+      // + 1e-4 absolute: with position 0 alone labelled, dq and dk are exactly 0 (as in test_cuda_model).
+      expect_fp32_parity(cfg, B, T, ids, labels,
+                         "option " + std::to_string(option) + " pattern " + std::to_string(pattern), 1e-4);
+    }
+}
+
+TEST_P(CudaModelOptions, Bf16TracksDoubleCpu) {
+  for (int option = 0; option < kOptions; ++option) {
+    SCOPED_TRACE("option " + std::to_string(option));
+    check_bf16_model(with_option(GetParam(), option, 33));
+  }
+}
+
+// Recorded CUDA graphs replay the new ops (position add and its column sums, post-norm copies and
+// adds) on new batches: equal to the eager runner's losses and gradients.
+TEST_P(CudaModelOptions, GraphReplaysEqualEagerLaunches) {
+  const int64_t V = 11, B = 3, T = 40;
+  Transformer<float> mf(with_option(GetParam(), 1, T), V);
+  mf.init_params(7);
+  const int64_t n = mf.params().size();
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  {
+    cuda::DeviceBuffer<float> params = device_params(mf), grads_a(n), grads_b(n);
+    cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
+    cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
+    for (int call = 0; call < 4; ++call) {
+      std::vector<int32_t> ids, labels;
+      batch(B, T, V, 50 + static_cast<uint32_t>(call), call % 2 == 1, ids, labels);
+      const GpuResult a = run_gpu(eager, params, grads_a, ids, labels, s);
+      const GpuResult b = run_gpu(graphed, params, grads_b, ids, labels, s);
+      ASSERT_EQ(a.M, b.M);
+      EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * (1 + std::fabs(a.loss_sum))) << "call " << call;
+      const std::vector<double> want(a.grads.begin(), a.grads.end());
+      for (const ParamView& v : mf.params().views())
+        EXPECT_LE(view_error(v, b.grads, want, nullptr), 1e-4) << v.name << " call " << call;
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+TEST(CudaModelOptionsLength, RunnerRefusesSequencesBeyondMaxLen) {
+  if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
+  const Transformer<float> mf(with_option(Attention::sba, 1, 10), 11);  // max_len 15
+  cuda::GpuRunner ok(mf, 2, 15, cuda::MatmulPrecision::fp32, nullptr);
+  try {
+    cuda::GpuRunner too_long(mf, 2, 16, cuda::MatmulPrecision::fp32, nullptr);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "model.max_len: sequences of 16 tokens exceed the 15 learned positions");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CudaModelOptions, ::testing::Values(Attention::sba, Attention::rope, Attention::path_fox),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace sb
+#endif
