@@ -97,13 +97,11 @@ def describe(path, tensors, metadata):
 
 
 def check(model_path, tensors, metadata, check_path, tol):
-    try:
-        import torch
-    except ImportError:
-        print("check_export.py: the logits check needs PyTorch: see tools/README.md "
-              "(Debian 12: apt-get install python3-torch python3-numpy)", file=sys.stderr)
-        sys.exit(3)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from deps import need
+
+    torch = need("check_export.py (the logits check)", "torch")
+    need("check_export.py (the logits check)", "numpy")
     import torch_reference  # the independent float64 model (sets float64 as torch's default dtype)
 
     model_cfg, task = model_config(metadata, model_path)
