@@ -10,13 +10,13 @@ namespace sb {
 void TaskRegistry::add(TaskInfo info) {
   if (info.name.empty()) fail("cannot register a task with an empty name (from {})", info.origin);
   if (!info.create) fail("task '{}' (from {}) has no factory", info.name, info.origin);
+  const auto it = tasks_.find(info.name);
+  if (it != tasks_.end())
+    fail("task '{}' from {} is already registered (from {})", info.name, info.origin, it->second.origin);
   if (!info.length_param.empty() &&
       std::none_of(info.params.begin(), info.params.end(), [&](const ParamSpec& p) { return p.name == info.length_param; }))
     fail("task '{}' (from {}): its length parameter '{}' is not one of its parameters", info.name, info.origin,
          info.length_param);
-  const auto it = tasks_.find(info.name);
-  if (it != tasks_.end())
-    fail("task '{}' from {} is already registered (from {})", info.name, info.origin, it->second.origin);
   std::string key = info.name;
   tasks_.emplace(std::move(key), std::move(info));
 }

@@ -22,7 +22,8 @@ struct TaskInfo {
   std::string origin = "built-in";     // or the plugin file it came from
   // The parameter whose value sets the sequence length: evaluation at length L creates the task
   // with it set to L. "" = a fixed length (no evaluation at other lengths). Must be in params.
-  std::string length_param = "length";
+  // Every built-in task names "length"; plugins name theirs (plugin_abi.h).
+  std::string length_param = "";
 };
 
 class TaskRegistry {

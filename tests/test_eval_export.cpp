@@ -70,7 +70,7 @@ TEST(Eval, RepeatsTheRunsEvaluationAndScoresNewLengths) {
   EXPECT_EQ(record["eval"]["test@4"]["scored"], 24 * 4);
 
   // At the training length the run's own evaluation comes back exactly; the earlier keys stay.
-  r = run_cli({"eval", run.string(), "--examples", "24"});
+  r = run_cli({"eval", run.string()});  // the run's task.eval splits, as many examples as it used
   ASSERT_EQ(r.rc, 0) << r.err;
   record = read_json(run / "eval.json");
   const Json summary = parse_json(summary_before);

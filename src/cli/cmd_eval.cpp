@@ -53,7 +53,8 @@ void add_eval_command(CLI::App& app, Context& ctx) {
       ->type_name("L")
       ->check(CLI::PositiveNumber)
       ->allow_extra_args(false);
-  cmd->add_option("--examples", a->examples, "examples per split and length (default: the run's train.eval_examples)")
+  cmd->add_option("--examples", a->examples, "examples per split and length (default: as many as the run used there, else its "
+                                      "train.eval_examples)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (default: the run's train.device)")->type_name("DEVICE");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);

@@ -115,6 +115,8 @@ EvalRunResult evaluate_run(const std::string& dir, const TaskRegistry& tasks, co
     cfg.train.device = request.device == "cpu" ? Device::cpu : Device::cuda;
     if (cfg.train.device == Device::cpu) cfg.train.precision = Precision::fp32;  // the CPU computes in fp32
   }
+  if (request.device.empty() && cfg.train.device == Device::cuda && !cuda_available())
+    fail("run '{}' trained on cuda and no CUDA device is visible here: pass --device cpu", dir);
   if (request.threads >= 0) cfg.train.threads = request.threads;
   if (request.examples < 0) fail("--examples: expected a number >= 1, got {}", request.examples);
 
@@ -131,7 +133,10 @@ EvalRunResult evaluate_run(const std::string& dir, const TaskRegistry& tasks, co
   for (const auto& split : splits)
     for (const int64_t length : lengths) {
       if (length < 0) fail("--length: expected a number >= 1, got {}", length);
-      const EvalSplitConfig e{split, length, request.examples};
+      // Without --examples, an entry the run itself evaluated keeps its size (the same examples).
+      EvalSplitConfig e{split, length, request.examples};
+      for (const auto& own : cfg.task.eval)
+        if (request.examples == 0 && own.split == split && own.length == length) e.examples = own.examples;
       if (std::any_of(sets.begin(), sets.end(), [&](const EvalSet& s) { return s.key == eval_key(e); })) continue;
       sets.push_back(make_eval_set(tasks, cfg.task, *train_task, e, cfg.train.eval_examples, fmt::format("run '{}'", dir)));
       const std::string option =

@@ -37,7 +37,7 @@ void load_run_parameters(const FinishedRun& run, ParamStore<S>& params);
 struct EvalRequest {
   std::vector<std::string> splits;  // empty: the splits of the run's task.eval, in order
   std::vector<int64_t> lengths;     // empty: the training length only (keys "SPLIT")
-  int64_t examples = 0;             // 0: the run's train.eval_examples
+  int64_t examples = 0;             // 0: as the run's own task.eval entry, else train.eval_examples
   std::string device;               // "": the run's train.device; else cpu or cuda
   int64_t threads = -1;             // < 0: the run's train.threads
   std::string command;              // for provenance
