@@ -73,7 +73,8 @@ void register_automaton(TaskRegistry& registry) {
                   const int64_t length = p.integer("length", 1, int64_t{1} << 30);
                   const bool prefix = p.choice("labels", {"prefix", "final"}) == "prefix";
                   return std::make_unique<Automaton>(load_automaton_spec(file), file, length, prefix);
-                }});
+                },
+                "built-in", "length"});
 }
 
 }  // namespace sb

@@ -128,7 +128,8 @@ void register_flipflop(TaskRegistry& registry) {
                   if (length % 2 != 0) p.bad("length", "must be even (instruction/bit pairs)");
                   const bool reads_only = p.choice("loss", {"reads", "all"}) == "reads";
                   return std::make_unique<FlipFlop>(length, read_mix(p), reads_only);
-                }});
+                },
+                "built-in", "length"});
 }
 
 }  // namespace sb

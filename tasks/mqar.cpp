@@ -126,7 +126,8 @@ void register_mqar(TaskRegistry& registry) {
                  {"random_non_queries", "false", "replace filler zeros by uniform tokens of [0, V) (Zoology's option)"},
                  {"query_order", "zoology",
                   "zoology: i-th drawn gap queries the i-th context key; shuffled: uniformly random assignment"}},
-                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqar>(read_config(p)); }});
+                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqar>(read_config(p)); },
+                "built-in", "length"});
 }
 
 }  // namespace sb

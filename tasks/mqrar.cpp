@@ -191,7 +191,8 @@ void register_mqrar(TaskRegistry& registry) {
                  {"random_non_queries", "false", "replace filler zeros by uniform tokens of [0, V)"},
                  {"query_order", "zoology",
                   "zoology: i-th drawn gap queries the i-th key by first appearance; shuffled: random"}},
-                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqrar>(read_config(p)); }});
+                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqrar>(read_config(p)); },
+                "built-in", "length"});
 }
 
 }  // namespace sb

@@ -73,7 +73,8 @@ void register_parity(TaskRegistry& registry) {
                   const int64_t length = p.integer("length", 1, int64_t{1} << 30);
                   const bool prefix = p.choice("labels", {"prefix", "final"}) == "prefix";
                   return std::make_unique<Parity>(length, prefix, p.flag("bos"));
-                }});
+                },
+                "built-in", "length"});
 }
 
 }  // namespace sb

@@ -1,5 +1,5 @@
-// plugin_loader.cpp: loads task plugins through the C ABI of include/statebench/plugin_abi.h and
-// adapts each plugin task to sb::Task (PluginTask). Everything a plugin returns is validated;
+// plugin_loader.cpp: loads task plugins through the C ABI of include/statebench/plugin_abi.h
+// (versions 1 and 2) and adapts each plugin task to sb::Task (PluginTask). Everything a plugin returns is validated;
 // every failure is a one-line sb::Error naming the plugin file. Libraries are never unloaded.
 #include "tasks/plugin_loader.hpp"
 
@@ -131,7 +131,9 @@ class PluginTask final : public Task {
 };
 
 // Checks one task descriptor and turns it into the registry entry that creates PluginTasks.
-TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32_t position) {
+// `length_param`: the v2 field (may be NULL), or nullptr for a v1 task (then "length" if declared).
+TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32_t position, bool v2,
+                   const char* length_param) {
   if (!valid_task_name(abi.name))
     invalid(file, fmt::format("task {} has a {} name", position,
                               abi.name ? "blank or whitespace-containing" : "NULL"));
@@ -158,6 +160,16 @@ TaskInfo task_info(const std::string& file, const sb_plugin_task_v1& abi, uint32
                                       [&](const ParamSpec& s) { return s.name == p.name; });
     if (repeated) invalid(file, fmt::format("task '{}': param '{}' is declared twice", name, p.name));
     info.params.push_back({p.name, p.default_value ? p.default_value : "", p.help ? p.help : ""});
+  }
+  const auto declared = [&](const std::string& p) {
+    return std::any_of(info.params.begin(), info.params.end(), [&](const ParamSpec& s) { return s.name == p; });
+  };
+  if (!v2) {
+    info.length_param = declared("length") ? "length" : "";
+  } else {
+    info.length_param = length_param ? length_param : "";
+    if (!info.length_param.empty() && !declared(info.length_param))
+      invalid(file, fmt::format("task '{}': length_param '{}' is not one of its params", name, info.length_param));
   }
   const sb_plugin_task_v1* task = &abi;
   info.create = [file, task](const Params& params) -> std::unique_ptr<Task> {
@@ -215,20 +227,35 @@ void load_plugin(TaskRegistry& registry, const std::string& path) {
   if (!abi_version)
     fail("'{}' is not a statebench plugin: missing symbol {}", file, SB_PLUGIN_ABI_VERSION_SYMBOL);
   const uint32_t version = abi_version();
-  if (version != SB_PLUGIN_ABI_VERSION)
-    fail("plugin '{}' was built for plugin ABI v{}; this statebench supports v{}", file, version,
-         SB_PLUGIN_ABI_VERSION);
-  const auto entry = symbol<sb_plugin_entry_v1_fn>(lib.handle, SB_PLUGIN_ENTRY_V1_SYMBOL);
-  if (!entry) fail("plugin '{}' reports ABI v1 but lacks its entry symbol {}", file, SB_PLUGIN_ENTRY_V1_SYMBOL);
-  const sb_plugin_v1* table = entry();
-  if (table == nullptr) invalid(file, fmt::format("{}() returned NULL", SB_PLUGIN_ENTRY_V1_SYMBOL));
-  if (table->n_tasks == 0 || table->tasks == nullptr) invalid(file, "the plugin declares no tasks");
+  if (version != SB_PLUGIN_ABI_V1 && version != SB_PLUGIN_ABI_V2)
+    fail("plugin '{}' was built for plugin ABI v{}; this statebench supports v{} and v{}", file, version,
+         SB_PLUGIN_ABI_V1, SB_PLUGIN_ABI_V2);
+  const bool v2 = version == SB_PLUGIN_ABI_V2;
+  const char* entry_name = v2 ? SB_PLUGIN_ENTRY_V2_SYMBOL : SB_PLUGIN_ENTRY_V1_SYMBOL;
+  void* entry = dlsym(lib.handle, entry_name);
+  if (!entry) fail("plugin '{}' reports ABI v{} but lacks its entry symbol {}", file, version, entry_name);
+  // The task table, as (v1 task, v2 length_param) pairs: a v2 task begins with its v1 part.
+  uint32_t n_tasks = 0;
+  std::vector<std::pair<const sb_plugin_task_v1*, const char*>> tasks;
+  if (v2) {
+    const sb_plugin_v2* table = reinterpret_cast<sb_plugin_entry_v2_fn>(entry)();
+    if (table == nullptr) invalid(file, fmt::format("{}() returned NULL", entry_name));
+    if (table->n_tasks == 0 || table->tasks == nullptr) invalid(file, "the plugin declares no tasks");
+    n_tasks = table->n_tasks;
+    for (uint32_t i = 0; i < n_tasks; ++i) tasks.emplace_back(&table->tasks[i].task, table->tasks[i].length_param);
+  } else {
+    const sb_plugin_v1* table = reinterpret_cast<sb_plugin_entry_v1_fn>(entry)();
+    if (table == nullptr) invalid(file, fmt::format("{}() returned NULL", entry_name));
+    if (table->n_tasks == 0 || table->tasks == nullptr) invalid(file, "the plugin declares no tasks");
+    n_tasks = table->n_tasks;
+    for (uint32_t i = 0; i < n_tasks; ++i) tasks.emplace_back(&table->tasks[i], nullptr);
+  }
 
   // Validate every task before registering any, so a bad file adds nothing.
   std::vector<TaskInfo> infos;
   std::set<std::string> names;
-  for (uint32_t i = 0; i < table->n_tasks; ++i) {
-    TaskInfo info = task_info(file, table->tasks[i], i);
+  for (uint32_t i = 0; i < n_tasks; ++i) {
+    TaskInfo info = task_info(file, *tasks[i].first, i, v2, tasks[i].second);
     if (!names.insert(info.name).second) invalid(file, fmt::format("task '{}' is declared twice", info.name));
     if (registry.contains(info.name)) {
       const std::string& origin = registry.get(info.name).origin;

@@ -270,7 +270,8 @@ void register_word_problem(TaskRegistry& registry) {
                     if (c.short_fraction > 0) task->check_identity_classes(c.short_length, "short_length", p);
                   }
                   return task;
-                }});
+                },
+                "built-in", "length"});
 }
 
 }  // namespace sb

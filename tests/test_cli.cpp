@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "cli_run.hpp"
+#include "io/json.hpp"
 
 using namespace sb;
 using namespace sb::test;
@@ -94,7 +95,38 @@ TEST(CliGenerate, JsonlMatchesLibraryExamples) {
     EXPECT_TRUE(same(a.at("labels"), e.examples[i].labels)) << i;
     EXPECT_TRUE(same(a.at("score_mask"), e.examples[i].score_mask)) << i;
   }
-  EXPECT_EQ(dir_contents(dir).size(), 1u);
+  EXPECT_EQ(dir_contents(dir).size(), 2u);  // the data and its sidecar, ff.jsonl.meta.json
+}
+
+TEST(CliGenerate, SidecarSaysWhatTheFileIs) {
+  const auto dir = fresh_dir("sidecar");
+  for (const char* ext : {"jsonl", "npy", "npz"}) {
+    const auto path = (dir / (std::string("wp.") + ext)).string();
+    const CliResult r = run_cli({"generate", "word_problem", "-p", "group=S3", "-p", "length=5", "--split", "val",
+                                 "--seed", "4", "--start", "2", "-n", "3", "-o", path});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const Json meta = parse_json(read_file(path + ".meta.json"));
+    const auto task = registry().create("word_problem", {{"group", "S3"}, {"length", "5"}});
+    EXPECT_EQ(meta["format"], "statebench-examples");
+    EXPECT_EQ(meta["task"], "word_problem");
+    EXPECT_EQ(meta["params"]["group"], "S3");
+    EXPECT_EQ(meta["params"]["length"], "5");
+    EXPECT_EQ(meta["params"]["labels"], "prefix");  // defaults are written too
+    EXPECT_EQ(meta["split"], "val");
+    EXPECT_EQ(meta["split_kind"], "eval");
+    EXPECT_EQ(meta["seed"], 4);
+    EXPECT_EQ(meta["start"], 2);
+    EXPECT_EQ(meta["count"], 3);
+    EXPECT_EQ(meta["seq_len"], task->seq_len());
+    EXPECT_EQ(meta["vocab"].get<std::vector<std::string>>(), task->vocab());
+    EXPECT_EQ(meta["vocab_size"], task->vocab_size());
+    EXPECT_EQ(meta["ignore_label"], -100);
+  }
+  // A failed generate leaves neither file.
+  const auto bad = (dir / "bad.jsonl").string();
+  EXPECT_EQ(run_cli({"generate", "word_problem", "-p", "group=S3", "--split", "nosuch", "-n", "3", "-o", bad}).rc, 2);
+  EXPECT_FALSE(fs::exists(bad));
+  EXPECT_FALSE(fs::exists(bad + ".meta.json"));
 }
 
 TEST(CliGenerate, EveryTaskAtDefaultsMatchesLibrary) {
@@ -132,7 +164,14 @@ TEST(CliGenerate, NpyHeaderAndPayload) {
   }
 }
 
-TEST(CliGenerate, NpzIsAValidStoredZipOfThreeArrays) {
+// The code points of a UTF-32LE payload, as text when they are ASCII.
+std::string utf32_ascii(const std::string& b) {
+  std::string out;
+  for (size_t i = 0; i + 4 <= b.size(); i += 4) out.push_back(static_cast<char>(le32(b, i)));
+  return out;
+}
+
+TEST(CliGenerate, NpzIsAValidStoredZipOfThreeArraysAndItsMetadata) {
   const auto dir = fresh_dir("npz");
   const auto path = (dir / "ff.npz").string();
   const CliResult r = run_cli({"generate", "flipflop", "-p", "length=10", "--seed", "3", "-n", "7", "-o", path});
@@ -143,12 +182,12 @@ TEST(CliGenerate, NpzIsAValidStoredZipOfThreeArrays) {
   ASSERT_GE(b.size(), 22u);
   const size_t eocd = b.size() - 22;
   ASSERT_EQ(le32(b, eocd), 0x06054b50u);
-  ASSERT_EQ(le16(b, eocd + 10), 3u);
+  ASSERT_EQ(le16(b, eocd + 10), 5u);
   const size_t cd_size = le32(b, eocd + 12), cd_offset = le32(b, eocd + 16);
   EXPECT_EQ(cd_offset + cd_size, eocd);
-  const char* names[] = {"input_ids.npy", "labels.npy", "score_mask.npy"};
+  const char* names[] = {"input_ids.npy", "labels.npy", "score_mask.npy", "vocab.npy", "meta.npy"};
   size_t at = cd_offset, expected_local = 0;
-  for (int m = 0; m < 3; ++m) {
+  for (int m = 0; m < 5; ++m) {
     ASSERT_EQ(le32(b, at), 0x02014b50u) << m;
     EXPECT_EQ(le16(b, at + 10), 0u);  // stored
     const uint32_t crc = le32(b, at + 16), csize = le32(b, at + 20), usize = le32(b, at + 24);
@@ -169,6 +208,21 @@ TEST(CliGenerate, NpzIsAValidStoredZipOfThreeArrays) {
     const size_t data = local + 30 + lname + lextra;
     ASSERT_LE(data + csize, b.size());
     EXPECT_EQ(reference_crc32(b.data() + data, csize), crc) << names[m];
+    expected_local = data + csize;
+    at += 46 + name_len + extra + comment;
+    if (m >= 3) {  // the token names ('<U1' [5]) and the sidecar's JSON ('<U{n}', 0-d)
+      const std::string npy = b.substr(data, csize);
+      const size_t header = 10 + le16(npy, 8);
+      const std::string dict = npy.substr(10, header - 10);
+      if (m == 3) {
+        EXPECT_NE(dict.find("'descr': '<U1', 'fortran_order': False, 'shape': (5,)"), std::string::npos) << dict;
+        EXPECT_EQ(utf32_ascii(npy.substr(header)), "wri01");
+      } else {
+        EXPECT_NE(dict.find("'shape': ()"), std::string::npos) << dict;
+        EXPECT_EQ(utf32_ascii(npy.substr(header)), read_file(path + ".meta.json"));
+      }
+      continue;
+    }
     const std::vector<int32_t> v = read_npy(b.substr(data, csize), "(7, 10)");
     ASSERT_EQ(v.size(), 70u);
     for (size_t i = 0; i < 7; ++i) {
@@ -178,8 +232,6 @@ TEST(CliGenerate, NpzIsAValidStoredZipOfThreeArrays) {
       if (m == 1) EXPECT_TRUE(same(got, e.examples[i].labels)) << i;
       if (m == 2) EXPECT_TRUE(same(got, e.examples[i].score_mask)) << i;
     }
-    expected_local = data + csize;
-    at += 46 + name_len + extra + comment;
   }
   EXPECT_EQ(expected_local, cd_offset);
 }

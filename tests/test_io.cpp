@@ -1,6 +1,9 @@
 // test_io.cpp: the example writers (JSONL, .npy, .npz and its entries' CRC-32), the .npy header,
 // the parallel generate loop (same bytes for any thread count, errors and cancellation) and Progress.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -339,4 +342,40 @@ TEST(Progress, PlainBarAndSilentModes) {
   EXPECT_EQ(human_count(950), "950");
   EXPECT_EQ(human_count(12300), "12.3k");
   EXPECT_EQ(human_count(4.5e6), "4.5M");
+  EXPECT_EQ(human_duration(4.25), "4.2s");
+  EXPECT_EQ(human_duration(125), "2m05s");
+  EXPECT_EQ(human_duration(3720), "1h02m");
+}
+
+TEST(Progress, OneEtaFromThisProcessesRateAndOneFinalLine) {
+  const auto dir = fresh_dir("progress_eta");
+  const auto path = dir / "out.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  {
+    Progress p("job", 100, ProgressMode::kBar, f, "steps");
+    p.set_start(40);  // resumed at 40: the rate counts only what this process did
+    p.set_note("loss 0.5");
+    p.update(41);     // the first update draws
+    p.finish(60);     // stopped early: the final line says where
+  }
+  std::fclose(f);
+  const std::string bar = read_file(path.string());
+  EXPECT_NE(bar.find("41/100 steps"), std::string::npos) << bar;
+  EXPECT_EQ(bar.find(" eta "), bar.rfind(" eta ")) << bar;  // one ETA, on the running line only
+  EXPECT_NE(bar.find(" eta "), std::string::npos) << bar;
+  EXPECT_NE(bar.find("60% 60/100 steps"), std::string::npos) << bar;
+  EXPECT_NE(bar.find("loss 0.5"), std::string::npos) << bar;
+
+  // Plain mode prints lines: a final update at the total is the final line, not repeated.
+  std::FILE* g = std::fopen(path.c_str(), "w");
+  {
+    Progress p("job", 10, ProgressMode::kPlain, g, "steps");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1050));  // plain lines are at least 1 s apart
+    p.update(10);
+    p.finish();
+  }
+  std::fclose(g);
+  const std::string plain = read_file(path.string());
+  EXPECT_EQ(plain.find("100% 10/10"), plain.rfind("100% 10/10")) << plain;
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), '\n'), 1) << plain;
 }

@@ -249,8 +249,8 @@ TEST(PluginErrors, MissingEntrySymbol) {
 }
 
 TEST(PluginErrors, AbiVersionMismatch) {
-  expect_contains(load_error(SB_FIXTURE_ABI_V2), "plugin '" + absolute(SB_FIXTURE_ABI_V2) +
-                  "' was built for plugin ABI v2; this statebench supports v1");
+  expect_contains(load_error(SB_FIXTURE_ABI_V3), "plugin '" + absolute(SB_FIXTURE_ABI_V3) +
+                  "' was built for plugin ABI v3; this statebench supports v1 and v2");
 }
 
 TEST(PluginErrors, MissingVersionedEntryPoint) {
@@ -335,10 +335,11 @@ struct Minimal {
 };
 
 TEST(PluginHelper, GeneratesATableWithDefaults) {
-  const sb_plugin_v1* table = plugin::detail::plugin_table<Minimal>();
+  const sb_plugin_v2* table = plugin::detail::plugin_table<Minimal>();
   ASSERT_NE(table, nullptr);
   ASSERT_EQ(table->n_tasks, 1u);
-  const sb_plugin_task_v1& task = table->tasks[0];
+  EXPECT_STREQ(table->tasks[0].length_param, "");  // no params: a fixed length
+  const sb_plugin_task_v1& task = table->tasks[0].task;
   EXPECT_STREQ(task.name, "minimal");
   EXPECT_EQ(task.n_params, 0u);
   char err[SB_PLUGIN_ERROR_SIZE] = {};

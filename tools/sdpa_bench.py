@@ -9,6 +9,7 @@ Tensors are created as [B, H, T, Dh] (SDPA's native layout), random normal, requ
 """
 import argparse
 import json
+import os
 import sys
 
 DEFAULT_SHAPES = ["8x2048x16x64", "4x4096x16x64", "2x8192x16x128", "128x256x8x64", "256x128x8x32", "64x512x4x64"]
@@ -45,7 +46,10 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", help="write results to this file")
     args = ap.parse_args()
-    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from deps import need
+
+    torch = need("sdpa_bench.py", "torch", min_torch="2.0")
     import torch.nn.functional as F
 
     if not torch.cuda.is_available():

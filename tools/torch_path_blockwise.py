@@ -21,10 +21,14 @@ and for key block m < query block c (queries as row vectors, G P = G - ((G W^T) 
 """
 import argparse
 import math
+import os
 import sys
 
-import torch
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deps import need  # noqa: E402
+
+torch = need("torch_path_blockwise.py", "torch")
+import torch.nn.functional as F  # noqa: E402
 
 
 def _no_autocast(device_type):

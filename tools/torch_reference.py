@@ -12,9 +12,12 @@ import math
 import os
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deps import need  # noqa: E402
+
+np = need("torch_reference.py", "numpy")
+torch = need("torch_reference.py", "torch")
+import torch.nn.functional as F  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 

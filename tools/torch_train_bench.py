@@ -22,11 +22,13 @@ import time
 # shared with other work from stalling every parallel op (see tools/README.md). Set it to override.
 OMP_WAIT_POLICY = os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deps import need  # noqa: E402
+
+torch = need("torch_train_bench.py", "torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_path_blockwise import path_attention_blockwise  # noqa: E402
 
 # Presets: the shapes the lead runs in statebench's `bench train` too. Every value can be overridden.

@@ -1,5 +1,5 @@
 // plugin.hpp: write a task plugin as an ordinary C++ class and export it with one line,
-// STATEBENCH_PLUGIN(MyTask, OtherTask), which generates the C entry points of plugin_abi.h.
+// STATEBENCH_PLUGIN(MyTask, OtherTask), which generates the C entry points of plugin_abi.h (v2).
 // Header-only: needs the C++20 standard library and the include/ directory, nothing else (no fmt,
 // no Eigen, no statebench library). docs/adding-a-task.md walks through a complete plugin.
 #pragma once
@@ -103,7 +103,12 @@ class Args {
 // What STATEBENCH_PLUGIN needs from a task class. Required: static name() and summary(), a
 // constructor from const Args& (or a default constructor), seq_len(), vocab() and
 // sample(split, rng, out) const. Optional: static params() (default none), splits() (default
-// train / val / test) and details().
+// train / val / test), details() and static length_param().
+//
+// Evaluation at other lengths: statebench creates a second instance with the length parameter set
+// to L. length_param() names it; without length_param() it is "length" when params() declares a
+// parameter of that name, else the task has a fixed length (length_param() returning "" says so
+// explicitly). The name must be one of params(): statebench checks it when it loads the plugin.
 template <class T>
 concept TaskClass = requires(const T& task, int split, Rng& rng, ExampleSpans out) {
   { T::name() } -> std::convertible_to<std::string>;
@@ -193,34 +198,41 @@ struct Entry {
   }
 };
 
-// The static name/summary/params strings of one task class and its ABI descriptor.
+// The static name/summary/params/length_param strings of one task class and its ABI descriptor.
 template <TaskClass T>
 struct Descriptor {
   std::string name = T::name(), summary = T::summary();
   std::vector<Param> params;
   std::vector<sb_plugin_param_v1> param_table;
+  std::string length_param;
 
   Descriptor() {
     if constexpr (requires { T::params(); }) params = T::params();
     for (const auto& p : params)
       param_table.push_back({p.name.c_str(), p.default_value.c_str(), p.help.c_str()});
+    if constexpr (requires { { T::length_param() } -> std::convertible_to<std::string>; }) {
+      length_param = T::length_param();
+    } else {
+      for (const auto& p : params)
+        if (p.name == "length") length_param = p.name;
+    }
   }
   static const Descriptor& get() {
     static const Descriptor d;
     return d;
   }
-  sb_plugin_task_v1 abi() const {
-    return {name.c_str(),        summary.c_str(),     static_cast<uint32_t>(param_table.size()),
-            param_table.data(),  &Entry<T>::create,   &Entry<T>::destroy,
-            &Entry<T>::describe, &Entry<T>::sample};
+  sb_plugin_task_v2 abi() const {
+    return {{name.c_str(), summary.c_str(), static_cast<uint32_t>(param_table.size()), param_table.data(),
+             &Entry<T>::create, &Entry<T>::destroy, &Entry<T>::describe, &Entry<T>::sample},
+            length_param.c_str()};
   }
 };
 
 template <TaskClass... Ts>
-const sb_plugin_v1* plugin_table() noexcept {
+const sb_plugin_v2* plugin_table() noexcept {
   try {
-    static const std::vector<sb_plugin_task_v1> tasks{Descriptor<Ts>::get().abi()...};
-    static const sb_plugin_v1 table{static_cast<uint32_t>(tasks.size()), tasks.data()};
+    static const std::vector<sb_plugin_task_v2> tasks{Descriptor<Ts>::get().abi()...};
+    static const sb_plugin_v2 table{static_cast<uint32_t>(tasks.size()), tasks.data()};
     return &table;
   } catch (...) {
     return nullptr;  // statebench reports a NULL table
@@ -230,12 +242,12 @@ const sb_plugin_v1* plugin_table() noexcept {
 }  // namespace detail
 }  // namespace sb::plugin
 
-// Exports the plugin's entry points for the listed task classes. Use once per plugin, at file
-// scope, outside any namespace: STATEBENCH_PLUGIN(ModularCounter)
+// Exports the plugin's entry points (ABI version 2) for the listed task classes. Use once per
+// plugin, at file scope, outside any namespace: STATEBENCH_PLUGIN(ModularCounter)
 #define STATEBENCH_PLUGIN(...)                                                                   \
   extern "C" SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void) {                     \
-    return SB_PLUGIN_ABI_VERSION;                                                                \
+    return SB_PLUGIN_ABI_V2;                                                                     \
   }                                                                                              \
-  extern "C" SB_PLUGIN_EXPORT const sb_plugin_v1* statebench_plugin_v1(void) {                   \
+  extern "C" SB_PLUGIN_EXPORT const sb_plugin_v2* statebench_plugin_v2(void) {                   \
     return ::sb::plugin::detail::plugin_table<__VA_ARGS__>();                                    \
   }

@@ -2,7 +2,9 @@
  * Plain C (C11 or later, or C++11 or later): only fixed-width integers, pointers and function
  * pointers cross the boundary, so a plugin built by another compiler or standard library loads.
  * C++ authors normally use statebench/plugin.hpp, which generates all of this from a task class.
- * Version 1 of the ABI; its layout is frozen (see "Versioning" below). */
+ * ABI versions 1 and 2; their layouts are frozen (see "Versioning" below). Version 2 adds one
+ * field per task, length_param: the parameter that sets the sequence length, which evaluation at
+ * other lengths (task.eval[].length, `statebench eval --length`) changes. */
 #ifndef STATEBENCH_PLUGIN_ABI_H
 #define STATEBENCH_PLUGIN_ABI_H
 
@@ -14,11 +16,13 @@
  *   1. dlopen(path, RTLD_NOW | RTLD_LOCAL). The library is never unloaded.
  *   2. dlsym("statebench_plugin_abi_version") and call it. A library without this symbol is not
  *      a statebench plugin. The value says which versioned entry point the plugin offers.
- *   3. For version 1: dlsym("statebench_plugin_v1") and call it once. It returns a pointer to a
- *      table (sb_plugin_v1) with static storage duration: it, and every string and array it
- *      points to, must stay valid and unchanged for as long as the library is loaded.
+ *   3. For version 2: dlsym("statebench_plugin_v2") and call it once (version 1:
+ *      "statebench_plugin_v1"). It returns a pointer to a table (sb_plugin_v2 / sb_plugin_v1)
+ *      with static storage duration: it, and every string and array it points to, must stay
+ *      valid and unchanged for as long as the library is loaded.
  *   4. Every task in the table is validated and registered under its name; a name already
  *      registered (built-in or another plugin) is an error and nothing from the file is added.
+ *      A version-2 task's length_param must be NULL, "" or the name of one of its params.
  *   5. When a user creates a task, statebench checks the given parameters against the task's
  *      declared params (unknown keys are rejected before create() runs), then calls create()
  *      with every declared parameter that has a value (given by the user, else its non-empty
@@ -29,6 +33,12 @@
  *      Every value sample() writes is checked (token ids in [0, V), labels in [0, V) or -100,
  *      score mask 0/1 and only on labelled positions); a violation is an error naming the file.
  *   7. destroy() is called once per successful create().
+ *   8. Evaluation at another length L (a training config's task.eval[].length, `statebench eval
+ *      --length L`) creates a second instance with the task's length parameter set to L (the
+ *      other parameters unchanged) and needs the same vocabulary size. The length parameter is
+ *      length_param (version 2); a version-1 task has one only if it declares a param named
+ *      exactly "length". A task without one has a fixed length: a config or command asking for
+ *      another length is refused before anything runs, naming the task.
  *
  * Rules for plugin code
  *   - No C++ exception or longjmp may leave any function of this ABI.
@@ -42,15 +52,20 @@
  *   - Export only the two entry symbols (build with -fvisibility=hidden and SB_PLUGIN_EXPORT).
  *
  * Versioning
- *   The layouts and signatures below are ABI version 1 and never change. Any change (a new field,
+ *   The layouts and signatures below (versions 1 and 2) never change. Any change (a new field,
  *   a new function, a changed meaning) makes a new version N with new _vN type names and a new
  *   entry symbol statebench_plugin_vN; statebench_plugin_abi_version() then returns N. A host
- *   supports the versions whose entry symbols it knows and names both numbers when they differ.
+ *   supports the versions whose entry symbols it knows (this one: 1 and 2, so plugins built for
+ *   version 1 keep loading) and names the numbers when a plugin's is not among them.
  * ------------------------------------------------------------------------------------------- */
 
-#define SB_PLUGIN_ABI_VERSION 1u
+#define SB_PLUGIN_ABI_V1 1u /* a plugin exporting statebench_plugin_v1 returns this */
+#define SB_PLUGIN_ABI_V2 2u /* a plugin exporting statebench_plugin_v2 returns this (plugin.hpp does) */
+/* The version-1 number under its original name, so that version-1 plugin sources rebuild unchanged. */
+#define SB_PLUGIN_ABI_VERSION SB_PLUGIN_ABI_V1
 #define SB_PLUGIN_ABI_VERSION_SYMBOL "statebench_plugin_abi_version"
 #define SB_PLUGIN_ENTRY_V1_SYMBOL "statebench_plugin_v1"
+#define SB_PLUGIN_ENTRY_V2_SYMBOL "statebench_plugin_v2"
 #define SB_PLUGIN_ERROR_SIZE 512      /* bytes in the err buffers statebench passes */
 #define SB_PLUGIN_IGNORE_LABEL (-100) /* label meaning "no loss at this position" */
 
@@ -123,23 +138,42 @@ typedef struct sb_plugin_v1 {
   const sb_plugin_task_v1* tasks; /* [n_tasks] */
 } sb_plugin_v1;
 
-/* The two symbols a version-1 plugin exports (declared here so both sides agree on them). */
+/* ---- version 2: a version-1 task plus the parameter that sets its sequence length ---------- */
+
+/* One task a version-2 plugin provides. */
+typedef struct sb_plugin_task_v2 {
+  sb_plugin_task_v1 task;   /* everything a version-1 task has, with the same meaning */
+  const char* length_param; /* the param whose value sets seq_len (e.g. "length"; it must be one
+                             * of task.params); NULL or "": a fixed length (no evaluation at
+                             * other lengths) */
+} sb_plugin_task_v2;
+
+/* The table statebench_plugin_v2() returns. */
+typedef struct sb_plugin_v2 {
+  uint32_t n_tasks; /* >= 1 */
+  const sb_plugin_task_v2* tasks; /* [n_tasks] */
+} sb_plugin_v2;
+
+/* The symbols a plugin exports: statebench_plugin_abi_version() and the entry point of the version
+ * it returns (declared here so both sides agree on them). */
 SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void);
 SB_PLUGIN_EXPORT const sb_plugin_v1* statebench_plugin_v1(void);
+SB_PLUGIN_EXPORT const sb_plugin_v2* statebench_plugin_v2(void);
 
 typedef uint32_t (*sb_plugin_abi_version_fn)(void);
 typedef const sb_plugin_v1* (*sb_plugin_entry_v1_fn)(void);
+typedef const sb_plugin_v2* (*sb_plugin_entry_v2_fn)(void);
 
 #ifdef __cplusplus
 }
 #endif
 
-/* The frozen v1 layout on 64-bit targets (LP64 / LLP64): a build that changes it fails here. */
+/* The frozen v1 and v2 layouts on 64-bit targets (LP64 / LLP64): a build that changes them fails here. */
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 #ifdef __cplusplus
-#define SB_PLUGIN_LAYOUT_CHECK(cond) static_assert(cond, "plugin ABI v1 layout changed")
+#define SB_PLUGIN_LAYOUT_CHECK(cond) static_assert(cond, "plugin ABI layout changed")
 #else
-#define SB_PLUGIN_LAYOUT_CHECK(cond) _Static_assert(cond, "plugin ABI v1 layout changed")
+#define SB_PLUGIN_LAYOUT_CHECK(cond) _Static_assert(cond, "plugin ABI layout changed")
 #endif
 SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_param_v1) == 24);
 SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_split_v1) == 24 && offsetof(sb_plugin_split_v1, help) == 16);
@@ -147,6 +181,8 @@ SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_shape_v1) == 48 && offsetof(sb_plugin_sh
 SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_task_v1) == 64 && offsetof(sb_plugin_task_v1, create) == 32 &&
                        offsetof(sb_plugin_task_v1, sample) == 56);
 SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_v1) == 16 && offsetof(sb_plugin_v1, tasks) == 8);
+SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_task_v2) == 72 && offsetof(sb_plugin_task_v2, length_param) == 64);
+SB_PLUGIN_LAYOUT_CHECK(sizeof(sb_plugin_v2) == 16 && offsetof(sb_plugin_v2, tasks) == 8);
 #undef SB_PLUGIN_LAYOUT_CHECK
 #endif
 

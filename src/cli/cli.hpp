@@ -33,6 +33,12 @@ void add_generate_command(CLI::App& app, Context& ctx);
 void add_bench_command(CLI::App& app, Context& ctx);
 void add_sweep_command(CLI::App& app, Context& ctx);
 void add_table_command(CLI::App& app, Context& ctx);
+void add_eval_command(CLI::App& app, Context& ctx);
+void add_export_command(CLI::App& app, Context& ctx);
+
+// A --device value (cpu, cuda or cuda:N) as a train.device value: cuda:N makes device N current
+// for this process and gives "cuda". sb::Error for a malformed value.
+std::string select_device(const std::string& device);
 
 // `statebench bench` subcommands, each in its own file, called by add_bench_command().
 void add_bench_tasks(CLI::App& bench, Context& ctx);

@@ -1,6 +1,7 @@
 // cmd_generate.cpp: `statebench generate NAME [--param k=v]... -n N -o FILE`: writes examples
-// start .. start+N-1 of one split to JSONL, .npy ([N, 3, T] int32) or .npz. Everything is checked
-// before generation starts; the file appears only when complete (AtomicFile), also on Ctrl-C.
+// start .. start+N-1 of one split to JSONL, .npy ([N, 3, T] int32) or .npz, and FILE.meta.json
+// (task, parameters, vocabulary: io/example_meta.hpp; an .npz holds it too). Everything is checked
+// before generation starts; the files appear only when complete (AtomicFile), also on Ctrl-C.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -11,6 +12,8 @@
 
 #include "cli/cli.hpp"
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/example_meta.hpp"
 #include "io/example_writer.hpp"
 #include "io/generate_examples.hpp"
 #include "io/progress.hpp"
@@ -76,7 +79,9 @@ struct Options {
 void run_generate(Context& ctx, const Options& opt) {
   ctx.load_plugins();
   // Validate everything before touching the output path.
-  const auto task = make_task(ctx, opt.task, opt.params);
+  const TaskInfo& info = ctx.tasks.get(opt.task);
+  const Params params(fmt::format("task '{}'", opt.task), info.params, Params::parse_assignments(opt.params));
+  const auto task = info.create(params);
   const int split = task->split_index(opt.split);
   const int64_t n = parse_count(opt.count);
   const uint64_t seed = parse_index("--seed", opt.seed), start = parse_index("--start", opt.start);
@@ -87,8 +92,16 @@ void run_generate(Context& ctx, const Options& opt) {
   const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int64_t T = task->seq_len();
 
-  InterruptGuard interrupt_guard;  // before the temporary file exists, so Ctrl-C always cleans up
-  auto writer = open_example_writer(opt.output, format, n, T);
+  ExampleFileInfo meta_info{opt.task, {}, opt.split, seed, start, n, format};
+  for (const ParamSpec& spec : info.params)
+    if (params.has_value(spec.name)) meta_info.params.emplace_back(spec.name, params.str(spec.name));
+  const std::string meta = example_meta_json(*task, meta_info);
+
+  InterruptGuard interrupt_guard;  // before the temporary files exist, so Ctrl-C always cleans up
+  AtomicFile sidecar(example_meta_path(opt.output));
+  sidecar.write(meta);
+  auto writer = open_example_writer(opt.output, format, n, T,
+                                    format == ExampleFormat::kNpz ? example_meta_npz_members(*task, meta) : NpzExtras{});
   Progress progress(fmt::format("generate {}", opt.task), n,
                     n * T >= kProgressMinTokens ? ProgressMode::kAuto : ProgressMode::kSilent, stderr, "examples");
   try {
@@ -98,8 +111,12 @@ void run_generate(Context& ctx, const Options& opt) {
     throw;
   }
   writer->commit();
+  sidecar.commit();  // the data file first: a sidecar never describes a missing file
   progress.finish();
-  fmt::print("wrote {} examples of {} (split {}, seed {}, start {}, T={}) to {} [{}]\n", n, opt.task, opt.split, seed, start, T, opt.output, example_format_name(format));
+  fmt::print("wrote {} examples of {} (split {}, seed {}, start {}, T={}) to {} [{}]; task, parameters and "
+             "vocabulary in {}\n",
+             n, opt.task, opt.split, seed, start, T, opt.output, example_format_name(format),
+             example_meta_path(opt.output));
 }
 
 }  // namespace
@@ -111,7 +128,9 @@ void add_generate_command(CLI::App& app, Context& ctx) {
       "Formats (by --format or the extension of FILE):\n"
       "  jsonl (.jsonl, .json): one object per line: {\"input_ids\":[...],\"labels\":[...],\"score_mask\":[...]}\n"
       "  npy: ONE int32 array of shape [N, 3, T]; axis 1 = (input_ids, labels, score_mask)\n"
-      "  npz: uncompressed numpy.savez layout: input_ids, labels, score_mask, each int32 [N, T]\n"
+      "  npz: uncompressed numpy.savez layout: input_ids, labels, score_mask, each int32 [N, T];\n"
+      "       vocab ([V] token names) and meta (FILE.meta.json's text as a 0-d string)\n"
+      "FILE.meta.json beside it: task, parameters, split, seed, indices, seq_len and vocabulary.\n"
       "Labels are -100 where there is no loss; score_mask is 1 where accuracy is reported.\n"
       "Example i is a pure function of (task parameters, split, seed, i): any --threads gives the same bytes.");
   cmd->add_option("task", opt->task, "task name (see `statebench tasks`)")->required();

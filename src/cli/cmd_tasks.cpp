@@ -102,6 +102,9 @@ void print_task_details(const Context& ctx, const std::string& name, const std::
     out += format_table(rows, "  ");
     out += "  (* = set by --param; - = no value: the task derives it)\n";
   }
+  out += info.length_param.empty()
+             ? "length: fixed (no length parameter: no evaluation at other lengths)\n"
+             : fmt::format("length parameter: {} (task.eval[].length and `eval --length` set it)\n", info.length_param);
 
   if (!task) {
     out += fmt::format("\n(not instantiated at its defaults: {})\n", not_created);

@@ -40,21 +40,12 @@ StopPoint parse_stop_point(const std::string& text) {
 void run_train(Context& ctx, const TrainArgs& a) {
   ctx.load_plugins();
   std::vector<std::string> overrides = a.sets;
-  if (!a.device.empty()) {
-    // cpu, cuda, or cuda:N (device N of the visible ones; sweeps give each worker its own).
-    std::string device = a.device;
-    if (device.rfind("cuda:", 0) == 0) {
-      const std::string idx = device.substr(5);
-      if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 4)
-        fail("--device '{}': expected cpu, cuda or cuda:N", device);
-      select_cuda_device(std::stoi(idx));
-      device = "cuda";
-    }
-    overrides.push_back("train.device=" + device);
-  }
+  if (!a.device.empty()) overrides.push_back("train.device=" + select_device(a.device));
   if (a.threads >= 0) overrides.push_back("train.threads=" + std::to_string(a.threads));
   if (!a.out.empty()) overrides.push_back("out_dir=" + a.out);
-  const TrainConfig cfg = load_config(a.config, overrides);
+  std::vector<std::string> notes;
+  const TrainConfig cfg = load_config(a.config, overrides, &notes);
+  for (const auto& note : notes) fmt::print(stderr, "statebench: note: {}\n", note);
   const StopPoint stop = a.stop_after.empty() ? StopPoint{} : parse_stop_point(a.stop_after);
   if (a.dry_run) {
     // The memory check comes first: the model below allocates its parameters.
@@ -87,6 +78,16 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (r.exit_code != 0) throw ExitCode(r.exit_code);
 }
 }  // namespace
+
+std::string select_device(const std::string& device) {
+  // cpu, cuda, or cuda:N (device N of the visible ones; sweeps give each worker its own).
+  if (device.rfind("cuda:", 0) != 0) return device;
+  const std::string idx = device.substr(5);
+  if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos || idx.size() > 4)
+    fail("--device '{}': expected cpu, cuda or cuda:N", device);
+  select_cuda_device(std::stoi(idx));
+  return "cuda";
+}
 
 void add_train_command(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<TrainArgs>();

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
     cli::add_bench_command(app, ctx);
     cli::add_sweep_command(app, ctx);
     cli::add_table_command(app, ctx);
+    cli::add_eval_command(app, ctx);
+    cli::add_export_command(app, ctx);
     for (int i = 0; i < argc; ++i) ctx.command_line += (i ? " " : "") + std::string(argv[i]);
     app.parse(argc, argv);
   } catch (const cli::ExitCode& e) {

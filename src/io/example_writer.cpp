@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
@@ -76,6 +77,47 @@ std::string npy_header(const std::vector<int64_t>& shape, const std::string& des
   std::string out("\x93NUMPY\x01\x00", 8);
   put_le(out, dict.size(), 2);
   return out + dict;
+}
+
+namespace {
+
+// The code points of UTF-8 text; a malformed or overlong sequence gives U+FFFD per bad byte.
+std::vector<uint32_t> utf8_code_points(const std::string& text) {
+  std::vector<uint32_t> out;
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    bool ok = len > 0 && i + static_cast<size_t>(len) <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      ok = (s[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (s[i + k] & 0x3Fu);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    out.push_back(ok ? cp : 0xFFFDu);
+    i += ok ? static_cast<size_t>(len) : 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string npy_unicode(const std::vector<std::string>& strings, bool scalar) {
+  if (scalar && strings.size() != 1) fail("npy_unicode: a scalar takes one string, got {}", strings.size());
+  std::vector<std::vector<uint32_t>> points;
+  size_t width = 1;  // NumPy writes '<U1' for empty strings too
+  for (const auto& s : strings) {
+    points.push_back(utf8_code_points(s));
+    width = std::max(width, points.back().size());
+  }
+  std::string out = npy_header(scalar ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(strings.size())},
+                               "<U" + std::to_string(width));
+  for (const auto& p : points)
+    for (size_t k = 0; k < width; ++k) put_le(out, k < p.size() ? p[k] : 0u, 4);
+  return out;
 }
 
 // ---- writers --------------------------------------------------------------------------------------
@@ -214,11 +256,17 @@ class SpoolFile {
 
 class NpzWriter final : public CountingWriter {
  public:
-  NpzWriter(const std::string& path, int64_t N, int64_t T) : CountingWriter(path, N, T) {
+  NpzWriter(const std::string& path, int64_t N, int64_t T, NpzExtras extras)
+      : CountingWriter(path, N, T), extras_(std::move(extras)) {
     const std::string header = npy_header({N, T});
     const uint64_t member = header.size() + static_cast<uint64_t>(N) * static_cast<uint64_t>(T) * 4;
     uint64_t total = 22;  // end of central directory
     for (const char* name : kNames) total += 30 + 46 + 2 * (std::strlen(name) + 4) + member;
+    for (const auto& [name, bytes] : extras_) {
+      if (name.empty() || std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
+        fail("cannot write '{}': extra npz member '{}' is empty or clashes with an array", path, name);
+      total += 30 + 46 + 2 * (name.size() + 4) + bytes.size();
+    }
     if (total > 0xFFFFFFFFull)
       fail("cannot write '{}': the npz would be {} bytes, over the 4 GiB zip limit (use --format npy)", path, total);
     for (auto& spool : spools_) {
@@ -243,9 +291,14 @@ class NpzWriter final : public CountingWriter {
     constexpr uint16_t kTime = 0, kDate = (0 << 9) | (1 << 5) | 1;
     std::string central;
     uint64_t offset = 0;
-    for (size_t i = 0; i < spools_.size(); ++i) {
-      const std::string name = std::string(kNames[i]) + ".npy";
-      SpoolFile& s = *spools_[i];
+    for (size_t i = 0; i < spools_.size() + extras_.size(); ++i) {
+      const bool spooled = i < spools_.size();
+      const std::string name = (spooled ? std::string(kNames[i]) : extras_[i - spools_.size()].first) + ".npy";
+      const std::string* extra = spooled ? nullptr : &extras_[i - spools_.size()].second;
+      const uint32_t crc = spooled ? spools_[i]->crc()
+                                   : static_cast<uint32_t>(::crc32_z(0, reinterpret_cast<const Bytef*>(extra->data()),
+                                                                     extra->size()));
+      const uint64_t size = spooled ? spools_[i]->size() : extra->size();
       std::string local;
       put_le(local, 0x04034b50u, 4);
       put_le(local, 20, 2);  // version needed: 2.0
@@ -253,14 +306,15 @@ class NpzWriter final : public CountingWriter {
       put_le(local, 0, 2);   // method: stored
       put_le(local, kTime, 2);
       put_le(local, kDate, 2);
-      put_le(local, s.crc(), 4);
-      put_le(local, s.size(), 4);  // compressed size
-      put_le(local, s.size(), 4);  // uncompressed size
+      put_le(local, crc, 4);
+      put_le(local, size, 4);  // compressed size
+      put_le(local, size, 4);  // uncompressed size
       put_le(local, name.size(), 2);
       put_le(local, 0, 2);  // extra field length
       local += name;
       file_.write(local);
-      s.copy_to(file_);
+      if (spooled) spools_[i]->copy_to(file_);
+      else file_.write(*extra);
 
       put_le(central, 0x02014b50u, 4);
       put_le(central, 20, 2);  // made by: MS-DOS attributes, version 2.0
@@ -269,9 +323,9 @@ class NpzWriter final : public CountingWriter {
       put_le(central, 0, 2);
       put_le(central, kTime, 2);
       put_le(central, kDate, 2);
-      put_le(central, s.crc(), 4);
-      put_le(central, s.size(), 4);
-      put_le(central, s.size(), 4);
+      put_le(central, crc, 4);
+      put_le(central, size, 4);
+      put_le(central, size, 4);
       put_le(central, name.size(), 2);
       put_le(central, 0, 2);  // extra
       put_le(central, 0, 2);  // comment
@@ -280,14 +334,14 @@ class NpzWriter final : public CountingWriter {
       put_le(central, 0, 4);  // external attributes
       put_le(central, offset, 4);
       central += name;
-      offset += local.size() + s.size();
+      offset += local.size() + size;
     }
     std::string end;
     put_le(end, 0x06054b50u, 4);
     put_le(end, 0, 2);  // this disk
     put_le(end, 0, 2);  // disk with the central directory
-    put_le(end, spools_.size(), 2);
-    put_le(end, spools_.size(), 2);
+    put_le(end, spools_.size() + extras_.size(), 2);
+    put_le(end, spools_.size() + extras_.size(), 2);
     put_le(end, central.size(), 4);
     put_le(end, offset, 4);
     put_le(end, 0, 2);  // comment length
@@ -299,17 +353,19 @@ class NpzWriter final : public CountingWriter {
  private:
   static constexpr const char* kNames[3] = {"input_ids", "labels", "score_mask"};
   std::array<std::unique_ptr<SpoolFile>, 3> spools_;
+  NpzExtras extras_;
   std::vector<int32_t> row_;  // [count * T] conversion buffer
 };
 
 }  // namespace
 
-std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format, int64_t N, int64_t T) {
+std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format, int64_t N, int64_t T,
+                                                   NpzExtras npz_extras) {
   // Devices, pipes and directories are refused by AtomicFile (the commit's rename would replace them).
   switch (format) {
     case ExampleFormat::kJsonl: return std::make_unique<JsonlWriter>(path, N, T);
     case ExampleFormat::kNpy: return std::make_unique<NpyWriter>(path, N, T);
-    case ExampleFormat::kNpz: return std::make_unique<NpzWriter>(path, N, T);
+    case ExampleFormat::kNpz: return std::make_unique<NpzWriter>(path, N, T, std::move(npz_extras));
   }
   fail("unknown example format");
 }

@@ -3,12 +3,14 @@
 //   npy:   ONE little-endian int32 array of shape [N, 3, T]; axis 1 is (input_ids, labels,
 //          score_mask), so x[:, 0] are the inputs, x[:, 1] the labels (-100 = no loss), x[:, 2] the mask
 //   npz:   an uncompressed zip laid out like numpy.savez: input_ids.npy, labels.npy and
-//          score_mask.npy, each int32 [N, T] (no ZIP64: at most 4 GiB in all)
+//          score_mask.npy, each int32 [N, T] (no ZIP64: at most 4 GiB in all), then any extra
+//          members the caller passes (generate adds vocab.npy and meta.npy: io/example_meta.hpp)
 // Output goes through AtomicFile: a writer destroyed before commit() leaves no file behind.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sb {
@@ -36,13 +38,21 @@ class ExampleWriter {
   virtual void commit() = 0;
 };
 
+// Extra .npz members, written after the three arrays: (name without ".npy", a whole .npy file).
+using NpzExtras = std::vector<std::pair<std::string, std::string>>;
+
 // Opens `path` for N examples of length T. Throws sb::Error (naming the path) if it cannot be
 // written: missing directory, a directory, no permission; for npz also if it would exceed 4 GiB.
 std::unique_ptr<ExampleWriter> open_example_writer(const std::string& path, ExampleFormat format,
-                                                   int64_t N, int64_t T);
+                                                   int64_t N, int64_t T, NpzExtras npz_extras = {});
 
 // The .npy (format 1.0) header for a C-order array: magic, version, length, the dict padded with
 // spaces and a final '\n' to a multiple of 64 bytes. descr e.g. "<i4".
 std::string npy_header(const std::vector<int64_t>& shape, const std::string& descr = "<i4");
+
+// A whole .npy of unicode strings as NumPy writes str arrays (dtype '<U' + the longest length in
+// code points, UTF-32LE): a 1-D array of `strings`, or with `scalar` a 0-d array of strings[0].
+// Invalid UTF-8 becomes U+FFFD.
+std::string npy_unicode(const std::vector<std::string>& strings, bool scalar = false);
 
 }  // namespace sb

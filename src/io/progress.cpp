@@ -25,6 +25,13 @@ std::string human_count(double n) {
   return fmt::format("{:.3g}G", n / 1e9);
 }
 
+std::string human_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  if (s < 59.95) return fmt::format("{:.1f}s", s);
+  if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+}
+
 Progress::Progress(std::string label, int64_t total, ProgressMode mode, std::FILE* stream, std::string unit)
     : label_(std::move(label)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 0)), mode_(mode),
       stream_(stream), start_(std::chrono::steady_clock::now()), last_draw_(start_) {
@@ -58,9 +65,12 @@ void Progress::update(int64_t done) {
   draw(done, false);
 }
 
-void Progress::finish() {
+void Progress::finish(int64_t done) {
   if (finished_) return;
-  if (mode_ != ProgressMode::kSilent) draw(total_, true);
+  if (done < 0) done = total_;
+  // Plain mode prints lines, not redraws: the line of the last update() stands as the final one.
+  const bool already_printed = mode_ == ProgressMode::kPlain && drawn_ && last_done_ == done;
+  if (mode_ != ProgressMode::kSilent && !already_printed) draw(done, true);
   finished_ = true;
 }
 
@@ -69,9 +79,11 @@ void Progress::draw(int64_t done, bool final) {
   drawn_ = true;
   const double t = elapsed();
   const double frac = total_ > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total_), 0.0, 1.0) : 1.0;
-  std::string text = fmt::format("{} {:3.0f}% {}/{}{}{} {:.1f}s", label_, 100 * frac, human_count(static_cast<double>(done)),
-                                 human_count(static_cast<double>(total_)), unit_.empty() ? "" : " ", unit_, t);
-  if (!final && frac > 0 && frac < 1) text += fmt::format(" eta {:.1f}s", t * (1 - frac) / frac);
+  std::string text = fmt::format("{} {:3.0f}% {}/{}{}{} {}", label_, 100 * frac, human_count(static_cast<double>(done)),
+                                 human_count(static_cast<double>(total_)), unit_.empty() ? "" : " ", unit_, human_duration(t));
+  const double done_here = static_cast<double>(done - std::min(start_done_, done));
+  if (!final && done_here > 0 && frac < 1)
+    text += " eta " + human_duration(t * static_cast<double>(std::max<int64_t>(total_ - done, 0)) / done_here);
   if (!note_.empty()) text += "  " + note_;
   if (mode_ == ProgressMode::kBar) {
     const int filled = static_cast<int>(frac * kBarWidth);

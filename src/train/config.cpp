@@ -74,7 +74,8 @@ void resolve_and_validate(TrainConfig& c) {
   if (t.steps < 1) fail("train.steps: expected an integer >= 1, got {}", t.steps);
   if (t.batch_size < 1) fail("train.batch_size: expected an integer >= 1, got {}", t.batch_size);
   if (o.warmup_steps < 0 || o.warmup_steps > t.steps)
-    fail("optim.warmup_steps: {} must be in [0, train.steps = {}]", o.warmup_steps, t.steps);
+    fail("optim.warmup_steps: {} must be in [0, train.steps = {}] (e.g. --set optim.warmup_steps={})", o.warmup_steps,
+         t.steps, t.steps / 10);
   if (t.eval_examples < 1) fail("train.eval_examples: expected an integer >= 1, got {}", t.eval_examples);
   if (t.log_every < 0 || t.eval_every < 0 || t.checkpoint_every < 0 || t.threads < 0)
     fail("train: log_every, eval_every, checkpoint_every and threads must be >= 0");

@@ -81,10 +81,14 @@ struct TrainConfig {
 // Reads a YAML file, applies `overrides` ("a.b=c", the --set flag; c is a YAML scalar, flow
 // sequence or flow map) to the YAML tree, maps it onto TrainConfig, resolves defaults and
 // validates. Errors are sb::Error: "config 'FILE': model.n_layers: expected an integer >= 1, got 'x'".
-TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// One adjustment instead of an error: when an override shortens train.steps below the file's
+// optim.warmup_steps (and does not set the warm-up too), the warm-up becomes steps / 10 and a
+// note saying so is appended to `notes` (when given) for the caller to print.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                        std::vector<std::string>* notes = nullptr);
 // The same from YAML text; `origin` names the source in errors. Empty text = all defaults.
 TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
-                         const std::string& origin = "<string>");
+                         const std::string& origin = "<string>", std::vector<std::string>* notes = nullptr);
 // Cross-field checks (load/parse call it; for configs built in code). Also resolves head_dim,
 // the default eval list and out_dir in place.
 void resolve_and_validate(TrainConfig& config);

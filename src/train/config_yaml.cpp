@@ -433,10 +433,28 @@ std::string apply_override(YAML::Node& root, const std::string& text) {
   return key;
 }
 
+// A run shortened by --set train.steps=N (or a sweep axis) below its config's warm-up keeps a
+// warm-up of a tenth of its steps instead of failing, unless the warm-up was set the same way.
+void fit_warmup(TrainConfig& c, const MapContext& ctx, std::vector<std::string>* notes) {
+  int64_t& warmup = c.optim.warmup_steps;
+  const int64_t steps = c.train.steps;
+  if (steps < 1 || warmup <= steps) return;
+  auto overridden = [&](const std::string& key) {
+    return std::any_of(ctx.overrides.begin(), ctx.overrides.end(), [&](const auto& o) { return o.first == key; });
+  };
+  if (!overridden("train.steps") || overridden("optim.warmup_steps")) return;
+  const int64_t fitted = steps / 10;
+  if (notes)
+    notes->push_back(fmt::format("optim.warmup_steps {} exceeds train.steps = {}; warm-up shortened to {} steps "
+                                 "(a tenth of the run; --set optim.warmup_steps=N to choose)",
+                                 warmup, steps, fitted));
+  warmup = fitted;
+}
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                         const std::string& origin) {
+                         const std::string& origin, std::vector<std::string>* notes) {
   try {
     YAML::Node root;
     try {
@@ -449,6 +467,7 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
     ctx.all_paths = &all_key_paths();
     for (const auto& o : overrides) ctx.overrides.emplace_back(apply_override(root, o), o);
     TrainConfig config = map_config(root, ctx);
+    fit_warmup(config, ctx, notes);
     resolve_and_validate(config);
     return config;
   } catch (const Error& e) {
@@ -458,8 +477,9 @@ TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::st
   }
 }
 
-TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_config(read_file(path), overrides, path);
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides,
+                        std::vector<std::string>* notes) {
+  return parse_config(read_file(path), overrides, path, notes);
 }
 
 }  // namespace sb

@@ -24,6 +24,7 @@
 #include "train/batch_prefetch.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine.hpp"
+#include "train/evaluation.hpp"
 #include "train/memory_estimate.hpp"
 #include "train/metrics_log.hpp"
 #include "train/run_summary.hpp"
@@ -33,11 +34,6 @@ namespace sb {
 namespace fs = std::filesystem;
 
 std::string describe_cpu_device(int64_t threads) { return fmt::format("cpu ({} threads)", threads); }
-
-int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t train_length, int64_t engine_tokens) {
-  const int64_t tokens = length == train_length ? std::max(batch * train_length, engine_tokens) : engine_tokens;
-  return std::max<int64_t>(1, std::min(examples, tokens / std::max<int64_t>(1, length)));
-}
 
 namespace {
 
@@ -86,25 +82,17 @@ int train_split(const Task& task) {
   fail("task '{}' has no training split", task.name());
 }
 
-struct EvalSet {
-  std::string key;  // "val", "val@512"
-  std::unique_ptr<Task> task;
-  int split = 0;
-  int64_t examples = 0, length = 0;
-  std::vector<int32_t> ids, labels;  // generated once: [examples, T]
-  std::vector<uint8_t> mask;
-};
-
 std::string host_name() {
   char buf[256] = {0};
   return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
 }
 
-std::string fmt_duration(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  if (s < 60) return fmt::format("{:.0f}s", s);
-  if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
-  return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
+// What the progress line shows after its counts and ETA: the last loss read (none before the
+// first: a device engine reads it only at log and evaluation steps), the last evaluation, speed.
+std::string progress_note(double last_loss, const std::string& last_eval, double tokens_per_second) {
+  std::string note = std::isnan(last_loss) ? "" : fmt::format("loss {:.4f}", last_loss);
+  if (!last_eval.empty()) note += (note.empty() ? "" : " ") + last_eval;
+  return note + (note.empty() ? "" : " ") + fmt::format("{:.3g} tok/s", tokens_per_second);
 }
 
 // Seconds spent training since t0: wall time less evaluation and checkpoints (on a GPU the steps
@@ -128,30 +116,10 @@ RunTasks build_tasks(const TrainConfig& cfg, const TaskRegistry& tasks) {
   t.params = Params(fmt::format("task '{}'", cfg.task.name), t.info->params, cfg.task.params);
   t.task = t.info->create(t.params);
   t.split = train_split(*t.task);
-  for (const auto& e : cfg.task.eval) {
-    EvalSet set;
-    auto params = cfg.task.params;
-    if (e.length > 0) params["length"] = std::to_string(e.length);
-    set.task = tasks.create(cfg.task.name, params);
-    set.split = set.task->split_index(e.split);
-    set.examples = e.examples > 0 ? e.examples : cfg.train.eval_examples;
-    set.length = set.task->seq_len();
-    set.key = e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split;
-    if (set.task->vocab_size() != t.task->vocab_size())
-      fail("task.eval '{}': vocabulary size {} differs from training's {}", set.key, set.task->vocab_size(),
-           t.task->vocab_size());
-    t.evals.push_back(std::move(set));
-  }
-  const ModelConfig model = resolve_max_len(cfg.model, t.task->seq_len());
-  if (model.position == PositionKind::learned) {
-    if (model.max_len < t.task->seq_len())
-      fail("model.max_len: {} learned positions are fewer than the training sequences' {} tokens", model.max_len,
-           t.task->seq_len());
-    for (const auto& e : t.evals)
-      if (e.length > model.max_len)
-        fail("model.max_len: task.eval '{}' has sequences of {} tokens, more than the {} learned positions "
-             "(model.max_len, 0 = the training length {})", e.key, e.length, model.max_len, t.task->seq_len());
-  }
+  for (size_t i = 0; i < cfg.task.eval.size(); ++i)
+    t.evals.push_back(make_eval_set(tasks, cfg.task, *t.task, cfg.task.eval[i], cfg.train.eval_examples,
+                                    fmt::format("task.eval[{}]", i)));
+  check_learned_positions(cfg.model, t.task->seq_len(), t.evals);
   return t;
 }
 
@@ -197,7 +165,7 @@ class Trainer {
       start = state.step;
       last_loss = last_loss_of(state);
     }
-    for (auto& e : evals_) generate_eval(e);
+    for (auto& e : evals_) generate_eval_set(e, cfg_.train.seed);
     if (start < steps) {
       Batch first;
       fill_batch(start, B, T, first);
@@ -219,7 +187,11 @@ class Trainer {
     const auto t0 = Clock::now();
     int64_t step = start;
     bool stopped = false;
-    Progress progress("train", steps, !opt_.progress ? ProgressMode::kSilent : is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain, stderr, "steps");
+    Progress progress("train", steps,
+                      !opt_.progress ? ProgressMode::kSilent
+                                     : (is_terminal(stderr) ? ProgressMode::kBar : ProgressMode::kPlain),
+                      stderr, "steps");
+    progress.set_start(start);
     auto stop_after = [&](StopPoint::Kind kind, int64_t at) {
       if (opt_.stop_after.kind == kind && opt_.stop_after.step == at) die_like_kill9();
     };
@@ -271,10 +243,7 @@ class Trainer {
         stop_after(StopPoint::checkpoint, done);
       }
       other_seconds += std::chrono::duration<double>(Clock::now() - e0).count();
-      const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-      progress.set_note(fmt::format("loss {:.4f} {} {:.3g} tok/s ETA {}", last_loss, last_eval_line,
-                                    tokens / train_time(t0, other_seconds),
-                                    fmt_duration(elapsed / static_cast<double>(done - start) * (steps - done))));
+      progress.set_note(progress_note(last_loss, last_eval_line, tokens / train_time(t0, other_seconds)));
       progress.update(done);
       if (opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step && done < steps) {
         save_checkpoint(files.checkpoint, cfg_, TrainState{done, loop_state(last_loss)}, engine_->model().params(),
@@ -287,7 +256,7 @@ class Trainer {
         break;
       }
     }
-    progress.finish();
+    progress.finish(step);
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
     const RunSummary summary = make_summary(status, message, step, wall, tokens / train_time(t0, other_seconds),
                                             last_loss, std::move(last_eval));
@@ -317,30 +286,17 @@ class Trainer {
                      {batch.ids.data() + i * T, batch.labels.data() + i * T, batch.mask.data() + i * T});
   }
 
-  void generate_eval(EvalSet& e) {
-    const int64_t n = e.examples * e.length;
-    e.ids.resize(n), e.labels.resize(n), e.mask.resize(n);
-    fill_examples(*e.task, e.split, cfg_.train.seed, 0, e.examples, e.ids.data(), e.labels.data(), e.mask.data());
-  }
-
   // Evaluates every eval set; `reached` = every set's train.target_metric >= train.target_accuracy.
   EvalMap evaluate(bool& reached, std::string& line) {
     EvalMap all;
     reached = true;
     line.clear();
-    for (auto& e : evals_) {
-      EvalCounts counts;
-      const int64_t chunk = eval_chunk(e.examples, e.length, cfg_.train.batch_size, task_->seq_len(),
-                                       engine_->eval_batch_tokens());
-      for (int64_t first = 0; first < e.examples; first += chunk) {
-        const int64_t n = std::min(chunk, e.examples - first);
-        const int64_t off = first * e.length;
-        engine_->evaluate(e.ids.data() + off, e.labels.data() + off, e.mask.data() + off, n, e.length, counts);
-      }
-      all.emplace_back(e.key, EvalSummary::from_counts(counts, e.task->splits()[e.split].name, e.length, e.examples));
+    for (const auto& e : evals_) {
+      EvalSummary summary = evaluate_set(*engine_, e, cfg_.train.batch_size, task_->seq_len());
       const bool by_sequence = cfg_.train.target_metric == TargetMetric::sequence_accuracy;
-      reached &= (by_sequence ? counts.sequence_accuracy() : counts.token_accuracy()) >= cfg_.train.target_accuracy;
-      line += fmt::format("{} {:.4f} ", e.key, counts.token_accuracy());
+      reached &= (by_sequence ? summary.sequence_accuracy : summary.token_accuracy) >= cfg_.train.target_accuracy;
+      line += fmt::format("{} {:.4f} ", e.key, summary.token_accuracy);
+      all.emplace_back(e.key, std::move(summary));
     }
     if (!line.empty()) line.pop_back();
     return all;

@@ -10,6 +10,7 @@
 #include "core/utc_time.hpp"
 #include "tasks/registry.hpp"
 #include "train/config.hpp"
+#include "train/evaluation.hpp"  // eval_chunk
 #include "train/memory_estimate.hpp"
 #include "train/run_summary.hpp"
 
@@ -54,13 +55,6 @@ TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const T
 // The memory the run would need (memory_estimate.hpp), from its config and tasks, allocating
 // nothing: for --dry-run. sb::Error for an unknown task or split.
 MemoryEstimate estimate_run_memory(const TrainConfig& config, const TaskRegistry& tasks);
-
-// Sequences per evaluation chunk of an eval set at `length` (at least one, at most `examples`). At
-// the training length, chunks fill the training batch's buffers (batch x train_length tokens, or the
-// engine's evaluation budget if larger). At any other length an engine needs separate buffers, so
-// chunks hold the engine's budget of tokens (`engine_tokens`): evaluating a model trained at 128 on
-// length 512 must not build buffers for 1024 x 512 tokens (that ran 8 sweep cells out of H100 memory).
-int64_t eval_chunk(int64_t examples, int64_t length, int64_t batch, int64_t train_length, int64_t engine_tokens);
 
 // "cpu (2 threads)" or the GPU's name: the device string recorded in provenance.
 std::string describe_cpu_device(int64_t threads);

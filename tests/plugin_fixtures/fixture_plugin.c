@@ -1,6 +1,7 @@
-/* fixture_plugin.c: small plugins in plain C for the loader's error paths (tests/test_plugins.cpp).
- * Built once per FIXTURE_<MODE> definition (tests/CMakeLists.txt); each build breaks one rule of
- * include/statebench/plugin_abi.h. Also proves that the ABI header is valid C. */
+/* fixture_plugin.c: small plugins in plain C for the loader's error paths (tests/test_plugins.cpp)
+ * and for both ABI versions (v1 by default; FIXTURE_V2_* export a v2 table naming a length
+ * parameter). Built once per FIXTURE_<MODE> definition (tests/CMakeLists.txt); each error build
+ * breaks one rule of include/statebench/plugin_abi.h. Also proves that the ABI header is valid C. */
 #include <statebench/plugin_abi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,10 @@
 /* A shared library that is not a statebench plugin at all. */
 SB_PLUGIN_EXPORT int fixture_unrelated_function(void) { return 42; }
 
-#elif defined(FIXTURE_ABI_V2)
+#elif defined(FIXTURE_ABI_V3)
 
-SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void) { return 2; }
+/* A version this statebench does not know. */
+SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void) { return 3; }
 
 #elif defined(FIXTURE_NO_TABLE)
 
@@ -94,10 +96,33 @@ static int32_t fixture_sample(const void* instance, int32_t split, uint64_t key,
 #define FIXTURE_TASK_NAME "fixture_create_fails"
 #elif defined(FIXTURE_SAMPLE_FAILS)
 #define FIXTURE_TASK_NAME "fixture_sample_fails"
+#elif defined(FIXTURE_V2_SIZE) || defined(FIXTURE_V2_BAD_LENGTH)
+#define FIXTURE_TASK_NAME "fixture_v2"
 #else
 #define FIXTURE_TASK_NAME "fixture_ok"
 #endif
 
+#if defined(FIXTURE_V2_SIZE) || defined(FIXTURE_V2_BAD_LENGTH)
+
+/* Version 2: the v1 task plus the parameter that sets its length ("size"; a typo in BAD_LENGTH). */
+#if defined(FIXTURE_V2_SIZE)
+#define FIXTURE_LENGTH_PARAM "size"
+#else
+#define FIXTURE_LENGTH_PARAM "sise"
+#endif
+static const sb_plugin_task_v2 kTasks[] = {
+    {{FIXTURE_TASK_NAME, "fixture task (ABI v2)", 1, kParams, fixture_create, fixture_destroy, fixture_describe,
+      fixture_sample},
+     FIXTURE_LENGTH_PARAM},
+};
+static const sb_plugin_v2 kPlugin = {sizeof kTasks / sizeof kTasks[0], kTasks};
+
+SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void) { return SB_PLUGIN_ABI_V2; }
+SB_PLUGIN_EXPORT const sb_plugin_v2* statebench_plugin_v2(void) { return &kPlugin; }
+
+#else
+
+/* Version 1 (the name SB_PLUGIN_ABI_VERSION still means 1, so v1 sources rebuild unchanged). */
 static const sb_plugin_task_v1 kTasks[] = {
     {FIXTURE_TASK_NAME, "fixture task", 1, kParams, fixture_create, fixture_destroy, fixture_describe,
      fixture_sample},
@@ -112,4 +137,5 @@ static const sb_plugin_v1 kPlugin = {sizeof kTasks / sizeof kTasks[0], kTasks};
 SB_PLUGIN_EXPORT uint32_t statebench_plugin_abi_version(void) { return SB_PLUGIN_ABI_VERSION; }
 SB_PLUGIN_EXPORT const sb_plugin_v1* statebench_plugin_v1(void) { return &kPlugin; }
 
+#endif
 #endif
