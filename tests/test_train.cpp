@@ -162,7 +162,7 @@ TEST(Train, LearnedPositionsBoundTheEvaluationLength) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "model.max_len: task.eval 'dense@32' has sequences of 32 tokens, more than the 16 learned positions "
+              "model.max_len: evaluation 'dense@32' has sequences of 32 tokens, more than the 16 learned positions "
               "(model.max_len, 0 = the training length 16)");
   }
   EXPECT_FALSE(fs::exists(dir));
