@@ -178,8 +178,14 @@ void run_bench_train(Context& ctx, const Options& o) {
   if (!std::isfinite(o.seconds) || o.seconds <= 0) fail("--seconds {}: expected a positive duration", o.seconds);
   if (o.profile_steps < 1) fail("--profile-steps {}: expected at least 1", o.profile_steps);
   const std::string device = o.list ? o.device : select_device(o.device);
-  const bool cuda = device != "cpu";
+  if (device != "cpu" && device != "cuda") fail("--device '{}': expected cpu, cuda or cuda:N", o.device);
+  const bool cuda = device == "cuda";
   if (o.profile && !cuda) fail("--profile: a per-op breakdown needs --device cuda (the GPU runner's profiler)");
+#ifdef STATEBENCH_HAVE_CUDA
+  if (cuda && !o.list && !cuda_available()) fail("--device {}: no CUDA device is visible", o.device);
+#else
+  if (cuda && !o.list) fail("--device {}: this statebench was built without CUDA", o.device);
+#endif
   const std::vector<std::string> names = o.presets.empty() ? default_bench_presets(cuda || o.list) : o.presets;
   if (o.list) {
     const json j = presets_json(ctx, names, o.sets);
