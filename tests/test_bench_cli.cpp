@@ -107,6 +107,11 @@ TEST(BenchTrainCli, BadValuesGiveOneLineAndExit2) {
       {{"bench", "train", "--seconds", "0"}, "--seconds 0"},
       {{"bench", "train", "--profile-steps", "0"}, "--profile-steps 0"},
       {{"bench", "train", "--device", "cuda:x"}, "--device 'cuda:x'"},
+      {{"bench", "train", "--device", "gpu"}, "--device 'gpu'"},
+#ifndef STATEBENCH_HAVE_CUDA  // with CUDA, a machine with a device would run these
+      {{"bench", "train", "--device", "cuda", "--presets", "a5_l32"}, "--device cuda: this statebench was built without CUDA"},
+      {{"bench", "train", "--device", "cuda", "--profile"}, "--device cuda: this statebench was built without CUDA"},
+#endif
   };
   for (const auto& [args, want] : cases) {
     const CliResult r = run_cli(args);

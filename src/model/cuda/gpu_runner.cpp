@@ -2,7 +2,8 @@
 // src/model/runner.cpp op for op; activation gradients are overwritten, parameter gradients
 // accumulated). This file: buffers, batch upload, the head and the step's order; the layer stacks
 // are model/cuda/gpu_runner_layers.cpp. bf16 precision stores the products' activations as bf16 (kernels/ops/ops_bf16.hpp),
-// reading the weights from a bf16 mirror of the parameters made at each forward.
+// reading the weights from a bf16 mirror of the parameters made at each forward. With a StepProfiler
+// attached (set_profiler), each op region is timed and the layer stacks launch eagerly.
 #include "model/cuda/gpu_runner.hpp"
 
 #include <algorithm>

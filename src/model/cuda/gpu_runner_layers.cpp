@@ -4,6 +4,7 @@
 // the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on the
 // M rows only (attention output rows, wo, MLP, final norm), which is exact since the loss reads
 // nothing else; with PaTH there, its attention runs per labelled query (path_attention_rows_*).
+// Op regions (ProfileScope) time each op when a profiler is attached; otherwise they do nothing.
 #include <string>
 
 #include "model/cuda/gpu_runner_impl.hpp"
