@@ -4,9 +4,11 @@
 torch.optim.AdamW step. Same architecture, parameter names, shapes and init as src/model/ (pre-norm
 decoder; PaTH / PaTH-FoX via tools/torch_path_blockwise.py, RoPE / NoPE / FoX softmax attention,
 stick-breaking attention by dense log-space scores).
-Prints one JSON line and one human line. Runs on PyTorch 1.13 (Debian) and 2.x; see tools/README.md.
+Presets come from statebench (`bench train --list-presets --json`, via tools/bench_presets.py), so both
+time the same models; with a preset the rows carry MFU by statebench's FLOP count (docs/benchmarks.md).
+Prints one JSON line and one human line per attention kind, then a table. PyTorch 1.13 (Debian) and 2.x.
   python3 tools/torch_train_bench.py --preset flipflop_ref --threads 2
-  python3 tools/torch_train_bench.py --preset wordproblem_128 --device cuda --dtype bf16
+  python3 tools/torch_train_bench.py --preset a5_l32 --attention path,rope --device cuda --dtype bf16 --mode compile
   python3 tools/torch_train_bench.py --check   # float64 model vs tools/torch_reference.py
 """
 import argparse
@@ -29,19 +31,14 @@ torch = need("torch_train_bench.py", "torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import bench_presets  # noqa: E402
 from torch_path_blockwise import path_attention_blockwise  # noqa: E402
 
-# Presets: the shapes the lead runs in statebench's `bench train` too. Every value can be overridden.
-PRESETS = {
-    # experiments/flipflop_ref.yaml: flip-flop language modelling, vocab {w, r, i, 0, 1}, length 512.
-    "flipflop_ref": dict(attention="path", d_model=64, n_layers=1, n_heads=2, mlp="swiglu", mlp_ratio=4.0,
-                         vocab=5, T=512, batch=16, rank=32, block=32),
-    # word_problem over S5 (group=S5 length=128, no bos): vocab = the 120 group elements, T = 128.
-    "wordproblem_128": dict(attention="path", d_model=128, n_layers=2, n_heads=4, mlp="swiglu", mlp_ratio=4.0,
-                            vocab=120, T=128, batch=32, rank=32, block=32),
-}
-DEFAULTS = dict(attention="path", d_model=64, n_layers=1, n_heads=2, mlp="swiglu", mlp_ratio=4.0, vocab=5, T=512,
-                batch=16, rank=32, block=32)
+# Defaults of the shape flags when neither a preset nor a flag sets them.
+DEFAULTS = dict(attention="path", d_model=64, n_layers=1, n_heads=2, head_dim=0, mlp="swiglu", mlp_ratio=4.0,
+                norm="rmsnorm", tied=False, rank=32, block=32, conv_bias=False, beta_clamp=0.0, rope_theta=10000.0,
+                vocab=5, T=512, batch=16)
+KINDS = ("path", "rope", "nope", "fox", "path_fox", "sba")
 
 RMS_EPS, LN_EPS, W_EPS = 1e-6, 1e-5, 1e-6  # statebench: rmsnorm 1e-6, layernorm 1e-5, w l2norm 1e-6 (in the sqrt)
 
@@ -267,8 +264,11 @@ class Model(nn.Module):
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="Time statebench's model's training step in PyTorch.")
-    ap.add_argument("--preset", choices=sorted(PRESETS), help="shape preset (explicit flags override it)")
-    ap.add_argument("--attention", choices=["path", "rope", "nope", "fox", "path_fox", "sba"])
+    ap.add_argument("--preset", help="a `statebench bench train` preset (explicit flags override it): flipflop_ref, "
+                    "wordproblem_128, a5_l32, merrill_a5, mqrar, mqar")
+    ap.add_argument("--statebench", help="the statebench binary that lists the presets (default build/statebench)")
+    ap.add_argument("--presets-json", help="the presets from `statebench bench train --list-presets --json FILE`")
+    ap.add_argument("--attention", help="attention kinds, comma-separated (each timed in turn): " + ", ".join(KINDS))
     ap.add_argument("--layers", help="comma-separated attention kind per layer (hybrids), overrides --attention")
     ap.add_argument("--d-model", type=int)
     ap.add_argument("--n-layers", type=int)
@@ -276,13 +276,13 @@ def parse_args(argv=None):
     ap.add_argument("--head-dim", type=int, help="default d_model / n_heads")
     ap.add_argument("--mlp", choices=["swiglu", "gelu", "none"])
     ap.add_argument("--mlp-ratio", type=float)
-    ap.add_argument("--norm", choices=["rmsnorm", "layernorm"], default="rmsnorm")
-    ap.add_argument("--tied", action="store_true", help="tie the output head to the embedding")
+    ap.add_argument("--norm", choices=["rmsnorm", "layernorm"])
+    ap.add_argument("--tied", action="store_true", default=None, help="tie the output head to the embedding")
     ap.add_argument("--rank", type=int, help="PaTH w low rank (model.path.rank)")
     ap.add_argument("--block", type=int, help="PaTH block size (model.path.block)")
-    ap.add_argument("--conv-bias", action="store_true")
-    ap.add_argument("--beta-clamp", type=float, default=0.0)
-    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--conv-bias", action="store_true", default=None)
+    ap.add_argument("--beta-clamp", type=float)
+    ap.add_argument("--rope-theta", type=float)
     ap.add_argument("--sba-remainder", choices=["current", "none"], default="current",
                     help="stick-breaking: what the left-over stick weights (model.sba.remainder)")
     ap.add_argument("--vocab", type=int)
@@ -298,8 +298,9 @@ def parse_args(argv=None):
                     help="PaTH logits in fp32 (default) or following autocast")
     ap.add_argument("--no-sdpa", dest="sdpa", action="store_false",
                     help="softmax attention by explicit scores instead of F.scaled_dot_product_attention")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
-    ap.add_argument("--eager", action="store_true", help="no torch.compile (the default)")
+    ap.add_argument("--mode", choices=["eager", "compile"], help="eager (the default) or torch.compile (PyTorch 2.x)")
+    ap.add_argument("--compile", action="store_true", help="= --mode compile")
+    ap.add_argument("--eager", action="store_true", help="= --mode eager")
     ap.add_argument("--adamw", choices=["default", "foreach", "fused"], default="default",
                     help="torch.optim.AdamW implementation (foreach/fused: PyTorch 2.x)")
     ap.add_argument("--lr", type=float, default=3e-4)
@@ -310,14 +311,27 @@ def parse_args(argv=None):
     a = ap.parse_args(argv)
     if a.layers and a.n_layers is None:
         a.n_layers = len(a.layers.split(","))
-    base = dict(DEFAULTS, **(PRESETS[a.preset] if a.preset else {}))
+    a.listing, a.preset_info = None, None
+    if a.preset:
+        a.listing = bench_presets.load_presets(a.statebench, a.presets_json)
+        a.preset_info = bench_presets.find_preset(a.listing, a.preset)
+    base = dict(DEFAULTS, **(bench_presets.shape(a.preset_info) if a.preset_info else {}))
     for key, value in base.items():
         if getattr(a, key) is None:
             setattr(a, key, value)
-    if a.eager and a.compile:
-        ap.error("--eager and --compile exclude each other")
+    if a.eager and a.compile or a.mode and (a.eager or a.compile):
+        ap.error("give one of --mode, --eager and --compile")
+    a.compile = a.compile or a.mode == "compile"
+    a.mode = "compile" if a.compile else "eager"
     a.head_dim = a.head_dim or a.d_model // a.n_heads
     a.mlp_hidden = max(1, math.floor(a.mlp_ratio * a.d_model + 0.5))  # C++ round(): halves away from 0
+    a.kinds = a.attention.split(",")
+    for kind in a.kinds:
+        if kind not in KINDS:
+            ap.error(f"--attention: unknown attention kind '{kind}' ({', '.join(KINDS)})")
+    if a.layers and len(a.kinds) > 1:
+        ap.error("--layers takes one --attention kind")
+    a.attention = a.kinds[0]
     a.layer_kinds = a.layers.split(",") if a.layers else [a.attention] * a.n_layers
     if len(a.layer_kinds) != a.n_layers:
         ap.error(f"--layers names {len(a.layer_kinds)} kinds for --n-layers {a.n_layers}")
@@ -327,80 +341,6 @@ def parse_args(argv=None):
     if a.sdpa and not hasattr(F, "scaled_dot_product_attention"):
         a.sdpa = False  # PyTorch 1.x
     return a
-
-
-# ---- self-check: the float64 model against tools/torch_reference.py ----
-
-CHECK_CONFIGS = [  # small shapes; T = 11 with block 4 exercises padding and 3 blocks
-    dict(layers="path,path"),
-    dict(layers="path_fox,path_fox", mlp="gelu"),
-    dict(layers="fox,rope", norm="layernorm"),
-    dict(layers="nope,path", tied=True, conv_bias=True, beta_clamp=1.9),
-    dict(layers="rope,path_fox", mlp="none"),
-    dict(layers="sba,sba", sba_remainder="none"),
-    dict(layers="sba,rope"),
-]
-
-
-def check():
-    import torch_reference  # sets the default dtype to float64 on import (its zeros rely on it)
-    dt = torch.float64
-    worst, runs = 0.0, 0
-    for idx, extra in enumerate(CHECK_CONFIGS):
-        argv = ["--d-model", "16", "--n-heads", "2", "--rank", "4", "--block", "4", "--vocab", "7", "--T", "11",
-                "--batch", "2", "--mlp-ratio", "2"]
-        for key, value in extra.items():
-            flag = "--" + key.replace("_", "-")
-            argv += [flag] if value is True else [flag, str(value)]
-        for sdpa in ([True, False] if hasattr(F, "scaled_dot_product_attention") else [False]):
-            a = parse_args(argv + ([] if sdpa else ["--no-sdpa"]))
-            model = Model(a).to(dt)
-            model.init_params(100 + idx, std=0.3)
-            gen = torch.Generator().manual_seed(200 + idx)
-            with torch.no_grad():  # non-trivial gains and biases too
-                for name, p in model.named_parameters():
-                    if p.dim() == 1:
-                        p.add_(0.3 * torch.randn(p.shape, generator=gen, dtype=dt))
-            ids = torch.randint(0, a.vocab, (a.batch, a.T), generator=gen)
-            labels = torch.randint(0, a.vocab, (a.batch, a.T), generator=gen)
-            labels[0, :3] = -100
-            # the reference's parameter dict: w_gate_up split into w_gate / w_up
-            ref_params = {}
-            for name, p in model.named_parameters():
-                if name.endswith("mlp.w_gate_up"):
-                    pre = name[: -len("w_gate_up")]
-                    ref_params[pre + "w_gate"] = p.detach()[: a.mlp_hidden].clone().requires_grad_(True)
-                    ref_params[pre + "w_up"] = p.detach()[a.mlp_hidden:].clone().requires_grad_(True)
-                else:
-                    ref_params[name] = p.detach().clone().requires_grad_(True)
-            cfg = dict(norm=a.norm, norm_eps=RMS_EPS if a.norm == "rmsnorm" else LN_EPS, n_heads=a.n_heads,
-                       head_dim=a.head_dim, rope_theta=a.rope_theta, l2norm_eps=W_EPS, beta_clamp=a.beta_clamp,
-                       mlp=a.mlp, layers=a.layer_kinds, tied_embeddings=a.tied, sba_remainder=a.sba_remainder)
-            ref_logits = torch_reference.Model(cfg, ref_params).logits(ids)
-            torch_reference.loss_fn(ref_logits, labels).backward()
-            logits = model(ids)
-            torch_reference.loss_fn(logits, labels).backward()
-
-            def rel(x, y):
-                return float((x - y).abs().max() / y.abs().max().clamp(min=1e-300))
-            errs = {"logits": rel(logits.detach(), ref_logits.detach())}
-            for name, p in model.named_parameters():
-                if name.endswith("mlp.w_gate_up"):
-                    pre = name[: -len("w_gate_up")]
-                    ref_grad = torch.cat([ref_params[pre + "w_gate"].grad, ref_params[pre + "w_up"].grad])
-                else:
-                    ref_grad = ref_params[name].grad
-                errs["d" + name] = rel(p.grad, ref_grad)
-            top = max(errs, key=errs.get)
-            worst = max(worst, errs[top])
-            runs += 1
-            print(f"check {runs}: layers={a.attention if not a.layers else a.layers} mlp={a.mlp} norm={a.norm} "
-                  f"tied={a.tied} sdpa={a.sdpa}: logits {errs['logits']:.1e}, {len(errs) - 1} gradients, "
-                  f"max {errs[top]:.1e} ({top})")
-    ok = worst <= 1e-8
-    print(f"torch_train_bench --check: {runs} models, max relative error {worst:.2e} ({'OK' if ok else 'FAIL'}, "
-          f"limit 1e-8)")
-    return ok
 
 
 # ---- the benchmark ----
@@ -429,6 +369,17 @@ def blas_libraries():
     except OSError:
         pass
     return sorted(set(found))
+
+
+def preset_flops_per_token(a):
+    """statebench's model FLOPs per token of the preset's model (src/model/flops.cpp, with the task's labelled
+    fraction), when the shape is the preset's with one attention kind throughout; else None."""
+    p = a.preset_info
+    if p is None or len(set(a.layer_kinds)) != 1:
+        return None
+    if any(getattr(a, key) != p[key] for key in bench_presets.SHAPE_KEYS if key not in ("batch", "tied", "norm")):
+        return None
+    return p["flops_per_token"][a.layer_kinds[0]]
 
 
 def bench(a):
@@ -513,6 +464,12 @@ def bench(a):
     }
     if dev.type == "cuda":
         result["peak_memory_mib"] = torch.cuda.max_memory_allocated(dev) / 2**20
+    flops = preset_flops_per_token(a)
+    peak = bench_presets.peak_tflops(a.listing, result["device"], a.dtype) if flops and dev.type == "cuda" else None
+    result["mode"] = a.mode
+    result["flops_per_token"] = flops
+    result["tflops"] = result["tokens_per_s"] * flops / 1e12 if flops else None
+    result["mfu"] = result["tflops"] / peak if peak else None
     print(json.dumps(result))
     print(f"torch_train_bench {a.preset or 'custom'}: {','.join(a.layer_kinds)} D={a.d_model} L={a.n_layers} "
           f"H={a.n_heads} Dh={a.head_dim} {a.mlp} V={a.vocab} T={a.T} B={a.batch}, {n_params} params | "
@@ -525,8 +482,20 @@ def bench(a):
 def main():
     a = parse_args()
     if a.check:
-        return 0 if check() else 1
-    bench(a)
+        import torch_train_check  # noqa: E402 (the self-check lives beside this file)
+        return 0 if torch_train_check.check(sys.modules[__name__]) else 1
+    rows = [["preset", "attention", "mode", "B", "T", "params", "steps", "ms/step", "tokens/s", "TFLOP/s", "MFU"]]
+    for kind in a.kinds:
+        a.attention = kind
+        if not a.layers:
+            a.layer_kinds = [kind] * a.n_layers
+        r = bench(a)
+        rows.append([a.preset or "custom", ",".join(sorted(set(a.layer_kinds))), a.mode, a.batch, a.T, r["params"],
+                     a.steps, f"{r['ms_per_step']:.2f}", f"{r['tokens_per_s']:.0f}",
+                     f"{r['tflops']:.2f}" if r["tflops"] is not None else "-",
+                     f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"])
+    print(bench_presets.format_table(rows))
+    print(f"device: {r['device']} ({a.dtype}, {a.mode}); torch {torch.__version__}")
     return 0
 
 

@@ -48,6 +48,10 @@ class GpuTrainEngine final : public TrainEngine {
                 EvalCounts& counts) override {
     engine_.evaluate(ids, labels, mask, B, T, counts);
   }
+  StepProfile profile_train_steps(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T,
+                                  int64_t steps) override {
+    return engine_.profile_train_steps(ids, labels, B, T, steps);
+  }
   // Larger evaluation batches keep the device busy (one runner reallocation per evaluation).
   int64_t eval_batch_tokens() const override { return 32768; }
 
@@ -57,6 +61,10 @@ class GpuTrainEngine final : public TrainEngine {
 #endif
 
 }  // namespace
+
+StepProfile TrainEngine::profile_train_steps(const int32_t*, const int32_t*, int64_t, int64_t, int64_t) {
+  fail("--profile: a per-op breakdown needs --device cuda (the GPU runner's profiler)");
+}
 
 bool cuda_available() {
 #ifdef STATEBENCH_HAVE_CUDA

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "model/step_profile.hpp"
 #include "model/transformer.hpp"
 #include "train/config.hpp"
 #include "train/cpu_engine.hpp"
@@ -29,6 +30,10 @@ class TrainEngine {
                                 double max_norm, bool read_result) = 0;
   virtual void evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                         EvalCounts& counts) = 0;
+  // `steps` training steps timed op by op (bench train --profile); device engines only: the CPU
+  // engine throws sb::Error.
+  virtual StepProfile profile_train_steps(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T,
+                                          int64_t steps);
   // Tokens per evaluation batch the engine handles well (the loop rounds to whole sequences).
   virtual int64_t eval_batch_tokens() const { return 8192; }
 };

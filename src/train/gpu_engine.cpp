@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "kernels/ops/ops.hpp"
 #include "model/cuda/gpu_runner.hpp"
+#include "model/cuda/step_profiler.hpp"
 
 namespace sb {
 
@@ -117,17 +118,26 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
   if (r.labelled == 0) return r;  // nothing to learn from: no update (as CpuEngine)
   const int64_t n = model_.params().size();
   float* grads = dev_->grads.data();
-  CUDA_CHECK(cudaMemsetAsync(grads, 0, static_cast<size_t>(n) * sizeof(float), stream_));
+  {
+    cuda::ProfileScope op(profiler_, "zero_grads");
+    CUDA_CHECK(cudaMemsetAsync(grads, 0, static_cast<size_t>(n) * sizeof(float), stream_));
+  }
   runner_->forward(dev_->params.data(), ids, labels);
   runner_->backward(dev_->params.data(), grads, 1.0f / static_cast<float>(r.labelled));
-  cuda::grad_norm_cuda(dev_->norm.data(), dev_->partials.data(), grads, n, stream_);
-  if (max_norm > 0) cuda::clip_grads_cuda(grads, dev_->norm.data(), n, max_norm, stream_);
+  {
+    cuda::ProfileScope op(profiler_, "grad_norm_clip");
+    cuda::grad_norm_cuda(dev_->norm.data(), dev_->partials.data(), grads, n, stream_);
+    if (max_norm > 0) cuda::clip_grads_cuda(grads, dev_->norm.data(), n, max_norm, stream_);
+  }
   const int64_t t = optimizer_.steps_taken() + 1;
   const cuda::AdamWArgs args{lr, optim_.betas[0], optim_.betas[1], optim_.eps, optim_.weight_decay,
                              1.0 - std::pow(optim_.betas[0], static_cast<double>(t)),
                              std::sqrt(1.0 - std::pow(optim_.betas[1], static_cast<double>(t)))};
-  cuda::adamw_step_cuda(dev_->params.data(), dev_->m.data(), dev_->v.data(), grads, dev_->decay_mask.data(),
-                        dev_->norm.data(), runner_->loss_sum_device(), n, args, stream_);
+  {
+    cuda::ProfileScope op(profiler_, "adamw");
+    cuda::adamw_step_cuda(dev_->params.data(), dev_->m.data(), dev_->v.data(), grads, dev_->decay_mask.data(),
+                          dev_->norm.data(), runner_->loss_sum_device(), n, args, stream_);
+  }
   device_newer_ = true;
   if (!read_result) {
     optimizer_.set_steps_taken(t);
@@ -143,6 +153,29 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
   // The device skipped the update when either is non-finite; the step count follows (as CpuEngine).
   if (std::isfinite(r.loss) && std::isfinite(r.grad_norm)) optimizer_.set_steps_taken(t);
   return r;
+}
+
+StepProfile GpuEngine::profile_train_steps(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T,
+                                           int64_t steps) {
+  upload_if_host_dirty();
+  ensure_runner(runner_, B, T, true);
+  cuda::StepProfiler profiler(stream_);
+  profiler_ = &profiler;
+  runner_->set_profiler(&profiler);
+  try {
+    for (int64_t s = 0; s < steps; ++s) {
+      profiler.begin_step();
+      train_step(ids, labels, B, T, 1e-4, 1.0, false);
+      profiler.end_step();
+    }
+  } catch (...) {
+    profiler_ = nullptr;
+    runner_->set_profiler(nullptr);
+    throw;
+  }
+  profiler_ = nullptr;
+  runner_->set_profiler(nullptr);
+  return profiler.collect();
 }
 
 void GpuEngine::evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/step_profile.hpp"
 #include "model/transformer.hpp"
 #include "train/cpu_engine.hpp"  // StepResult
 #include "train/optimizer.hpp"
@@ -21,6 +22,7 @@ namespace sb {
 
 namespace cuda {
 class GpuRunner;
+class StepProfiler;
 }
 
 class GpuEngine {
@@ -42,6 +44,9 @@ class GpuEngine {
   // read_result = false skips the one host synchronisation (loss and norm are then returned as 0).
   StepResult train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr, double max_norm,
                         bool read_result = true);
+  // `steps` training steps (lr 1e-4, clipping at 1) timed op by op (cuda::StepProfiler): the layer
+  // stacks launch eagerly while profiled; the unprofiled steps before and after are unchanged.
+  StepProfile profile_train_steps(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, int64_t steps);
   // As CpuEngine::evaluate (synchronises).
   void evaluate(const int32_t* ids, const int32_t* labels, const uint8_t* score_mask, int64_t B, int64_t T,
                 EvalCounts& counts);
@@ -64,6 +69,7 @@ class GpuEngine {
   std::unique_ptr<cuda::GpuRunner> eval_runner_;  // evaluation batches of another shape
   std::vector<int32_t> pad_ids_, pad_labels_;     // a short evaluation batch padded to eval_runner_'s
   bool host_dirty_ = true, device_newer_ = false;
+  cuda::StepProfiler* profiler_ = nullptr;  // set during profile_train_steps only
 };
 
 }  // namespace sb

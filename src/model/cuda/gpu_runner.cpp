@@ -2,7 +2,8 @@
 // src/model/runner.cpp op for op; activation gradients are overwritten, parameter gradients
 // accumulated). This file: buffers, batch upload, the head and the step's order; the layer stacks
 // are model/cuda/gpu_runner_layers.cpp. bf16 precision stores the products' activations as bf16 (kernels/ops/ops_bf16.hpp),
-// reading the weights from a bf16 mirror of the parameters made at each forward.
+// reading the weights from a bf16 mirror of the parameters made at each forward. With a StepProfiler
+// attached (set_profiler), each op region is timed and the layer stacks launch eagerly.
 #include "model/cuda/gpu_runner.hpp"
 
 #include <algorithm>
@@ -173,20 +174,34 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
 // A sparse-label batch (pruned()) ends the last layer on its M labelled rows (the rows tail, after
 // the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
 int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
-  upload_batch(in_ids, labels);
+  {
+    ProfileScope op(prof, "fwd.upload");
+    upload_batch(in_ids, labels);
+  }
   ensure_head_rows(std::max<int64_t>(1, M));
   if (pruned()) ensure_tail_rows();
-  forward_graph.run(stream, {prm, graph_mode()}, [&] { forward_layers(prm); });
+  if (prof)
+    forward_layers(prm);
+  else
+    forward_graph.run(stream, {prm, graph_mode()}, [&] { forward_layers(prm); });
   const float* head_in = hf.data();
   if (pruned()) {
+    ProfileScope op(prof, "fwd.rows_tail");
     forward_rows_tail(prm);  // writes hf_rows
     head_in = hf_rows.data();
-  } else if (!all_rows()) {
-    gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
-    head_in = hf_rows.data();
   }
-  linear_forward_cuda(blas, logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
-  crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
+  {
+    ProfileScope op(prof, "fwd.head");
+    if (!pruned() && !all_rows()) {
+      gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
+      head_in = hf_rows.data();
+    }
+    linear_forward_cuda(blas, logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
+  }
+  {
+    ProfileScope op(prof, "fwd.loss");
+    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
+  }
   have_forward = true;
   return M;
 }
@@ -194,11 +209,17 @@ int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const 
 void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss) {
   if (!trains) fail("gpu runner: built for evaluation only (train = false): it has no backward");
   if (!have_forward) fail("gpu runner: backward needs a forward first");
-  crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
+  {
+    ProfileScope op(prof, "bwd.loss");
+    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
+  }
   float* dhead = G(grads, head_name());
+  ProfileScope head_op(prof, "bwd.head");
   if (pruned()) {  // dh holds the M rows' d(final norm output)
     linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M, D,
                          V, false);
+    head_op.close();
+    ProfileScope op(prof, "bwd.rows_tail");
     backward_rows_tail(prm, grads);
   } else if (all_rows()) {
     linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
@@ -209,7 +230,11 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
                          D, V, false);
     scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
   }
-  backward_graph.run(stream, {prm, grads, graph_mode()}, [&] { backward_layers(prm, grads); });
+  head_op.close();
+  if (prof)
+    backward_layers(prm, grads);
+  else
+    backward_graph.run(stream, {prm, grads, graph_mode()}, [&] { backward_layers(prm, grads); });
 }
 
 
@@ -226,6 +251,7 @@ const double* GpuRunner::loss_sum_device() const { return impl_->loss_sum.data()
 void GpuRunner::backward(const float* params, float* grads, float scale) { impl_->backward(params, grads, scale); }
 const float* GpuRunner::logits_device() const { return impl_->logits.data(); }
 const std::vector<int32_t>& GpuRunner::logit_rows() const { return impl_->host_rows; }
+void GpuRunner::set_profiler(StepProfiler* profiler) { impl_->prof = profiler; }
 
 void GpuRunner::argmax(int32_t* predictions) {
   Impl& m = *impl_;

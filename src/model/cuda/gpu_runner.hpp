@@ -16,6 +16,8 @@
 
 namespace sb::cuda {
 
+class StepProfiler;
+
 class GpuRunner {
  public:
   // Preallocates every activation for batches of B sequences of length T on `stream` (the head's
@@ -52,6 +54,9 @@ class GpuRunner {
   // Device logits [M, V] of the last forward, rows in logit_rows() order.
   const float* logits_device() const;
   const std::vector<int32_t>& logit_rows() const;
+  // Times the following forwards / backwards op by op into `profiler` (model/cuda/step_profiler.hpp),
+  // launching eagerly (no CUDA graphs) while one is set; nullptr (the default) detaches it.
+  void set_profiler(StepProfiler* profiler);
 
  private:
   struct Impl;

@@ -15,6 +15,7 @@
 #include "model/cuda/gpu_runner.hpp"
 #include "kernels/ops/ops_bf16.hpp"
 #include "kernels/ops/ops.hpp"
+#include "model/cuda/step_profiler.hpp"
 #include "model/cuda/stream_graph.hpp"
 
 namespace sb::cuda {
@@ -88,6 +89,7 @@ struct GpuRunner::Impl {
   DeviceBuffer<char> ws;  // attention workspace (max over calls)
   size_t ws_bytes = 0;
   bool have_forward = false;
+  StepProfiler* prof = nullptr;  // set: op regions are timed and the layer stacks launch eagerly
   Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).

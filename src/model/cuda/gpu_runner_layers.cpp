@@ -4,6 +4,7 @@
 // the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on the
 // M rows only (attention output rows, wo, MLP, final norm), which is exact since the loss reads
 // nothing else; with PaTH there, its attention runs per labelled query (path_attention_rows_*).
+// Op regions (ProfileScope) time each op when a profiler is attached; otherwise they do nothing.
 #include <string>
 
 #include "model/cuda/gpu_runner_impl.hpp"
@@ -13,6 +14,7 @@ namespace sb::cuda {
 
 void GpuRunner::Impl::norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x,
                                    const std::string& name, int64_t n) {
+  ProfileScope op(prof, "fwd.norm");
   const float* g = P(prm, name + ".weight");
   const bool y16 = y.type == Storage::bf16;
   auto* y32 = static_cast<float*>(y.data);
@@ -31,6 +33,7 @@ void GpuRunner::Impl::norm_forward(const float* prm, Target y, Buf& mean, Buf& r
 // grads accumulated.
 void GpuRunner::Impl::norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
                                     const Buf& rstd, const std::string& name, bool accumulate, int64_t n) {
+  ProfileScope op(prof, "bwd.norm");
   uint16_t* dx16 = bf16() ? dxb.data() : nullptr;
   if (c.norm == NormKind::rmsnorm)
     rmsnorm_backward_cuda(dx.data(), G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), n, D,
@@ -54,6 +57,7 @@ void GpuRunner::Impl::dres_from_dh(int64_t n) {
 
 void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean,
                                           const Buf& rstd, const std::string& name, int64_t n) {
+  ProfileScope op(prof, "bwd.norm");
   if (post)
     add_bias_cuda(dx.data(), dh.data(), 1, n * D, stream);  // one row of n D: an elementwise add (dxb goes stale:
                                                            // the next reader is a norm backward, which rewrites it)
@@ -65,6 +69,7 @@ void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const 
 void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::string& p) {
   const Operand h = attn_in(L);
   const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
+  ProfileScope qkv_op(prof, "fwd.qkv");
   linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
   linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
   linear(out(L.v, L.vb), h, W(prm, p + "attn.wv"), nullptr, N, D, HD);
@@ -75,12 +80,15 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
     rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
     rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
   }
+  qkv_op.close();
   if (uses_gate(L.kind)) {
+    ProfileScope op(prof, "fwd.gate");
     linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
     act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
     if (c.scales_gate(L.kind)) scale_cuda(L.logf.data(), scale, N * H, stream);
   }
   if (uses_path(L.kind)) {
+    ProfileScope op(prof, "fwd.path_w_beta");
     linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
     linear_forward_cuda(blas, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
     const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
@@ -98,6 +106,7 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   const void* k = kernel_view(L.k, L.kb);
   const void* v = kernel_view(L.v, L.vb);
   void* o = kernel_view(L.att, L.ob);
+  ProfileScope op(prof, "fwd.attention");
   if (uses_path(L.kind))
     path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
                                 ws.data(), ws_bytes, stream, L.factors.data());
@@ -118,6 +127,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   const void* k = kernel_view(L.k, L.kb);
   const void* v = kernel_view(L.v, L.vb);
   const void* o = kernel_view(L.att, L.ob);
+  ProfileScope op(prof, "bwd.attention");
   if (uses_path(L.kind))
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
                                  L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale,
@@ -134,6 +144,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
 // From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
   Operand gq_in = in(dq, dqb), gk_in = in(dk, dkb);
+  ProfileScope qkv_op(prof, "bwd.qkv");
   if (L.kind == Attention::rope && bf16()) {  // in place
     rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
     rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
@@ -147,7 +158,9 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wq"), gq_in, h, W(prm, p + "attn.wq"), N, D, HD, false);
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
   linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
+  qkv_op.close();
   if (uses_gate(L.kind)) {
+    ProfileScope op(prof, "bwd.gate");
     if (c.scales_gate(L.kind)) scale_cuda(dlogf.data(), scale, N * H, stream);
     act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
     linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
@@ -155,6 +168,7 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     bias_backward_cuda(G(grads, p + "attn.bf"), dzf.data(), N, H, stream, blas.reduce_scratch());
   }
   if (uses_path(L.kind)) {
+    ProfileScope op(prof, "bwd.path_w_beta");
     const bool bias = has(p + "attn.conv_bias");
     path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
                              dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
@@ -180,7 +194,11 @@ void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string&
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
-  linear(out(L.g, L.gb), mlp_in(L), W(prm, w_in), nullptr, n, D, f_in);
+  {
+    ProfileScope op(prof, "fwd.mlp_in");
+    linear(out(L.g, L.gb), mlp_in(L), W(prm, w_in), nullptr, n, D, f_in);
+  }
+  ProfileScope act_op(prof, "fwd.mlp_act");
   if (glu && bf16())
     swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), n, F, stream);
   else if (glu)
@@ -189,8 +207,11 @@ void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string&
     act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), n * F, stream);
   else
     act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), n * F, stream);
+  act_op.close();
+  ProfileScope out_op(prof, "fwd.mlp_out");
   if (post) {
     linear_forward_residual_cuda(blas, L.r2.data(), in(L.s, L.sb), W(prm, w_out), L.y1.data(), n, F, D);
+    out_op.close();
     norm_forward(prm, f32_target(x_next), L.mean2, L.rstd2, L.r2.data(), p + "norm2", n);
   } else {
     linear_forward_residual_cuda(blas, x_next, in(L.s, L.sb), W(prm, w_out), L.x_mid.data(), n, F, D);
@@ -203,7 +224,10 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
+  ProfileScope out_op(prof, "bwd.mlp_out");
   linear_backward_cuda(blas, out(ds, dsb), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), n, F, D, false);
+  out_op.close();
+  ProfileScope act_op(prof, "bwd.mlp_act");
   if (glu && bf16())
     swiglu_backward_bf16_cuda(dgb.data(), dsb.data(), L.gb.data(), n, F, stream);
   else if (glu)
@@ -212,8 +236,11 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
     act_backward_bf16_cuda(Act::gelu, dgb.data(), dsb.data(), L.gb.data(), n * F, stream);
   else
     act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), n * F, stream);
+  act_op.close();
+  ProfileScope in_op(prof, "bwd.mlp_in");
   linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in,
                        false);
+  in_op.close();
   input_norm_backward(prm, grads, L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", n);
 }
 
@@ -221,10 +248,16 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
 // the last layer stops after its attention inputs (and, without rows attention, its attention).
 void GpuRunner::Impl::forward_layers(const float* prm) {
   float* x0 = layers.empty() ? x_final.data() : layers[0].x_in.data();
-  if (bf16()) f32_to_bf16_cuda(wb.data(), prm + wb_begin, wb.size(), stream);  // this step's layer weights
-  embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
-  if (c.position == PositionKind::learned)  // x[b, t] += pos[t]: a bias over rows of T D
-    add_bias_cuda(x0, P(prm, "pos.weight"), B, T * D, stream);
+  if (bf16()) {
+    ProfileScope op(prof, "fwd.weights_bf16");
+    f32_to_bf16_cuda(wb.data(), prm + wb_begin, wb.size(), stream);  // this step's layer weights
+  }
+  {
+    ProfileScope op(prof, "fwd.embedding");
+    embedding_forward_cuda(x0, ids, P(prm, "embed.weight"), N, V, D, stream);
+    if (c.position == PositionKind::learned)  // x[b, t] += pos[t]: a bias over rows of T D
+      add_bias_cuda(x0, P(prm, "pos.weight"), B, T * D, stream);
+  }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     Layer& L = layers[l];
     const std::string p = Transformer<float>::layer_prefix(l);
@@ -238,7 +271,11 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
       return;
     }
     attention_kernel_forward(L);
-    linear_forward_residual_cuda(blas, L.x_mid.data(), in(L.att, L.ob), W(prm, p + "attn.wo"), L.x_in.data(), N, HD, D);
+    {
+      ProfileScope op(prof, "fwd.out_proj");
+      linear_forward_residual_cuda(blas, L.x_mid.data(), in(L.att, L.ob), W(prm, p + "attn.wo"), L.x_in.data(), N, HD,
+                                   D);
+    }
     if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", N);
     float* x_next = l + 1 < c.n_layers ? layers[l + 1].x_in.data() : x_final.data();
     if (c.mlp != MlpKind::none)
@@ -271,11 +308,15 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
     const std::string p = Transformer<float>::layer_prefix(l);
     if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, N);
     if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", N);
-    linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
-                         W(prm, p + "attn.wo"), N, HD, D, false);
+    {
+      ProfileScope op(prof, "bwd.out_proj");
+      linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
+                           W(prm, p + "attn.wo"), N, HD, D, false);
+    }
     attention_kernel_backward(L);
     attention_inputs_backward(prm, grads, L, p);
   }
+  ProfileScope op(prof, "bwd.embedding");
   embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), embed_index, N, V, D, stream, blas.reduce_scratch());
   if (c.position == PositionKind::learned)  // dpos[t] += sum_b dx[b, t]: column sums over rows of T D
     bias_backward_cuda(G(grads, "pos.weight"), dx.data(), B, T * D, stream, blas.reduce_scratch());
