@@ -109,6 +109,9 @@ __global__ void embedding_forward4_kernel(float4* out, const int32_t* ids, const
 // Embedding gradient (layout in kernels/ops/ops.hpp). One CTA of kEmbWarps warps per segment: warp w sums
 // rows w, w + kEmbWarps, ... of the segment (4 rows in flight), the warps' sums are added in order.
 constexpr int kEmbWarps = 8, kEmbCols = 256;
+// The shortest segment: 64 rows (8 a warp) keeps a frequent token's rows over many CTAs (a batch of
+// 32768 tokens over ~64 ids: ~512 CTAs, a few per SM) while each warp still has two 4-row steps.
+constexpr int64_t kEmbMinRows = 64;
 struct EmbIndex {
   const int32_t *seg_id, *seg_begin, *seg_slot, *order, *multi_id, *multi_slot0;
   __device__ EmbIndex(const int32_t* index, int64_t N)
@@ -237,7 +240,7 @@ void embedding_forward_cuda(float* out, const int32_t* ids, const float* wte, in
 int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats) {
   // slots <= 2 N / rows + 1 (every many-segment id has at least one full segment)
   const int64_t per_row = std::max<int64_t>(1, floats / std::max<int64_t>(1, D) - 1);
-  return std::max<int64_t>(256, (2 * N + per_row - 1) / per_row);
+  return std::max<int64_t>(kEmbMinRows, (2 * N + per_row - 1) / per_row);
 }
 
 void embedding_index_build(int32_t* index, const int32_t* ids, int64_t N, int64_t V, int64_t D, int32_t* counts,
@@ -272,7 +275,7 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   embedding_segments_kernel<<<static_cast<unsigned>(grid), 32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, dout,
                                                                                      index, N, D);
   SB_CUDA_CHECK_LAUNCH();
-  const int64_t multi_grid = std::min<int64_t>({N / 256 + 1, V, 16384});  // segments have >= 256 rows
+  const int64_t multi_grid = std::min<int64_t>({N / kEmbMinRows + 1, V, 16384});  // segments have >= kEmbMinRows rows
   embedding_slots_kernel<<<static_cast<unsigned>(multi_grid), 128, 0, stream>>>(dwte, scratch.data, index, N, D);
   SB_CUDA_CHECK_LAUNCH();
 }

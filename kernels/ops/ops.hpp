@@ -42,7 +42,7 @@ constexpr int64_t kReduceChunks = 64;
 //   [n_seg | n_multi | seg_id[N] | seg_begin[N + 1] | seg_slot[N] (-1: direct) | order[N] |
 //    multi_id[N] | multi_slot0[N + 1]]
 constexpr int64_t embedding_index_ints(int64_t N) { return 6 * N + 4; }
-// The segment length (>= 256) that keeps the slots (at most 2 N / rows + 1 rows of D floats) in
+// The segment length (>= 64) that keeps the slots (at most 2 N / rows + 1 rows of D floats) in
 // `floats`; with no scratch (floats = 0) every id is one segment.
 int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats);
 void embedding_index_build(int32_t* index,      // [embedding_index_ints(N)] host
