@@ -137,7 +137,8 @@ TEST_F(CudaOps, NormRowShapes) {
 
 // Dh = 4 .. 128 with H Dh <= 1024: the fused kernels (C = 1024 at H 8 Dh 128); Dh = 12 (not a power of
 // two groups), 256 (a head wider than a warp's float4s): the per-row kernels. The runner's scratch, a
-// small one (few partial rows) and none; du or the parameter gradients alone.
+// small one (few row chunks) and none (the per-row kernels' sums; the fused kernel keeps its partial
+// sums in da_scratch); du or the parameter gradients alone.
 TEST_F(CudaOps, PathWPathShapes) {
   Dev<float> partials(static_cast<size_t>(kRunnerScratch));
   struct Shape {

@@ -57,6 +57,7 @@ constexpr int kSumThreads = 1024;
 __global__ void sum_to_double_kernel(double* out, const float* in, int64_t n) {
   __shared__ double sh[kSumThreads];
   double acc = 0;
+#pragma unroll 8
   for (int64_t i = threadIdx.x; i < n; i += kSumThreads) acc += static_cast<double>(in[i]);
   sh[threadIdx.x] = acc;
   __syncthreads();

@@ -139,7 +139,7 @@ void path_wpath_forward_cuda(float* w,             // [B, T, H, Dh]
 void path_wpath_backward_cuda(float* du,              // [B, T, H * Dh] (overwritten)
                               float* dwconv,          // [H * Dh, 3] (+=)
                               float* dbias,           // [H * Dh] (+=) or nullptr
-                              float* da_scratch,      // [B, T, H * Dh] scratch
+                              float* da_scratch,      // [B, T, H * Dh] scratch (da, or the fused kernel's partial sums)
                               const float* dw,        // [B, T, H, Dh]
                               const float* conv_out,  // [B, T, H * Dh]
                               const float* u,         // [B, T, H * Dh]

@@ -321,10 +321,12 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
     const int lrows = std::max(1, kThreads / sh.Gp);
     int64_t grid = blocks_for(sh.items, lrows);
     float *part_w = nullptr, *part_b = nullptr;
-    if (dwconv) {  // CTAs = partial rows: as many as the scratch holds, at most 1024 (none: one CTA)
-      grid = std::min<int64_t>({grid, scratch.data ? scratch.floats / (4 * C) : 1, 1024});
-      grid = std::max<int64_t>(grid, 1);
-      if (grid > 1) part_w = scratch.data, part_b = scratch.data + grid * 3 * C;
+    if (dwconv) {  // a partial row per CTA, kept in da_scratch (N C floats, unused by the fused path) or
+                   // else the ReduceScratch; at most 1024 (none fits: one CTA adds straight into dwconv)
+      float* part = da_scratch ? da_scratch : scratch.data;
+      const int64_t room = da_scratch ? N * C : scratch.data ? scratch.floats : 0;
+      grid = std::max<int64_t>(1, std::min<int64_t>({grid, room / (4 * C), 1024}));
+      if (grid > 1) part_w = part, part_b = part + grid * 3 * C;
     }
     const size_t smem = static_cast<size_t>(lrows) * 4 * sh.Gp * sizeof(float4);
     wpath_backward_fused_kernel<<<static_cast<unsigned>(grid), lrows * sh.Gp, smem, stream>>>(
