@@ -101,7 +101,8 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
   if (i < N * D) out[i] = wte[static_cast<int64_t>(ids[i / D]) * D + i % D];
 }
 // Four columns per thread (D % 4 == 0, out and wte 16-byte aligned; D4 = D / 4, 32-bit indices).
-__global__ void embedding_forward4_kernel(float4* out, const int32_t* ids, const float4* wte, uint32_t n4, uint32_t D4) {
+__global__ void embedding_forward4_kernel(float4* out, const int32_t* ids, const float4* wte, uint32_t n4,
+                                          uint32_t D4) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n4) out[i] = wte[static_cast<int64_t>(ids[i / D4]) * D4 + i % D4];
 }

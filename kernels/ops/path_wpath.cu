@@ -139,6 +139,10 @@ __device__ __forceinline__ float group_sum(float x, int G) {
 __device__ __forceinline__ float4 fma4(const float (&w)[4], float4 x, float4 a) {
   return make_float4(a.x + w[0] * x.x, a.y + w[1] * x.y, a.z + w[2] * x.z, a.w + w[3] * x.w);
 }
+// acc + a b per column.
+__device__ __forceinline__ float4 add_mul(float4 acc, float4 a, float4 b) {
+  return make_float4(acc.x + a.x * b.x, acc.y + a.y * b.y, acc.z + a.z * b.z, acc.w + a.w * b.w);
+}
 __device__ __forceinline__ float silu_of(float a) { return a * sigmoidf_stable(a); }
 
 struct FusedShape {
@@ -183,7 +187,7 @@ __global__ void wpath_forward_fused_kernel(float* w, float* conv_out, const floa
   }
 }
 
-// da at step t for this thread's columns (0 past T): through the normalisation and SiLU.
+// da at row offset o for this thread's columns (zeros where !ok): through the normalisation and SiLU.
 __device__ __forceinline__ float4 wpath_da(const float* dw, const float* conv_out, int64_t o, bool ok, float eps,
                                            int G) {
   const float4 a = load4(conv_out + o, ok), gr = load4(dw + o, ok);
@@ -210,7 +214,8 @@ __global__ void wpath_backward_fused_kernel(float* du, float* dwconv, float* dbi
                                             const float* dw, const float* conv_out, const float* u,
                                             const float* wconv, FusedShape sh, float eps) {
   extern __shared__ float4 terms[];  // [lane rows][4 sums][Gp]
-  const int g = threadIdx.x % sh.Gp, lrow = threadIdx.x / sh.Gp, lrows = blockDim.x / sh.Gp, C4 = static_cast<int>(sh.C / 4);
+  const int g = threadIdx.x % sh.Gp, lrow = threadIdx.x / sh.Gp, lrows = blockDim.x / sh.Gp;
+  const int C4 = static_cast<int>(sh.C / 4);
   const bool ok = g < C4, params = dwconv != nullptr;
   float wk[3][4];
   for (int k = 0; k < 3; ++k)
@@ -231,10 +236,10 @@ __global__ void wpath_backward_fused_kernel(float* du, float* dwconv, float* dbi
       const float4 da = in ? wpath_da(dw, conv_out, base + t * sh.C, ok, eps, sh.G) : f4(0.f);
       if (t < t1 && params) {
         const float4 u0 = load4(u + base + t * sh.C, ok);
-        if (t >= 2) acc[0] = make_float4(acc[0].x + da.x * um2.x, acc[0].y + da.y * um2.y, acc[0].z + da.z * um2.z, acc[0].w + da.w * um2.w);
-        if (t >= 1) acc[1] = make_float4(acc[1].x + da.x * um1.x, acc[1].y + da.y * um1.y, acc[1].z + da.z * um1.z, acc[1].w + da.w * um1.w);
-        acc[2] = make_float4(acc[2].x + da.x * u0.x, acc[2].y + da.y * u0.y, acc[2].z + da.z * u0.z, acc[2].w + da.w * u0.w);
-        acc[3] = make_float4(acc[3].x + da.x, acc[3].y + da.y, acc[3].z + da.z, acc[3].w + da.w);
+        if (t >= 2) acc[0] = add_mul(acc[0], da, um2);
+        if (t >= 1) acc[1] = add_mul(acc[1], da, um1);
+        acc[2] = add_mul(acc[2], da, u0);
+        acc[3] = add_mul(acc[3], da, f4(1.f));
         um2 = um1, um1 = u0;
       }
       if (i >= 2 && du && ok) {  // du[t - 2] from da[t - 2], da[t - 1], da[t]
