@@ -62,7 +62,7 @@ __global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunk
   const int64_t d = blockIdx.x * 32 + threadIdx.x;
   float s = 0.f;
   if (d < D)
-#pragma unroll 4
+#pragma unroll 8
     for (int64_t c = threadIdx.y; c < chunks; c += 32) s += partial[c * D + d];
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
