@@ -37,25 +37,28 @@ using namespace test_cuda;
 
 
 // The embedding index (host): ids ascending, rows within an id in increasing n, an id with more
-// than 256 rows cut into segments that go through scratch slots.
+// rows than the segment length (here 80: 15 slot rows hold 2 N / 80 + 1) cut into segments that go
+// through scratch slots.
 TEST(CudaOpsHost, EmbeddingIndexGroupsAndSegmentsRowsById) {
   std::vector<int32_t> ids(600, 3);
   ids[1] = 0, ids[4] = 0, ids[5] = 7;
-  const int64_t N = 600, D = 4, floats = 64;  // 15 slot rows: segments of 256 rows
-  ASSERT_EQ(cuda::embedding_segment_rows(N, D, floats), 256);
+  const int64_t N = 600, D = 4, floats = 64;  // 15 slot rows: segments of 80 rows
+  ASSERT_EQ(cuda::embedding_segment_rows(N, D, floats), 80);
+  EXPECT_EQ(cuda::embedding_segment_rows(N, D, int64_t{1} << 20), 64);  // the shortest segment
   std::vector<int32_t> index(cuda::embedding_index_ints(N), -1), counts(8);
   cuda::embedding_index_build(index.data(), ids.data(), N, 8, D, counts.data(), floats);
   const int32_t *seg_id = index.data() + 2, *seg_begin = index.data() + 2 + N, *seg_slot = index.data() + 3 + 2 * N;
   const int32_t *order = index.data() + 3 + 3 * N, *multi_id = index.data() + 3 + 4 * N;
   const int32_t* multi_slot0 = index.data() + 3 + 5 * N;
-  ASSERT_EQ(index[0], 5);  // id 0, id 3 in 3 segments (256 + 256 + 85 rows), id 7
+  ASSERT_EQ(index[0], 10);  // id 0, id 3 in 8 segments (7 of 80 rows + 37), id 7
   ASSERT_EQ(index[1], 1);
-  EXPECT_EQ(std::vector<int32_t>(seg_id, seg_id + 5), (std::vector<int32_t>{0, 3, 3, 3, 7}));
-  EXPECT_EQ(std::vector<int32_t>(seg_begin, seg_begin + 6), (std::vector<int32_t>{0, 2, 258, 514, 599, 600}));
-  EXPECT_EQ(std::vector<int32_t>(seg_slot, seg_slot + 5), (std::vector<int32_t>{-1, 0, 1, 2, -1}));
+  EXPECT_EQ(std::vector<int32_t>(seg_id, seg_id + 10), (std::vector<int32_t>{0, 3, 3, 3, 3, 3, 3, 3, 3, 7}));
+  EXPECT_EQ(std::vector<int32_t>(seg_begin, seg_begin + 11),
+            (std::vector<int32_t>{0, 2, 82, 162, 242, 322, 402, 482, 562, 599, 600}));
+  EXPECT_EQ(std::vector<int32_t>(seg_slot, seg_slot + 10), (std::vector<int32_t>{-1, 0, 1, 2, 3, 4, 5, 6, 7, -1}));
   EXPECT_EQ(multi_id[0], 3);
   EXPECT_EQ(multi_slot0[0], 0);
-  EXPECT_EQ(multi_slot0[1], 3);
+  EXPECT_EQ(multi_slot0[1], 8);
   EXPECT_EQ(std::vector<int32_t>(order, order + 4), (std::vector<int32_t>{1, 4, 0, 2}));
   EXPECT_EQ(order[599], 5);
   // Without a scratch every id is one segment.

@@ -57,9 +57,12 @@ size_t expect_bf16_of(const std::vector<uint16_t>& got, const std::vector<float>
 }
 
 // The norms read the fp32 residual stream: unrounded inputs; the saved statistics equal the fp32 op's.
+// Shapes: the row kernels (D % 4 == 0 up to 1024, float4 groups held in registers; D = 102, 1030:
+// column loops) at 1 .. 32768 rows; the last case also writes to an odd (2-byte aligned) bf16 output.
 TEST_F(CudaOps, Bf16NormsEqualRoundedFp32) {
-  for (int64_t N : kTs)
-    for (int64_t D : {16, 64, 100}) {
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{32768}})
+    for (int64_t D : {16, 64, 100, 102, 128, 1024, 1030}) {
+      if (N * D > (int64_t{1} << 23)) continue;
       const auto x = randn(N * D, 11, 2.f), g = randn(D, 12), bias = randn(D, 13);
       Dev<float> d_x(x), d_g(g), d_b(bias), d_out(N * D), d_mean(N), d_rstd(N), d_mean16(N), d_rstd16(N);
       Dev<uint16_t> d_out16(N * D);
@@ -73,6 +76,10 @@ TEST_F(CudaOps, Bf16NormsEqualRoundedFp32) {
       EXPECT_GT(expect_bf16_of(d_out16.host(), d_out.host(), "layernorm" + shape), 0u) << "not rounded?";
       expect_close(d_mean16.host(), d_mean.host(), 0, 0, "layernorm mean" + shape);
       expect_close(d_rstd16.host(), d_rstd.host(), 0, 0, "layernorm rstd" + shape);
+      Dev<uint16_t> d_odd(N * D + 1);  // output at an odd element: scalar stores, the same values
+      cuda::layernorm_forward_bf16_cuda(d_odd.p + 1, d_mean16.p, d_rstd16.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
+      const auto odd = d_odd.host();
+      expect_bf16_of(std::vector<uint16_t>(odd.begin() + 1, odd.end()), d_out.host(), "layernorm odd output" + shape);
     }
 }
 

@@ -62,6 +62,7 @@ __global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunk
   const int64_t d = blockIdx.x * 32 + threadIdx.x;
   float s = 0.f;
   if (d < D)
+#pragma unroll 8
     for (int64_t c = threadIdx.y; c < chunks; c += 32) s += partial[c * D + d];
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -99,10 +100,19 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const f
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < N * D) out[i] = wte[static_cast<int64_t>(ids[i / D]) * D + i % D];
 }
+// Four columns per thread (D % 4 == 0, out and wte 16-byte aligned; D4 = D / 4, 32-bit indices).
+__global__ void embedding_forward4_kernel(float4* out, const int32_t* ids, const float4* wte, uint32_t n4,
+                                          uint32_t D4) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n4) out[i] = wte[static_cast<int64_t>(ids[i / D4]) * D4 + i % D4];
+}
 
 // Embedding gradient (layout in kernels/ops/ops.hpp). One CTA of kEmbWarps warps per segment: warp w sums
 // rows w, w + kEmbWarps, ... of the segment (4 rows in flight), the warps' sums are added in order.
 constexpr int kEmbWarps = 8, kEmbCols = 256;
+// The shortest segment: 64 rows (8 a warp) keeps a frequent token's rows over many CTAs (a batch of
+// 32768 tokens over ~64 ids: ~512 CTAs, a few per SM) while each warp still has two 4-row steps.
+constexpr int64_t kEmbMinRows = 64;
 struct EmbIndex {
   const int32_t *seg_id, *seg_begin, *seg_slot, *order, *multi_id, *multi_slot0;
   __device__ EmbIndex(const int32_t* index, int64_t N)
@@ -184,6 +194,19 @@ __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < N * O) out[i] += bias[i % O];
 }
+// Four columns per thread (O % 4 == 0, out and bias 16-byte aligned; O4 = O / 4, 32-bit indices).
+__global__ void add_bias4_kernel(float4* out, const float4* bias, uint32_t n4, uint32_t O4) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n4) return;
+  const float4 b = bias[i % O4];
+  float4 o = out[i];
+  o.x += b.x, o.y += b.y, o.z += b.z, o.w += b.w;
+  out[i] = o;
+}
+// Whether the four-column kernels apply: cols % 4 == 0, n / 4 + blockDim < 2^32, pointers 16-byte aligned.
+bool four_columns(int64_t n, int64_t cols, const void* a, const void* b) {
+  return cols % 4 == 0 && n / 4 < (int64_t{1} << 31) && aligned_to(a, 16) && aligned_to(b, 16);
+}
 
 template <class T>
 __global__ void gather_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
@@ -204,14 +227,21 @@ using namespace ops_detail;
 void embedding_forward_cuda(float* out, const int32_t* ids, const float* wte, int64_t N, int64_t V, int64_t D,
                             cudaStream_t stream) {
   if (N <= 0) return;
-  embedding_forward_kernel<<<blocks_for(N * D), kThreads, 0, stream>>>(out, ids, wte, N, D);
+  if (four_columns(N * D, D, out, wte)) {
+    const int64_t n4 = N * D / 4;
+    embedding_forward4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(out), ids, reinterpret_cast<const float4*>(wte), static_cast<uint32_t>(n4),
+        static_cast<uint32_t>(D / 4));
+  } else {
+    embedding_forward_kernel<<<blocks_for(N * D), kThreads, 0, stream>>>(out, ids, wte, N, D);
+  }
   SB_CUDA_CHECK_LAUNCH();
 }
 
 int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats) {
   // slots <= 2 N / rows + 1 (every many-segment id has at least one full segment)
   const int64_t per_row = std::max<int64_t>(1, floats / std::max<int64_t>(1, D) - 1);
-  return std::max<int64_t>(256, (2 * N + per_row - 1) / per_row);
+  return std::max<int64_t>(kEmbMinRows, (2 * N + per_row - 1) / per_row);
 }
 
 void embedding_index_build(int32_t* index, const int32_t* ids, int64_t N, int64_t V, int64_t D, int32_t* counts,
@@ -246,7 +276,7 @@ void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* inde
   embedding_segments_kernel<<<static_cast<unsigned>(grid), 32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, dout,
                                                                                      index, N, D);
   SB_CUDA_CHECK_LAUNCH();
-  const int64_t multi_grid = std::min<int64_t>({N / 256 + 1, V, 16384});  // segments have >= 256 rows
+  const int64_t multi_grid = std::min<int64_t>({N / kEmbMinRows + 1, V, 16384});  // segments have >= kEmbMinRows rows
   embedding_slots_kernel<<<static_cast<unsigned>(multi_grid), 128, 0, stream>>>(dwte, scratch.data, index, N, D);
   SB_CUDA_CHECK_LAUNCH();
 }
@@ -260,7 +290,14 @@ void scale_cuda(float* x, float alpha, int64_t n, cudaStream_t stream) {
 
 void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStream_t stream) {
   if (N * O <= 0) return;
-  add_bias_kernel<<<blocks_for(N * O), kThreads, 0, stream>>>(out, bias, N, O);
+  if (four_columns(N * O, O, out, bias)) {
+    const int64_t n4 = N * O / 4;
+    add_bias4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(reinterpret_cast<float4*>(out),
+                                                               reinterpret_cast<const float4*>(bias),
+                                                               static_cast<uint32_t>(n4), static_cast<uint32_t>(O / 4));
+  } else {
+    add_bias_kernel<<<blocks_for(N * O), kThreads, 0, stream>>>(out, bias, N, O);
+  }
   SB_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,8 +1,12 @@
 // loss.cu: softmax cross-entropy over the labelled rows of the head (forward with a
-// fixed-order double loss sum, backward) and row argmax, one block per row. API: kernels/ops/ops.hpp.
+// fixed-order double loss sum, backward) and row argmax. Rows of up to 1024 logits: one warp per
+// row, the row held in registers (one read of the logits); longer rows: one block per row.
+// Fixed reduction orders throughout (deterministic). API: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "kernels/ops/ops.hpp"
 
@@ -47,13 +51,17 @@ __global__ void ce_forward_kernel(float* losses, const float* logits, const int3
   if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) - (x[labels[blockIdx.x]] - m);
 }
 
+// *out = sum of in[0 .. n) in double: one block of kSumThreads, thread i sums i, i + kSumThreads, ...,
+// then a fixed tree (deterministic).
+constexpr int kSumThreads = 1024;
 __global__ void sum_to_double_kernel(double* out, const float* in, int64_t n) {
-  __shared__ double sh[kThreads];
+  __shared__ double sh[kSumThreads];
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) acc += static_cast<double>(in[i]);
+#pragma unroll 8
+  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) acc += static_cast<double>(in[i]);
   sh[threadIdx.x] = acc;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
+  for (int s = kSumThreads / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
     __syncthreads();
   }
@@ -98,16 +106,121 @@ __global__ void argmax_kernel(int32_t* out, const float* logits, int64_t V) {
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(shi[0]);
 }
 
+
+// ---- one warp per row (V <= 32 K): lane l holds logits l, l + 32, ..., l + 32 (K - 1) ------------
+constexpr int kWarpsPerBlock = 8;
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum_f(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Loads row m into v[] (-FLT_MAX past V) and returns its max and sum of exp(x - max) (all lanes).
+template <int K>
+__device__ __forceinline__ void warp_row_stats(float (&v)[K], const float* x, int V, int lane, float& m, float& s) {
+#pragma unroll
+  for (int j = 0; j < K; ++j) v[j] = lane + 32 * j < V ? x[lane + 32 * j] : -FLT_MAX;
+  m = -FLT_MAX;
+#pragma unroll
+  for (int j = 0; j < K; ++j) m = fmaxf(m, v[j]);
+  m = warp_max(m);
+  s = 0.f;
+#pragma unroll
+  for (int j = 0; j < K; ++j)
+    if (lane + 32 * j < V) s += expf(v[j] - m);
+  s = warp_sum_f(s);
+}
+
+// The whole warp takes the same rows (the loop bound is per warp): full-mask shuffles are safe.
+template <int K>
+__global__ void ce_forward_warp_kernel(float* losses, const float* logits, const int32_t* labels, int64_t M, int V) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < M; row += warps) {
+    const float* x = logits + row * V;
+    float v[K], m, s;
+    warp_row_stats<K>(v, x, V, lane, m, s);
+    if (lane == 0) losses[row] = logf(s) - (x[labels[row]] - m);
+  }
+}
+
+template <int K>
+__global__ void ce_backward_warp_kernel(float* dlogits, const float* logits, const int32_t* labels, int64_t M, int V,
+                                        float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < M; row += warps) {
+    float v[K], m, s;
+    warp_row_stats<K>(v, logits + row * V, V, lane, m, s);
+    const float w = scale / s;
+    const int label = labels[row];
+    float* dx = dlogits + row * V;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int c = lane + 32 * j;
+      if (c < V) dx[c] = w * expf(v[j] - m) - (c == label ? scale : 0.f);
+    }
+  }
+}
+
+// First index of the row maximum: each lane scans its columns in increasing order, then the lanes'
+// (value, index) pairs are merged keeping the larger value, the smaller index on ties.
+template <int K>
+__global__ void argmax_warp_kernel(int32_t* out, const float* logits, int64_t M, int V) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < M; row += warps) {
+    const float* x = logits + row * V;
+    float best = -FLT_MAX;
+    int bi = V;  // V = "none yet"
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int c = lane + 32 * j;
+      if (c < V) {
+        const float xv = x[c];
+        if (bi == V || xv > best) best = xv, bi = c;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi != V && (bi == V || ov > best || (ov == best && oi < bi))) best = ov, bi = oi;
+    }
+    if (lane == 0) out[row] = bi;
+  }
+}
+
+// Launches kernel<K> for the smallest K in {2, 8, 32} with V <= 32 K; false when V > 1024.
+template <class Launch>
+bool with_row_width(int64_t V, Launch&& launch) {
+  if (V <= 64) return launch(std::integral_constant<int, 2>{}), true;
+  if (V <= 256) return launch(std::integral_constant<int, 8>{}), true;
+  if (V <= 1024) return launch(std::integral_constant<int, 32>{}), true;
+  return false;
+}
+// Blocks of kWarpsPerBlock warps, one row per warp; rows beyond 2^20 blocks are taken in a warp-stride loop.
+unsigned warp_row_blocks(int64_t M) {
+  return static_cast<unsigned>(std::min<int64_t>((M + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t{1} << 20));
+}
+
 }  // namespace
 
 void crossentropy_forward_cuda(float* losses, double* loss_sum, const float* logits, const int32_t* labels, int64_t M,
                                int64_t V, cudaStream_t stream) {
   if (M > 0) {
-    ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, logits, labels, V);
+    const bool warp_rows = with_row_width(V, [&](auto k) {
+      ce_forward_warp_kernel<decltype(k)::value><<<warp_row_blocks(M), 32 * kWarpsPerBlock, 0, stream>>>(
+          losses, logits, labels, M, static_cast<int>(V));
+    });
+    if (!warp_rows) ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, logits, labels, V);
     CUDA_CHECK(cudaGetLastError());
   }
   if (loss_sum) {
-    sum_to_double_kernel<<<1, kThreads, 0, stream>>>(loss_sum, losses, M);
+    sum_to_double_kernel<<<1, kSumThreads, 0, stream>>>(loss_sum, losses, M);
     CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -115,13 +228,22 @@ void crossentropy_forward_cuda(float* losses, double* loss_sum, const float* log
 void crossentropy_backward_cuda(float* dlogits, const float* logits, const int32_t* labels, int64_t M, int64_t V,
                                 float scale, cudaStream_t stream) {
   if (M <= 0) return;
-  ce_backward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(dlogits, logits, labels, V, scale);
+  const bool warp_rows = with_row_width(V, [&](auto k) {
+    ce_backward_warp_kernel<decltype(k)::value><<<warp_row_blocks(M), 32 * kWarpsPerBlock, 0, stream>>>(
+        dlogits, logits, labels, M, static_cast<int>(V), scale);
+  });
+  if (!warp_rows)
+    ce_backward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(dlogits, logits, labels, V, scale);
   CUDA_CHECK(cudaGetLastError());
 }
 
 void argmax_rows_cuda(int32_t* argmax, const float* logits, int64_t M, int64_t V, cudaStream_t stream) {
   if (M <= 0) return;
-  argmax_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(argmax, logits, V);
+  const bool warp_rows = with_row_width(V, [&](auto k) {
+    argmax_warp_kernel<decltype(k)::value><<<warp_row_blocks(M), 32 * kWarpsPerBlock, 0, stream>>>(
+        argmax, logits, M, static_cast<int>(V));
+  });
+  if (!warp_rows) argmax_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(argmax, logits, V);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,11 +1,14 @@
-// norm.cu: RMSNorm and LayerNorm on the device, one warp per row: the forwards (fp32 output, or
-// bf16 for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards, which add into dinp with its bf16 copy
-// and sum the weight (and bias) gradients in the same pass, per chunk of rows through the ReduceScratch
-// and then in chunk order (no atomics: deterministic). Declarations: kernels/ops/ops.hpp.
+// norm.cu: RMSNorm and LayerNorm on the device, one warp per row (rows of D % 4 == 0, D <= 1024 held
+// in registers as float4 groups, one read; other D: column loops): the forwards (fp32 output, or bf16
+// for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards, which add into dinp with its bf16
+// copy and sum the weight (and bias) gradients in the same pass, per chunk of rows through the
+// ReduceScratch and then in chunk order (no atomics: deterministic). Declarations: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/ops/ops_bf16.hpp"
 #include "kernels/ops/ops.hpp"
@@ -55,12 +58,205 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const
   for (int64_t d = threadIdx.x; d < D; d += 32) store_rn(out + n * D + d, (x[d] - m) * r * weight[d] + bias[d]);
 }
 
+
+// ---- vectorised rows: D % 4 == 0, D <= 1024, 16-byte aligned rows -------------------------------
+// Lane l of a row's warp holds the float4 groups q = l + 32 j (columns 4q .. 4q + 3), j < J, in
+// registers: the row is read once. Groups q >= D / 4 are zero and store nothing.
+__device__ __forceinline__ float4 ld4(const float* p, int64_t q, bool ok) {
+  return ok ? reinterpret_cast<const float4*>(p)[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+// Stores four columns at p + 4q: one vector store where aligned (the usual case), else four scalar
+// stores, so which kernel runs never depends on the output pointers.
+__device__ __forceinline__ void st4(float* p, int64_t q, float4 v) {
+  float* d = p + 4 * q;
+  if (reinterpret_cast<uintptr_t>(d) % 16 == 0) *reinterpret_cast<float4*>(d) = v;
+  else d[0] = v.x, d[1] = v.y, d[2] = v.z, d[3] = v.w;
+}
+__device__ __forceinline__ void st4(uint16_t* p, int64_t q, float4 v) {
+  uint16_t* d = p + 4 * q;
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  if (reinterpret_cast<uintptr_t>(d) % 8 == 0)
+    *reinterpret_cast<uint2*>(d) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  else d[0] = bf16_bits(v.x), d[1] = bf16_bits(v.y), d[2] = bf16_bits(v.z), d[3] = bf16_bits(v.w);
+}
+__device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+template <int J, class O>
+__global__ void rmsnorm_forward_vec_kernel(O* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                                           int64_t D, double eps) {
+  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
+  if (n >= N) return;  // whole warps
+  const int lane = threadIdx.x, D4 = static_cast<int>(D / 4);
+  const float* x = inp + n * D;
+  float4 v[J];
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    v[j] = ld4(x, lane + 32 * j, lane + 32 * j < D4);
+    ss += dot4(v[j], v[j]);
+  }
+  ss = warp_sum(ss);
+  const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(D) + eps));
+  if (lane == 0) rstd[n] = r;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int q = lane + 32 * j;
+    if (q >= D4) continue;
+    const float4 g = reinterpret_cast<const float4*>(weight)[q];
+    st4(out + n * D, q, make_float4(v[j].x * r * g.x, v[j].y * r * g.y, v[j].z * r * g.z, v[j].w * r * g.w));
+  }
+}
+
+template <int J, class O>
+__global__ void layernorm_forward_vec_kernel(O* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                             const float* bias, int64_t N, int64_t D, double eps) {
+  const int64_t n = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.y;
+  if (n >= N) return;
+  const int lane = threadIdx.x, D4 = static_cast<int>(D / 4);
+  const float* x = inp + n * D;
+  float4 v[J];
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    v[j] = ld4(x, lane + 32 * j, lane + 32 * j < D4);
+    s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+  }
+  const float m = warp_sum(s) / static_cast<float>(D);
+  float var = 0.f;
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (lane + 32 * j < D4) {
+      const float4 c = make_float4(v[j].x - m, v[j].y - m, v[j].z - m, v[j].w - m);
+      var += dot4(c, c);
+    }
+  var = warp_sum(var);
+  const float r = static_cast<float>(1.0 / sqrt(static_cast<double>(var) / static_cast<double>(D) + eps));
+  if (lane == 0) mean[n] = m, rstd[n] = r;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int q = lane + 32 * j;
+    if (q >= D4) continue;
+    const float4 g = reinterpret_cast<const float4*>(weight)[q], b = reinterpret_cast<const float4*>(bias)[q];
+    st4(out + n * D, q,
+        make_float4((v[j].x - m) * r * g.x + b.x, (v[j].y - m) * r * g.y + b.y, (v[j].z - m) * r * g.z + b.z,
+                    (v[j].w - m) * r * g.w + b.w));
+  }
+}
+
+// The vectorised norm backward (kMode 1: RMSNorm, 2: LayerNorm), same contract and CTA layout as
+// norm_backward_kernel; each lane keeps its columns' weight (and bias) gradient terms in registers
+// over the CTA's rows, the CTA adds its warps' sums in warp order.
+template <int kMode, int J>
+__global__ void norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool accumulate, float* part_w, float* part_b,
+                                         const float* dout, const float* inp, const float* weight, const float* mean,
+                                         const float* rstd, int64_t N, int64_t D, int64_t rows_per_chunk) {
+  extern __shared__ float sums[];  // [kRowsPerBlock][D] weight terms, then [kRowsPerBlock][D] bias terms
+  const int warp = threadIdx.y, lane = threadIdx.x, D4 = static_cast<int>(D / 4);
+  const bool partials = part_w != nullptr, bias = kMode == 2 && part_b != nullptr;
+  float4 g[J], aw[J], ab[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    g[j] = ld4(weight, lane + 32 * j, lane + 32 * j < D4);
+    aw[j] = ab[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  const int64_t n0 = blockIdx.x * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+  for (int64_t n = n0 + warp; n < n1; n += kRowsPerBlock) {
+    const float r = rstd[n], m = kMode == 2 ? mean[n] : 0.f;
+    float4 x[J], dy[J];
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const bool ok = lane + 32 * j < D4;
+      x[j] = ld4(inp + n * D, lane + 32 * j, ok);
+      dy[j] = ld4(dout + n * D, lane + 32 * j, ok);
+      if constexpr (kMode == 1) {
+        sgx += dy[j].x * g[j].x * x[j].x + dy[j].y * g[j].y * x[j].y + dy[j].z * g[j].z * x[j].z +
+               dy[j].w * g[j].w * x[j].w;
+      } else {
+        x[j] = make_float4((x[j].x - m) * r, (x[j].y - m) * r, (x[j].z - m) * r, (x[j].w - m) * r);  // x hat
+        const float4 gd = make_float4(dy[j].x * g[j].x, dy[j].y * g[j].y, dy[j].z * g[j].z, dy[j].w * g[j].w);
+        sg += (gd.x + gd.y) + (gd.z + gd.w);
+        sgx += dot4(gd, x[j]);
+      }
+    }
+    float a = 0.f, c = 0.f;  // dinp = r (dy g - a - x c): RMSNorm a = 0, c = r mean(dy g x) r; LayerNorm on x hat
+    if constexpr (kMode == 1) {
+      c = r * (warp_sum(sgx) * r / static_cast<float>(D));
+    } else {
+      a = warp_sum(sg) / static_cast<float>(D);
+      c = warp_sum(sgx) / static_cast<float>(D);
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int q = lane + 32 * j;
+      if (q >= D4) continue;
+      float4 o = make_float4(r * (dy[j].x * g[j].x - a - x[j].x * c), r * (dy[j].y * g[j].y - a - x[j].y * c),
+                             r * (dy[j].z * g[j].z - a - x[j].z * c), r * (dy[j].w * g[j].w - a - x[j].w * c));
+      if (accumulate) {
+        const float4 p = reinterpret_cast<const float4*>(dinp + n * D)[q];
+        o = make_float4(__fadd_rn(p.x, o.x), __fadd_rn(p.y, o.y), __fadd_rn(p.z, o.z), __fadd_rn(p.w, o.w));
+      }
+      st4(dinp + n * D, q, o);
+      if (dinp16) st4(dinp16 + n * D, q, o);
+      if (partials) {
+        const float4 xh = kMode == 1 ? make_float4(x[j].x * r, x[j].y * r, x[j].z * r, x[j].w * r) : x[j];
+        aw[j].x += dy[j].x * xh.x, aw[j].y += dy[j].y * xh.y, aw[j].z += dy[j].z * xh.z, aw[j].w += dy[j].w * xh.w;
+        if (bias) ab[j].x += dy[j].x, ab[j].y += dy[j].y, ab[j].z += dy[j].z, ab[j].w += dy[j].w;
+      }
+    }
+  }
+  if (!partials) return;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int q = lane + 32 * j;
+    if (q >= D4) continue;
+    reinterpret_cast<float4*>(sums + warp * D)[q] = aw[j];
+    if (bias) reinterpret_cast<float4*>(sums + (kRowsPerBlock + warp) * D)[q] = ab[j];
+  }
+  __syncthreads();
+  for (int64_t d = warp * 32 + lane; d < D; d += 32 * kRowsPerBlock) {
+    float s = 0.f, t = 0.f;
+    for (int w = 0; w < kRowsPerBlock; ++w) {
+      s += sums[w * D + d];
+      if (bias) t += sums[(kRowsPerBlock + w) * D + d];
+    }
+    part_w[blockIdx.x * D + d] = s;
+    if (bias) part_b[blockIdx.x * D + d] = t;
+  }
+}
+
+// The float4 groups per lane (1, 2, 4 or 8) for the vectorised kernels, or 0 when they do not apply
+// (D % 4 != 0, D > 1024, or an input pointer not 16-byte aligned). Outputs are stored either way (st4).
+int vec_groups(int64_t D, std::initializer_list<const void*> rows16) {
+  if (D % 4 != 0 || D > 1024) return 0;
+  for (const void* p : rows16)
+    if (p && !aligned_to(p, 16)) return 0;
+  const int64_t j = (D / 4 + 31) / 32;
+  return j <= 1 ? 1 : j <= 2 ? 2 : j <= 4 ? 4 : 8;
+}
+// Calls f(std::integral_constant<int, J>{}) for J = groups (1, 2, 4, 8).
+template <class Fn>
+void with_groups(int groups, Fn&& f) {
+  switch (groups) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
+  }
+}
+
 template <class O>
 void rmsnorm_forward(O* out, float* rstd, const float* inp, const float* weight, int64_t N, int64_t D, double eps,
                      cudaStream_t stream) {
   if (N <= 0) return;
-  rmsnorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(out, rstd, inp, weight,
-                                                                                              N, D, eps);
+  const dim3 grid(blocks_for(N, kRowsPerBlock)), block(32, kRowsPerBlock);
+  if (const int groups = vec_groups(D, {inp, weight}))
+    with_groups(groups, [&](auto j) {
+      rmsnorm_forward_vec_kernel<decltype(j)::value><<<grid, block, 0, stream>>>(out, rstd, inp, weight, N, D, eps);
+    });
+  else
+    rmsnorm_forward_kernel<<<grid, block, 0, stream>>>(out, rstd, inp, weight, N, D, eps);
   SB_CUDA_CHECK_LAUNCH();
 }
 
@@ -68,8 +264,14 @@ template <class O>
 void layernorm_forward(O* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        int64_t N, int64_t D, double eps, cudaStream_t stream) {
   if (N <= 0) return;
-  layernorm_forward_kernel<<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      out, mean, rstd, inp, weight, bias, N, D, eps);
+  const dim3 grid(blocks_for(N, kRowsPerBlock)), block(32, kRowsPerBlock);
+  if (const int groups = vec_groups(D, {inp, weight, bias}))
+    with_groups(groups, [&](auto j) {
+      layernorm_forward_vec_kernel<decltype(j)::value>
+          <<<grid, block, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, D, eps);
+    });
+  else
+    layernorm_forward_kernel<<<grid, block, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, D, eps);
   SB_CUDA_CHECK_LAUNCH();
 }
 // Norm backward, one warp per row (kMode 1: RMSNorm, 2: LayerNorm): dinp = or += the input gradient,
@@ -135,11 +337,12 @@ __global__ void norm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumul
 }
 
 // Row chunks of the fused parameter-gradient sums (0: not fused): with a scratch of `arrays` partial
-// rows per chunk, and the CTA's shared rows within the default 48 KB; about 32 rows per chunk, at most
-// 1024 chunks (one wave of 8-warp CTAs on an H100 at the MQRAR shape, N = 49152).
+// rows per chunk, and the CTA's shared rows within the default 48 KB; at least 64 rows per chunk
+// (8 per warp, so the loads of successive rows overlap), at most 512 chunks (one wave of 8-warp CTAs
+// on an H100 at 4 CTAs per SM; fewer partial rows for chunk_sum). Depends only on N, D, the scratch.
 int64_t norm_chunks(int64_t N, int64_t D, int64_t arrays, ReduceScratch scratch) {
   if (!scratch.data || arrays * kRowsPerBlock * D * static_cast<int64_t>(sizeof(float)) > 48 * 1024) return 0;
-  return std::max<int64_t>(1, std::min<int64_t>({N / 32, scratch.floats / (arrays * D), 1024}));
+  return std::max<int64_t>(1, std::min<int64_t>({N / 64, scratch.floats / (arrays * D), 512}));
 }
 
 // The backward launch: fused sums when dweight (and LayerNorm's dbias) are asked for and fit the
@@ -150,22 +353,32 @@ void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                    ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
   if (N <= 0) return;
   const int64_t chunks = dweight && (kMode == 1 || dbias) ? norm_chunks(N, D, kMode, scratch) : 0;
+  const int groups = vec_groups(D, {dinp, dout, inp, weight});
+  // rows per CTA: a chunk, or (no fused sums) 8 rows per warp
+  auto launch = [&](unsigned grid, size_t smem, float* part_w, float* part_b, int64_t rows) {
+    if (groups)
+      with_groups(groups, [&](auto j) {
+        norm_backward_vec_kernel<kMode, decltype(j)::value><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
+            dinp, dinp_bf16, accumulate, part_w, part_b, dout, inp, weight, mean, rstd, N, D, rows);
+      });
+    else
+      norm_backward_kernel<kMode><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
+          dinp, dinp_bf16, accumulate, part_w, part_b, dout, inp, weight, mean, rstd, N, D, rows);
+    SB_CUDA_CHECK_LAUNCH();
+  };
   if (chunks > 0) {
     float* part_b = kMode == 2 ? scratch.data + chunks * D : nullptr;
     const int64_t rows = (N + chunks - 1) / chunks;
-    const size_t smem = static_cast<size_t>(kMode * kRowsPerBlock * D) * sizeof(float);
-    norm_backward_kernel<kMode><<<static_cast<unsigned>(chunks), dim3(32, kRowsPerBlock), smem, stream>>>(
-        dinp, dinp_bf16, accumulate, scratch.data, part_b, dout, inp, weight, mean, rstd, N, D, rows);
-    SB_CUDA_CHECK_LAUNCH();
+    launch(static_cast<unsigned>(chunks), static_cast<size_t>(kMode * kRowsPerBlock * D) * sizeof(float),
+           scratch.data, part_b, rows);
     chunk_sum(dweight, scratch.data, chunks, D, stream);
     if (part_b) chunk_sum(dbias, part_b, chunks, D, stream);
     return;
   }
   if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, kMode, stream, scratch);
   if (dbias) colsum(dbias, dout, nullptr, nullptr, nullptr, N, D, 0, stream, scratch);
-  norm_backward_kernel<kMode><<<blocks_for(N, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(
-      dinp, dinp_bf16, accumulate, nullptr, nullptr, dout, inp, weight, mean, rstd, N, D, kRowsPerBlock);
-  SB_CUDA_CHECK_LAUNCH();
+  const int64_t rows = groups ? 8 * kRowsPerBlock : kRowsPerBlock;
+  launch(static_cast<unsigned>((N + rows - 1) / rows), 0, nullptr, nullptr, rows);
 }
 }  // namespace
 

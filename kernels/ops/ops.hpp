@@ -42,7 +42,7 @@ constexpr int64_t kReduceChunks = 64;
 //   [n_seg | n_multi | seg_id[N] | seg_begin[N + 1] | seg_slot[N] (-1: direct) | order[N] |
 //    multi_id[N] | multi_slot0[N + 1]]
 constexpr int64_t embedding_index_ints(int64_t N) { return 6 * N + 4; }
-// The segment length (>= 256) that keeps the slots (at most 2 N / rows + 1 rows of D floats) in
+// The segment length (>= 64) that keeps the slots (at most 2 N / rows + 1 rows of D floats) in
 // `floats`; with no scratch (floats = 0) every id is one segment.
 int64_t embedding_segment_rows(int64_t N, int64_t D, int64_t floats);
 void embedding_index_build(int32_t* index,      // [embedding_index_ints(N)] host
@@ -139,7 +139,7 @@ void path_wpath_forward_cuda(float* w,             // [B, T, H, Dh]
 void path_wpath_backward_cuda(float* du,              // [B, T, H * Dh] (overwritten)
                               float* dwconv,          // [H * Dh, 3] (+=)
                               float* dbias,           // [H * Dh] (+=) or nullptr
-                              float* da_scratch,      // [B, T, H * Dh] scratch
+                              float* da_scratch,      // [B, T, H * Dh] scratch (da, or the fused kernel's partial sums)
                               const float* dw,        // [B, T, H, Dh]
                               const float* conv_out,  // [B, T, H * Dh]
                               const float* u,         // [B, T, H * Dh]
