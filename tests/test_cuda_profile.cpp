@@ -35,7 +35,7 @@ const OpTime* find(const StepProfile& p, const std::string& op) {
 TEST_P(CudaProfile, SameStepsAndABreakdownOfEveryOp) {
   const auto [kind, precision, sparse] = GetParam();
   ModelConfig cfg;
-  cfg.d_model = 32, cfg.n_layers = 2, cfg.n_heads = 2, cfg.attention = kind, cfg.path.rank = 8;
+  cfg.d_model = 32, cfg.n_layers = 2, cfg.n_heads = 2, cfg.head_dim = 16, cfg.attention = kind, cfg.path.rank = 8;
   const int64_t V = 11, B = 4, T = 40, steps = 3;
   OptimConfig oc;
   GpuEngine plain(cfg, oc, V, precision), profiled(cfg, oc, V, precision);
