@@ -188,6 +188,10 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
     detail::require_tensor(p, name, what);
   detail::require(lse, "lse", what);
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
+  if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head
+    detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
+    return;
+  }
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = P.workspace(d, dt, path, false, external);
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
@@ -288,6 +292,11 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       detail::require(p, name, what);
   }
   if (log_f) detail::require(dlog_f, "dlog_f", what);
+  if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip
+    detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
+                                dt == DType::BF16, stream);
+    return;
+  }
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path, P.dev, opt);
