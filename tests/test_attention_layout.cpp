@@ -415,11 +415,19 @@ TEST(AttentionLayout, PathShortChoice) {
       EXPECT_GE(L.Tp, T);
       EXPECT_GE(L.qs, 2 * L.Tp + 4 * L.Tp);  // the double prefix sums and four float vectors first
       const int64_t x = L.Tp * (Dh + 1), t = L.Tp * (L.Tp + 1);
-      EXPECT_EQ(L.k - L.qs, x), EXPECT_EQ(L.w - L.k, x), EXPECT_EQ(L.v - L.w, x), EXPECT_EQ(L.m1 - L.v, x);
-      EXPECT_EQ(L.m2 - L.m1, t), EXPECT_EQ(L.m3 - L.m2, t), EXPECT_EQ(L.m4 - L.m3, t);
+      EXPECT_EQ(L.k - L.qs, x);
+      EXPECT_EQ(L.w - L.k, x);
+      EXPECT_EQ(L.v - L.w, x);
+      EXPECT_EQ(L.m1 - L.v, x);
+      EXPECT_EQ(L.m2 - L.m1, t);
+      EXPECT_EQ(L.m3 - L.m2, t);
+      EXPECT_EQ(L.m4 - L.m3, t);
       EXPECT_EQ(L.fwd_floats - L.m4, t);
-      EXPECT_EQ(L.dout, L.fwd_floats), EXPECT_EQ(L.m5 - L.dout, x), EXPECT_EQ(L.dk - L.m5, t);
-      EXPECT_EQ(L.dw - L.dk, x), EXPECT_EQ(L.bwd_floats - L.dw, x);
+      EXPECT_EQ(L.dout, L.fwd_floats);
+      EXPECT_EQ(L.m5 - L.dout, x);
+      EXPECT_EQ(L.dk - L.m5, t);
+      EXPECT_EQ(L.dw - L.dk, x);
+      EXPECT_EQ(L.bwd_floats - L.dw, x);
     }
 }
 
