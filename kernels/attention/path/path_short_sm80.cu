@@ -121,7 +121,8 @@ template <int Dh>
 __device__ void logits(const View& sv) {
   const int T = static_cast<int>(sv.T);
   const PathShortLayout& L = sv.L;
-  auto kdh = [](int, int, int& k0, int& k1) { k0 = 0, k1 = Dh; };
+  // The products over Dh below fill lower triangles only: tiles wholly above the diagonal are skipped.
+  auto kdh = [](int i0, int j0, int& k0, int& k1) { k0 = 0, k1 = j0 > i0 + 1 ? 0 : Dh; };
   auto xw = [&](int i, int k) { return sv.x(L.w, i, k); };
   auto wt = [&](int k, int j) { return sv.x(L.w, j, k); };
   auto kt = [&](int k, int j) { return sv.x(L.k, j, k); };
@@ -217,7 +218,8 @@ __global__ void __launch_bounds__(kThreads) path_short_bwd_kernel(const ShortArg
   // dv_j = sum_{i>=j} P_ij dout_i; dP_ij = dout_i . v_j (lower) into m5.
   mm(T, Dh, [&](int j, int i) { return P(i, j); }, dO, [&](int i0, int, int& k0, int& k1) { k0 = i0, k1 = T; },
      [&](int j, int c, float v) { store_x<BF>(a.dv, e0 + j * es + c, v); });
-  mm(T, T, dO, [&](int c, int j) { return sv.x(L.v, j, c); }, [](int, int, int& k0, int& k1) { k0 = 0, k1 = Dh; },
+  mm(T, T, dO, [&](int c, int j) { return sv.x(L.v, j, c); },
+     [](int i0, int j0, int& k0, int& k1) { k0 = 0, k1 = j0 > i0 + 1 ? 0 : Dh; },  // lower tiles only
      [&](int i, int j, float v) { if (j <= i) sv.m(L.m5, i, j) = v; });
   __syncthreads();
   // delta_i = sum_j P_ij dP_ij (= dout_i . out_i), a warp per row; then dS = P (dP - delta) into m4.
