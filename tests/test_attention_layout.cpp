@@ -387,6 +387,50 @@ TEST(AttentionLayout, FactorLayoutPacksTriangles) {
   EXPECT_EQ(f.total - fwd_only.total, size_t{12} * 2112 * 4);
 }
 
+// The short-T PaTH kernels: chosen up to T = 64 (one UT block) where the backward's shared memory
+// fits the device (at Dh 128 up to T = 48 on 227 KiB), never with path_short off; the layout's
+// regions follow one another without overlap and the forward's are a prefix of the backward's.
+TEST(AttentionLayout, PathShortChoice) {
+  using cuda::detail::path_short;
+  using cuda::detail::path_short_layout;
+  const DeviceLimits dev = h100();
+  for (int64_t Dh : {16, 32, 64})
+    for (int64_t T : {1, 7, 21, 22, 32, 33, 63, 64}) EXPECT_TRUE(path_short({1024, T, 4, Dh}, dev, {})) << T << " " << Dh;
+  for (int64_t T : {1, 32, 48}) EXPECT_TRUE(path_short({8, T, 2, 128}, dev, {})) << T;
+  for (int64_t T : {52, 64}) EXPECT_FALSE(path_short({8, T, 2, 128}, dev, {})) << T;
+  for (int64_t T : {65, 113, 128, 257, 2048}) EXPECT_FALSE(path_short({8, T, 2, 32}, dev, {})) << T;
+  cuda::AttentionOptions off;
+  off.path_short = false;
+  EXPECT_FALSE(path_short({1024, 32, 4, 32}, dev, off));
+  DeviceLimits small = dev;
+  small.max_smem = 48 * 1024;  // a device without opt-in shared memory
+  EXPECT_TRUE(path_short({1, 16, 4, 32}, small, {}));
+  EXPECT_FALSE(path_short({1, 64, 4, 64}, small, {}));
+  // a5_l32 (T 32, Dh 32): 4 CTAs per SM fit in shared memory.
+  EXPECT_LE(path_short_layout(32, 32).bwd_floats * 4 * 4, 228 * 1024);
+  for (int64_t Dh : {16, 32, 64, 128})
+    for (int64_t T : {1, 7, 32, 64}) {
+      const auto L = path_short_layout(T, Dh);
+      EXPECT_EQ(L.Tp % 4, 0);
+      EXPECT_GE(L.Tp, T);
+      EXPECT_GE(L.qs, 2 * L.Tp + 4 * L.Tp);  // the double prefix sums and four float vectors first
+      const int64_t x = L.Tp * (Dh + 1), t = L.Tp * (L.Tp + 1);
+      EXPECT_EQ(L.k - L.qs, x);
+      EXPECT_EQ(L.w - L.k, x);
+      EXPECT_EQ(L.v - L.w, x);
+      EXPECT_EQ(L.m1 - L.v, x);
+      EXPECT_EQ(L.m2 - L.m1, t);
+      EXPECT_EQ(L.m3 - L.m2, t);
+      EXPECT_EQ(L.m4 - L.m3, t);
+      EXPECT_EQ(L.fwd_floats - L.m4, t);
+      EXPECT_EQ(L.dout, L.fwd_floats);
+      EXPECT_EQ(L.m5 - L.dout, x);
+      EXPECT_EQ(L.dk - L.m5, t);
+      EXPECT_EQ(L.dw - L.dk, x);
+      EXPECT_EQ(L.bwd_floats - L.dw, x);
+    }
+}
+
 // The scale is checked before anything touches the device (the backward divides the gate gradient
 // by it): zero, negative and non-finite scales are errors naming the call.
 TEST(AttentionLayout, ScaleMustBePositive) {

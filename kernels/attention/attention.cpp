@@ -77,6 +77,12 @@ class Profiler {
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;
 };
 
+// A caller's workspace must be at least the size the *_workspace_bytes call reported (also where
+// the plan's kernels need none of it: the contract does not depend on the plan).
+void check_workspace(const void* ws, size_t have, size_t need, const char* what) {
+  if (ws && have < need) fail("{}: workspace of {} bytes is smaller than the {} required", what, have, need);
+}
+
 // A workspace that is either the caller's (checked for size) or a stream-ordered allocation.
 struct ScopedWorkspace {
   unsigned char* base = nullptr;
@@ -84,7 +90,7 @@ struct ScopedWorkspace {
   cudaStream_t stream = nullptr;
   ScopedWorkspace(void* ws, size_t have, size_t need, cudaStream_t s, const char* what) : stream(s) {
     if (ws) {
-      if (have < need) fail("{}: workspace of {} bytes is smaller than the {} required", what, have, need);
+      check_workspace(ws, have, need, what);
       base = static_cast<unsigned char*>(ws);
     } else if (need > 0) {
       void* p = nullptr;
@@ -190,6 +196,11 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = P.workspace(d, dt, path, false, external);
+  if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
+    detail::check_workspace(workspace, workspace_bytes, L.total, what);
+    detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
+    return;
+  }
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16;
   const int nb = static_cast<int>((d.T + 63) / 64);
@@ -290,6 +301,12 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   if (log_f) detail::require(dlog_f, "dlog_f", what);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
+  if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip
+    detail::check_workspace(workspace, workspace_bytes, L.total, what);
+    detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
+                                dt == DType::BF16, stream);
+    return;
+  }
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path, P.dev, opt);
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16, dense = path && detail::path_dense(d.Dh);

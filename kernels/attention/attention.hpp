@@ -33,6 +33,10 @@ struct AttentionOptions {
   // The Hopper kernels (sm_90a wgmma) where the device and the build have them; false runs the
   // mma.sync kernels that other GPUs run (their parity tests on a Hopper GPU use it).
   bool sm90 = true;
+  // PaTH at T <= 64 in one kernel per direction (a CTA per head holds the sequence on chip) where its
+  // shared memory fits; false runs the blockwise pipeline at every length (its parity tests at short
+  // T use it).
+  bool path_short = true;
   // PaTH superchunks of this many 64-row blocks: -1 the plan's choice, 0 none, 2 or more blocks
   // (tests use small values to cover superchunks at small T).
   int path_superchunk = -1;

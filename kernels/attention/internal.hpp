@@ -347,4 +347,32 @@ int path_own_smem_bytes(int64_t Dh, bool f32, int warps);
 void launch_path_own_bwd(const BwdParams& p, const BwdConfig& cfg, int64_t Dh, cudaStream_t stream);
 void launch_gate_grad(float* dlog_f, const float* dg, int64_t B, int64_t T, int64_t H, cudaStream_t s);
 
+// PaTH at short T (kernels/attention/path/path_short_sm80.cu; plan.hpp path_short): one CTA per
+// (b, h), the whole sequence in shared memory. The forward writes out and lse; the backward
+// recomputes everything from q, k, v, w, beta, log_f and lse and overwrites every gradient.
+void path_short_forward(void* out,           // [B, T, H, Dh] dt
+                        float* lse,          // [B, H, T]
+                        const void* q,       // [B, T, H, Dh] dt
+                        const void* k,       // [B, T, H, Dh] dt
+                        const void* v,       // [B, T, H, Dh] dt
+                        const float* w,      // [B, T, H, Dh]
+                        const float* beta,   // [B, T, H]
+                        const float* log_f,  // [B, T, H] or nullptr
+                        const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
+void path_short_backward(void* dq,            // [B, T, H, Dh] dt
+                         void* dk,            // [B, T, H, Dh] dt
+                         void* dv,            // [B, T, H, Dh] dt
+                         float* dw,           // [B, T, H, Dh]
+                         float* dbeta,        // [B, T, H]
+                         float* dlog_f,       // [B, T, H] or nullptr (no gate)
+                         const void* dout,    // [B, T, H, Dh] dt
+                         const void* q,       // [B, T, H, Dh] dt
+                         const void* k,       // [B, T, H, Dh] dt
+                         const void* v,       // [B, T, H, Dh] dt
+                         const float* w,      // [B, T, H, Dh]
+                         const float* beta,   // [B, T, H]
+                         const float* log_f,  // [B, T, H] or nullptr
+                         const float* lse,    // [B, H, T]
+                         const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
+
 }  // namespace sb::cuda::detail

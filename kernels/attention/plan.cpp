@@ -118,6 +118,10 @@ void check_options(const AttentionOptions& opt) {
     fail("attention options: path_checkpoint_budget = {} must be >= 0", opt.path_checkpoint_budget);
 }
 
+bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
+  return opt.path_short && d.T <= kBlock && path_short_layout(d.T, d.Dh).bwd_floats * 4 <= dev.max_smem;
+}
+
 bool uses_wgmma(int64_t Dh, DType dt, const DeviceLimits& dev, const AttentionOptions& opt) {
   return opt.sm90 && dev.sm90 && dt == DType::BF16 && (Dh == 64 || Dh == 128);
 }

@@ -35,6 +35,36 @@ struct DeviceLimits {
 // The current device's limits for head dim Dh and dtype dt (queried once, then cached).
 DeviceLimits device_limits(int64_t Dh, DType dt);
 
+// Short sequences (kernels/attention/path/path_short_sm80.cu): one CTA per (b, h) holds the whole
+// sequence in shared memory as one UT block (the pipeline's block of kBlock rows, so the same
+// conditioning), in fp32. Layout in floats: per-position vectors, the T x Dh operands (row stride
+// Dh + 1) and the T x T matrices (row stride Tp + 1, Tp = T rounded up to 4); the forward uses the
+// part before dout, the backward all of it. Zero-filled at the start (padding rows read as 0).
+struct PathShortLayout {
+  int64_t Tp = 0, ldx = 0, ldt = 0;
+  int64_t g = 0, beta = 0, lse = 0, delta = 0, dg = 0;  // g: gate prefix sums, double [Tp]
+  int64_t qs = 0, k = 0, w = 0, v = 0;                  // [Tp, ldx]: scaled queries, keys, w, values
+  int64_t m1 = 0, m2 = 0, m3 = 0, m4 = 0;               // [Tp, ldt] each (the kernel says what they hold)
+  int64_t fwd_floats = 0;
+  int64_t dout = 0, m5 = 0, dk = 0, dw = 0;             // backward: dout, one more T x T, dk and dw sums
+  int64_t bwd_floats = 0;
+};
+constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
+  PathShortLayout L;
+  L.Tp = (T + 3) / 4 * 4, L.ldx = Dh + 1, L.ldt = L.Tp + 1;
+  const int64_t x = L.Tp * L.ldx, t = L.Tp * L.ldt;
+  L.g = 0, L.beta = 2 * L.Tp, L.lse = 3 * L.Tp, L.delta = 4 * L.Tp, L.dg = 5 * L.Tp;
+  L.qs = 6 * L.Tp, L.k = L.qs + x, L.w = L.k + x, L.v = L.w + x;
+  L.m1 = L.v + x, L.m2 = L.m1 + t, L.m3 = L.m2 + t, L.m4 = L.m3 + t;
+  L.fwd_floats = L.m4 + t;
+  L.dout = L.fwd_floats, L.m5 = L.dout + x, L.dk = L.m5 + t, L.dw = L.dk + x;
+  L.bwd_floats = L.dw + x;
+  return L;
+}
+// Whether a PaTH call runs the short kernels (forward and backward together, so the plan keys on
+// the backward's shared memory): opt.path_short, T <= kBlock, and that memory within the device's.
+bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
+
 // Throws sb::Error naming the first option out of range.
 void check_options(const AttentionOptions& opt);
 
