@@ -10,19 +10,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "nn/eigen_views.hpp"
 
 namespace sb::nn {
 namespace {
 
 constexpr int64_t kQueryBlock = 64;
 
-template <class S>
-using MatR = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-// One head's [T, Dh] slice of a [B, T, H, Dh] tensor: rows T apart by H * Dh.
-template <class S>
-using HeadMap = Eigen::Map<MatR<S>, 0, Eigen::OuterStride<>>;
-template <class S>
-using HeadCMap = Eigen::Map<const MatR<S>, 0, Eigen::OuterStride<>>;
 using RowD = Eigen::Array<double, 1, Eigen::Dynamic>;
 template <class S>
 using RowS = Eigen::Array<S, 1, Eigen::Dynamic>;

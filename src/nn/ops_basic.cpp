@@ -7,12 +7,11 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "nn/eigen_views.hpp"
 
 namespace sb::nn {
 namespace {
 
-template <class S>
-using MatR = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class S>
 using MapM = Eigen::Map<MatR<S>>;
 template <class S>

@@ -8,17 +8,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/eigen_views.hpp"
+
 namespace sb::nn {
 namespace {
 
 constexpr int64_t kQueryBlock = 64;
 
-template <class S>
-using MatR = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class S>
-using HeadMap = Eigen::Map<MatR<S>, 0, Eigen::OuterStride<>>;  // one head's [T, Dh] slice, rows H Dh apart
-template <class S>
-using HeadCMap = Eigen::Map<const MatR<S>, 0, Eigen::OuterStride<>>;
 template <class S>
 using RowS = Eigen::Array<S, 1, Eigen::Dynamic>;
 
