@@ -15,7 +15,7 @@ namespace sb {
 namespace {
 
 // Rows kept at most: 2^24 doubles (128 MiB) in all.
-constexpr int64_t kMaxTableEntries = int64_t{1} << 24;
+constexpr int64_t kMaxWalkEntries = int64_t{1} << 24;
 // Two rows one period apart closer than this (max norm) mean the walk has settled.
 constexpr double kSettled = 1e-16;
 
@@ -56,7 +56,7 @@ ConditionedWords::ConditionedWords(const PermGroup& group, std::vector<int32_t> 
   }
   period_ = walk_period(group, alphabet_);
   const double share = 1.0 / static_cast<double>(alphabet_.size());
-  const int64_t max_rows = std::max<int64_t>(2, kMaxTableEntries / static_cast<int64_t>(G));
+  const int64_t max_rows = std::max<int64_t>(2, kMaxWalkEntries / static_cast<int64_t>(G));
   for (int64_t r = 1; r <= max_length; ++r) {
     if (r >= max_rows)
       fail("the identity-word table over {} letters of group '{}' has not settled after {} letters; use a length "

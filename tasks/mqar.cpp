@@ -89,7 +89,7 @@ class Mqar final : public Task {
   recall::PowerLawGaps gaps_;
 };
 
-MqarConfig read_config(const Params& p) {
+MqarConfig read_mqar_config(const Params& p) {
   MqarConfig c;
   c.vocab = static_cast<int32_t>(p.integer("vocab", 4, int64_t{1} << 30));
   c.length = p.integer("length", 4, int64_t{1} << 30);
@@ -126,7 +126,7 @@ void register_mqar(TaskRegistry& registry) {
                  {"random_non_queries", "false", "replace filler zeros by uniform tokens of [0, V) (Zoology's option)"},
                  {"query_order", "zoology",
                   "zoology: i-th drawn gap queries the i-th context key; shuffled: uniformly random assignment"}},
-                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqar>(read_config(p)); },
+                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqar>(read_mqar_config(p)); },
                 "built-in", "length"});
 }
 

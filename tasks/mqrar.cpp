@@ -134,7 +134,7 @@ class Mqrar final : public Task {
   recall::PowerLawGaps gaps_;  // over the query slots of the shortest context
 };
 
-MqrarConfig read_config(const Params& p) {
+MqrarConfig read_mqrar_config(const Params& p) {
   MqrarConfig c;
   c.vocab = static_cast<int32_t>(p.integer("vocab", 4, int64_t{1} << 30));
   c.length = p.integer("length", 4, int64_t{1} << 30);
@@ -191,7 +191,7 @@ void register_mqrar(TaskRegistry& registry) {
                  {"random_non_queries", "false", "replace filler zeros by uniform tokens of [0, V)"},
                  {"query_order", "zoology",
                   "zoology: i-th drawn gap queries the i-th key by first appearance; shuffled: random"}},
-                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqrar>(read_config(p)); },
+                [](const Params& p) -> std::unique_ptr<Task> { return std::make_unique<Mqrar>(read_mqrar_config(p)); },
                 "built-in", "length"});
 }
 

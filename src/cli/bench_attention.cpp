@@ -49,7 +49,7 @@ const std::vector<std::string> kDefaultShapes = {"8x2048x16x64", "4x4096x16x64",
   return sh;
 }
 
-struct Options {
+struct BenchAttentionOptions {
   std::string dtype = "bf16", kind = "both", json, sdpa;
   std::vector<std::string> shapes = kDefaultShapes;
   int reps = 20;
@@ -234,7 +234,7 @@ std::string results_json(const std::vector<Result>& results, const std::string& 
   return out + "\n  ]\n}\n";
 }
 
-void run_bench_attention(const Options& opt) {
+void run_bench_attention(const BenchAttentionOptions& opt) {
   if (!cuda::cuda_device_available()) fail("bench attention: no CUDA device available");
   if (opt.dtype != "bf16" && opt.dtype != "fp32") fail("bench attention: --dtype '{}' (expected bf16 or fp32)", opt.dtype);
   if (opt.kind != "path" && opt.kind != "softmax" && opt.kind != "both" && opt.kind != "sba")
@@ -288,7 +288,7 @@ void run_bench_attention(const Options& opt) {
 
 #else
 
-void run_bench_attention(const Options&) {
+void run_bench_attention(const BenchAttentionOptions&) {
   fail("bench attention: statebench was built without CUDA (configure with -DSTATEBENCH_CUDA=ON on a machine with nvcc)");
 }
 
@@ -297,7 +297,7 @@ void run_bench_attention(const Options&) {
 }  // namespace
 
 void add_bench_attention(CLI::App& bench, Context& /*ctx*/) {
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<BenchAttentionOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "attention", "CUDA PaTH, softmax and stick-breaking attention kernels: time, TFLOP/s, memory");
   cmd->add_option("--dtype", opt->dtype, "bf16 or fp32")->capture_default_str();

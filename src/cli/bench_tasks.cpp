@@ -154,11 +154,11 @@ void run_bench_tasks(Context& ctx, double seconds, const std::string& json_path)
 }  // namespace
 
 void add_bench_tasks(CLI::App& bench, Context& ctx) {
-  struct Options {
+  struct BenchTasksOptions {
     double seconds = 1.0;
     std::string json;
   };
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<BenchTasksOptions>();
   CLI::App* cmd = bench.add_subcommand("tasks", "single-thread generation throughput (tokens/s) of every task");
   cmd->add_option("--seconds", opt->seconds, "time per configuration")->capture_default_str();
   cmd->add_option("--json", opt->json, "also write the results to this JSON file")->type_name("FILE");

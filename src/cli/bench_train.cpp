@@ -163,7 +163,7 @@ void write_json(const std::string& path, const json& j) {
   f.commit();
 }
 
-struct Options {
+struct BenchTrainOptions {
   std::string device = "cpu", precision = "tf32", json;
   std::vector<std::string> presets, attention{"path", "rope"}, sets;
   int64_t threads = 0, profile_steps = 5;
@@ -171,7 +171,7 @@ struct Options {
   bool profile = false, list = false;
 };
 
-void run_bench_train(Context& ctx, const Options& o) {
+void run_bench_train(Context& ctx, const BenchTrainOptions& o) {
   ctx.load_plugins();
   check_attention_kinds(o.attention);
   for (const std::string& name : o.presets) find_bench_preset(name);
@@ -256,7 +256,7 @@ void run_bench_train(Context& ctx, const Options& o) {
 }  // namespace
 
 void add_bench_train(CLI::App& bench, Context& ctx) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<BenchTrainOptions>();
   CLI::App* cmd = bench.add_subcommand("train", "training speed and MFU of each study's model (docs/benchmarks.md)");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--precision", o->precision, "precision on cuda: fp32, tf32 or bf16 (bf16 activations and attention)")

@@ -70,13 +70,13 @@ uint64_t parse_index(const char* option, const std::string& text) {
   return v;
 }
 
-struct Options {
+struct GenerateOptions {
   std::string task, split = "train", count, output, format, seed = "0", start = "0";
   std::vector<std::string> params;
   int threads = 0;
 };
 
-void run_generate(Context& ctx, const Options& opt) {
+void run_generate(Context& ctx, const GenerateOptions& opt) {
   ctx.load_plugins();
   // Validate everything before touching the output path.
   const TaskInfo& info = ctx.tasks.get(opt.task);
@@ -122,7 +122,7 @@ void run_generate(Context& ctx, const Options& opt) {
 }  // namespace
 
 void add_generate_command(CLI::App& app, Context& ctx) {
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "write task examples to a file (JSONL, .npy or .npz)");
   cmd->footer(
       "Formats (by --format or the extension of FILE):\n"

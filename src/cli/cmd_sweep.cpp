@@ -26,7 +26,6 @@ namespace sb::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace sb::sweep;
 
 constexpr int kStopAfterInitialFailures = 3;
 
@@ -56,10 +55,8 @@ class StopGuard {
   struct sigaction old_int_ = {}, old_term_ = {};
 };
 
-using Options = SweepArgs;
-
 // Builds the cell's task and every evaluation variant, as train will.
-TaskShape check_task(const Context& ctx, const TrainConfig& c) {
+sweep::TaskShape check_task(const Context& ctx, const TrainConfig& c) {
   const auto task = ctx.tasks.create(c.task.name, c.task.params);
   for (const auto& e : c.task.eval) {
     if (e.length == 0) {
@@ -77,16 +74,9 @@ TaskShape check_task(const Context& ctx, const TrainConfig& c) {
   return {task->seq_len(), task->vocab_size()};
 }
 
-bool study_sets_key(const Study& s, const std::string& key) {
-  if (s.find_axis(key)) return true;
-  for (const auto& o : s.set)
-    if (o.rfind(key + "=", 0) == 0) return true;
-  return false;
-}
-
 // Rough seconds for one cell from its size (no measurement available): forward+backward FLOPs of
 // the training tokens plus forward FLOPs of the evaluations, at an assumed throughput.
-double rough_cell_seconds(const Cell& cell, const std::string& device, int cpu_threads) {
+double rough_cell_seconds(const sweep::Cell& cell, const std::string& device, int cpu_threads) {
   const TrainConfig& c = cell.config;
   const double T = static_cast<double>(std::max<int64_t>(cell.shape.seq_len, 1));
   const double V = static_cast<double>(std::max<int64_t>(cell.shape.vocab, 2));
@@ -112,10 +102,10 @@ double rough_cell_seconds(const Cell& cell, const std::string& device, int cpu_t
   return std::max(flops / 4e12, launch_bound);
 }
 
-void print_dry_run(const Plan& plan, const std::string& out, const std::vector<std::string>& slots, int cpu_threads) {
-  const Study& s = plan.study;
-  fmt::print("study {} ({}): protocol {}, {} cells\n", s.name, s.file, to_string(s.protocol), plan.cells.size());
-  fmt::print("  base config: {}{}\n", base_config_path(plan, out), s.base_file.empty() ? " (inline, written at start)" : "");
+void print_dry_run(const sweep::Plan& plan, const std::string& out, const std::vector<std::string>& slots, int cpu_threads) {
+  const sweep::Study& s = plan.study;
+  fmt::print("study {} ({}): protocol {}, {} cells\n", s.name, s.file, sweep::to_string(s.protocol), plan.cells.size());
+  fmt::print("  base config: {}{}\n", sweep::base_config_path(plan, out), s.base_file.empty() ? " (inline, written at start)" : "");
   for (const auto& o : s.set) fmt::print("  set: {}\n", o);
   for (const auto& a : s.axes) {
     std::vector<std::string> labels;
@@ -124,7 +114,7 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
   }
   size_t first_stage = 0;  // staged protocols: the cells of every group's first stage
   for (const auto& g : plan.groups) first_stage += g.stages.front().size();
-  if (s.protocol == Protocol::min_depth) {
+  if (s.protocol == sweep::Protocol::min_depth) {
     fmt::print("  min_depth over {} ({}), reached when best {} >= {}{}: {} groups; depth by depth, {} to {} cells\n",
                s.min_depth.axis, fmt::join(plan.groups.front().labels, ", "), s.min_depth.metric, s.min_depth.threshold,
                s.min_depth.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(s.min_depth.best_over, ", ")),
@@ -136,7 +126,7 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
       per_depth.push_back(fmt::format("{}: {}", plan.groups.front().labels[d], n));
     }
     fmt::print("  cells per depth: {}\n", fmt::join(per_depth, ", "));
-  } else if (s.protocol == Protocol::max_lr) {
+  } else if (s.protocol == sweep::Protocol::max_lr) {
     if (s.max_lr.stop_at) {
       fmt::print("  max_lr: {} values in the order listed ({}), one at a time per combination; later values skipped once "
                  "the mean {} >= {:g}: {} groups, {} to {} cells\n",
@@ -157,7 +147,7 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
   std::vector<std::string> states;
   for (const auto& cell : plan.cells) {
     const fs::path dir = fs::path(out) / cell.dir;
-    const auto r = read_cell_result((dir / "summary.json").string(), plan.metric);
+    const auto r = sweep::read_cell_result((dir / "summary.json").string(), plan.metric);
     std::string state = "new";
     if (r && r->final()) {
       state = r->status + (r->metric ? fmt::format(" {}={:.4g}", plan.metric, *r->metric) : "");
@@ -186,21 +176,21 @@ void print_dry_run(const Plan& plan, const std::string& out, const std::vector<s
   }
   // Measured wall times were taken with the workers sharing their devices, so they divide by the
   // worker count; the rough guess assumes a whole GPU per cell (workers on one GPU share it).
-  const double w = n_measured ? static_cast<double>(slots.size()) : concurrent_lanes(slots);
+  const double w = n_measured ? static_cast<double>(slots.size()) : sweep::concurrent_lanes(slots);
   const std::string basis = n_measured ? fmt::format("the mean wall time of {} finished cells", n_measured)
                                        : "a rough guess from steps x batch x T and the model size at an assumed throughput";
   fmt::print("{} of {} cells finished; estimated time for the rest: {} of work, about {} with {} workers", n_done,
-             plan.cells.size(), format_seconds(total), format_seconds(total / w), slots.size());
+             plan.cells.size(), sweep::format_seconds(total), sweep::format_seconds(total / w), slots.size());
   if (!plan.groups.empty())
-    fmt::print(" (at most; the first {} alone: about {})", s.protocol == Protocol::min_depth ? "depths" : "values",
-               format_seconds(first / w));
+    fmt::print(" (at most; the first {} alone: about {})", s.protocol == sweep::Protocol::min_depth ? "depths" : "values",
+               sweep::format_seconds(first / w));
   fmt::print("\n  (an ESTIMATE from {})\nnothing was run (--dry-run)\n", basis);
 }
 
-void run_sweep_command(Context& ctx, const Options& opt) {
+void run_sweep_command(Context& ctx, const SweepArgs& opt) {
   check_launcher_options(opt);
   ctx.load_plugins();
-  Study study = load_study(opt.study);
+  sweep::Study study = sweep::load_study(opt.study);
   for (const auto& file : study.plugins) {  // the study's own `plugins:` (a file already loaded is kept)
     try {
       load_plugin(ctx.tasks, file);
@@ -214,14 +204,14 @@ void run_sweep_command(Context& ctx, const Options& opt) {
     if (study.find_axis(o.substr(0, eq))) fail("--set '{}': '{}' is an axis of the study", o, o.substr(0, eq));
     study.set.push_back(o);
   }
-  const std::vector<std::string> devices = parse_devices(opt.devices);
+  const std::vector<std::string> devices = sweep::parse_devices(opt.devices);
 #ifndef STATEBENCH_HAVE_CUDA
   for (const auto& d : devices)
     if (d != "cpu") fail("--devices: '{}' needs the CUDA backend, which this build does not have", d);
 #endif
   if (opt.workers < 0) fail("--workers {}: expected a positive number (0 = automatic)", opt.workers);
   if (opt.threads < 0) fail("--threads {}: expected a positive number (0 = automatic)", opt.threads);
-  const Plan plan = make_plan(study, [&ctx](const TrainConfig& c) { return check_task(ctx, c); });
+  const sweep::Plan plan = sweep::make_plan(study, [&ctx](const TrainConfig& c) { return check_task(ctx, c); });
   const std::string out = opt.out.empty() ? (fs::path("sweeps") / study.name).string() : opt.out;
   if (opt.status) {
     print_sweep_status(plan, out);
@@ -233,10 +223,10 @@ void run_sweep_command(Context& ctx, const Options& opt) {
   }
 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool threads_in_study = study_sets_key(study, "train.threads");
+  const bool threads_in_study = study.sets_key("train.threads");
   int threads = opt.threads;
   if (threads == 0 && opt.workers == 0) threads = std::max<int>(1, static_cast<int>(plan.cells.front().config.train.threads));
-  std::vector<std::string> slots = make_slots(devices, opt.workers, cores, std::max(1, threads));
+  std::vector<std::string> slots = sweep::make_slots(devices, opt.workers, cores, std::max(1, threads));
   if (threads == 0) {  // --workers given: share the cores among the cpu slots
     const auto cpu = std::count(slots.begin(), slots.end(), "cpu");
     threads = std::max<int>(1, cores / static_cast<int>(std::max<long>(1, cpu)));
@@ -247,23 +237,24 @@ void run_sweep_command(Context& ctx, const Options& opt) {
     print_dry_run(plan, out, slots, cpu_threads);
     return;
   }
+  using sweep::DisplayMode;
   const DisplayMode mode = opt.progress == "live" ? DisplayMode::live
                            : opt.progress == "plain" ? DisplayMode::plain
                            : opt.progress == "quiet" ? DisplayMode::quiet
                            : is_terminal(stdout) ? DisplayMode::live : DisplayMode::plain;
-  ProcessLauncher launcher(opt.train_exe.empty() ? "/proc/self/exe" : fs::absolute(opt.train_exe).string());
-  SweepDisplay display(plan, out, slots.size(), mode);
-  RunnerOptions ropt;
+  sweep::ProcessLauncher launcher(opt.train_exe.empty() ? "/proc/self/exe" : fs::absolute(opt.train_exe).string());
+  sweep::SweepDisplay display(plan, out, slots.size(), mode);
+  sweep::RunnerOptions ropt;
   ropt.out_dir = out;
   ropt.slots = slots;
   ropt.cpu_threads = cpu_threads;
   ropt.plugins = loaded_plugin_files(ctx.tasks);  // every cell loads what this sweep loaded
   ropt.interrupt = &g_stop;
   ropt.stop_after_initial_failures = opt.keep_going ? 0 : kStopAfterInitialFailures;
-  SweepResult result;
+  sweep::SweepResult result;
   {
     StopGuard guard;
-    result = run_sweep(plan, launcher, ropt, &display);
+    result = sweep::run_sweep(plan, launcher, ropt, &display);
   }
   display.finish(result);
   if (!result.stopped_because.empty())
@@ -277,7 +268,7 @@ void run_sweep_command(Context& ctx, const Options& opt) {
 }  // namespace
 
 void add_sweep_command(CLI::App& app, Context& ctx) {
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand("sweep", "run a study: train runs over a grid of configs, in parallel, resumable");
   cmd->footer(
       "A study (docs/sweeps.md) names a base train config, `set` overrides, `grid`/`zip` axes over config\n"

@@ -19,7 +19,6 @@
 namespace sb::cli {
 
 namespace fs = std::filesystem;
-using namespace sb::sweep;
 
 bool SweepArgs::was_given(const std::string& name) const {
   return std::find(given.begin(), given.end(), name) != given.end();
@@ -81,17 +80,17 @@ void check_launcher_options(const SweepArgs& a) {
   if (a.slurm.gpus_per_task > 0)
     fail("--gpus-per-task {}: cells would run on the GPU, but this build has no CUDA backend", a.slurm.gpus_per_task);
 #endif
-  check_slurm_options(a.slurm);
+  sweep::check_slurm_options(a.slurm);
 }
 
-void print_sweep_status(const Plan& plan, const std::string& out_arg) {
+void print_sweep_status(const sweep::Plan& plan, const std::string& out_arg) {
   const std::string out = fs::absolute(out_arg).lexically_normal().string();
   if (!fs::exists(fs::path(out) / "manifest.json"))
     fail("--status: '{}' holds no sweep yet (no manifest.json); --out names the sweep directory", out);
-  const SlurmJobs jobs = read_slurm_jobs(out);
-  const StudyStatus st = study_status(plan, out, jobs, false);
-  refresh_manifest(plan, out, st);
-  fmt::print("{}", format_status(plan, out, st));
+  const sweep::SlurmJobs jobs = sweep::read_slurm_jobs(out);
+  const sweep::StudyStatus st = sweep::study_status(plan, out, jobs, false);
+  sweep::refresh_manifest(plan, out, st);
+  fmt::print("{}", sweep::format_status(plan, out, st));
 }
 
 namespace {
@@ -103,20 +102,13 @@ std::string self_exe() {
   return p.string();
 }
 
-bool study_sets(const Study& s, const std::string& key) {
-  if (s.find_axis(key)) return true;
-  for (const auto& o : s.set)
-    if (o.rfind(key + "=", 0) == 0) return true;
-  return false;
-}
-
 // This submission's command again, with absolute paths, for the follow-up job.
 std::vector<std::string> resubmit_command(const SweepArgs& a, const std::string& exe, const std::vector<std::string>& plugins,
                                           const std::string& out) {
   std::vector<std::string> c{exe};
   for (const auto& p : plugins) c.insert(c.end(), {"--plugin", p});
   c.insert(c.end(), {"sweep", fs::absolute(a.study).lexically_normal().string(), "--out", out, "--launcher", "slurm"});
-  const SlurmOptions& s = a.slurm;
+  const sweep::SlurmOptions& s = a.slurm;
   auto add = [&](const char* name, const std::string& v) {
     if (!v.empty()) c.insert(c.end(), {name, v});
   };
@@ -136,11 +128,11 @@ std::vector<std::string> resubmit_command(const SweepArgs& a, const std::string&
 
 }  // namespace
 
-void run_slurm_sweep(Context& ctx, const SweepArgs& a, const Plan& plan, const std::string& out_arg) {
+void run_slurm_sweep(Context& ctx, const SweepArgs& a, const sweep::Plan& plan, const std::string& out_arg) {
   const std::string out = fs::absolute(out_arg).lexically_normal().string();
   const std::string exe = self_exe();
   const std::vector<std::string> plugins = loaded_plugin_files(ctx.tasks);
-  SubmitRequest req;
+  sweep::SubmitRequest req;
   req.slurm = a.slurm;
   const int64_t config_threads = plan.cells.front().config.train.threads;
   req.slurm.cpus_per_task = a.cpus_per_task > 0 ? a.cpus_per_task : static_cast<int>(std::max<int64_t>(1, config_threads));
@@ -148,7 +140,7 @@ void run_slurm_sweep(Context& ctx, const SweepArgs& a, const Plan& plan, const s
   for (const auto& p : plugins) req.task_command.insert(req.task_command.end(), {"--plugin", p});
   req.task_command.insert(req.task_command.end(), {"sweep-task", out});
   req.task_args = {"--device", a.slurm.gpus_per_task > 0 ? "cuda:0" : "cpu"};
-  if (a.slurm.gpus_per_task == 0 && !study_sets(plan.study, "train.threads"))
+  if (a.slurm.gpus_per_task == 0 && !plan.study.sets_key("train.threads"))
     req.task_args.insert(req.task_args.end(), {"--threads", std::to_string(req.slurm.cpus_per_task)});
   if (!a.train_exe.empty()) req.task_args.insert(req.task_args.end(), {"--train-exe", fs::absolute(a.train_exe).string()});
   req.resubmit = resubmit_command(a, exe, plugins, out);
@@ -156,18 +148,18 @@ void run_slurm_sweep(Context& ctx, const SweepArgs& a, const Plan& plan, const s
   req.follow_up = a.follow_up;
 
   if (a.slurm_dry_run) {
-    fmt::print("{}", dry_run_scripts(plan, out, req));
+    fmt::print("{}", sweep::dry_run_scripts(plan, out, req));
     fmt::print("nothing was submitted (--slurm-dry-run)\n");
     return;
   }
-  const SubmitResult r = submit_study(plan, out, req);
-  fmt::print("study {} in {}: {}\n", plan.study.name, out, status_counts(r.status));
+  const sweep::SubmitResult r = sweep::submit_study(plan, out, req);
+  fmt::print("study {} in {}: {}\n", plan.study.name, out, sweep::status_counts(r.status));
   if (!r.job_id.empty()) {
     fmt::print("submitted job array {}: {} cell{} ({}{}); Slurm logs: {}\n", r.job_id, r.cells.size(),
                r.cells.size() == 1 ? "" : "s",
                r.cells.size() == 1 ? "array task 0" : fmt::format("array tasks 0-{}", r.cells.size() - 1),
                a.slurm.max_running > 0 ? fmt::format(", at most {} at once", a.slurm.max_running) : "",
-               (fs::path(slurm_dir(out)) / "logs" / (r.job_id + "_<task>.out")).string());
+               (fs::path(sweep::slurm_dir(out)) / "logs" / (r.job_id + "_<task>.out")).string());
     if (!r.follow_up_job.empty())
       fmt::print("follow-up job {} submits the cells the protocol needs next once job {} has ended\n", r.follow_up_job,
                  r.job_id);
@@ -186,15 +178,15 @@ void run_slurm_sweep(Context& ctx, const SweepArgs& a, const Plan& plan, const s
   }
   std::string last;
   for (int unanswered = 0;;) {
-    const StudyStatus st = study_status(plan, out, read_slurm_jobs(out), false);
+    const sweep::StudyStatus st = sweep::study_status(plan, out, sweep::read_slurm_jobs(out), false);
     unanswered = st.queue.known ? 0 : unanswered + 1;
     if (unanswered >= 10) fail("--wait: {} (10 times in a row); the jobs may still run: see --status later", st.queue.problem);
-    const std::string line = status_counts(st);
+    const std::string line = sweep::status_counts(st);
     if (line != last) fmt::print("{}\n", line), std::fflush(stdout);
     last = line;
     if (st.active_jobs.empty() && st.queue.known) {
-      refresh_manifest(plan, out, st);
-      fmt::print("{}", format_status(plan, out, st));
+      sweep::refresh_manifest(plan, out, st);
+      fmt::print("{}", sweep::format_status(plan, out, st));
       if (!st.complete) throw ExitCode(1);
       return;
     }
@@ -226,7 +218,7 @@ void add_sweep_task_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--threads", a->threads, "train.threads for cpu cells (0: the config's)");
   cmd->add_option("--train-exe", a->train_exe, "the binary that runs `train` (default: this one)");
   cmd->callback([&ctx, a] {
-    CellTaskOptions o;
+    sweep::CellTaskOptions o;
     o.out_dir = a->out;
     o.cell_id = a->cell;
     for (const auto& p : ctx.plugin_files) o.plugins.push_back(fs::absolute(p).lexically_normal().string());
@@ -239,7 +231,7 @@ void add_sweep_task_command(CLI::App& app, Context& ctx) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
-    const int code = run_cell_task(o);
+    const int code = sweep::run_cell_task(o);
     if (code != 0) throw ExitCode(code);
   });
 }

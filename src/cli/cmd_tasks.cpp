@@ -158,11 +158,11 @@ std::unique_ptr<Task> make_task(const Context& ctx, const std::string& name, con
 }
 
 void add_tasks_command(CLI::App& app, Context& ctx) {
-  struct Options {
+  struct TasksShowOptions {
     std::string name;
     std::vector<std::string> params;
   };
-  auto opt = std::make_shared<Options>();
+  auto opt = std::make_shared<TasksShowOptions>();
   CLI::App* tasks = app.add_subcommand("tasks", "list the registered tasks (`tasks show NAME` for one in detail)");
   CLI::App* show = tasks->add_subcommand("show", "parameters, sequence length, vocabulary, splits and details of a task");
   show->add_option("name", opt->name, "task name (see `statebench tasks`)")->required();

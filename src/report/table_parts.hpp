@@ -1,6 +1,6 @@
-// table_parts.hpp: what the table builders (tables.cpp, table_grid.cpp, table_depth.cpp) share and
-// the rest of the code does not need: labels and title words, the threshold in force, the seed
-// columns of CSV blocks and CSV number texts.
+// table_parts.hpp: what the table builders (tables.cpp, table_grid.cpp, table_depth.cpp) and the
+// renderer (table_render.cpp) share and the rest of the code does not need: labels and title words,
+// the threshold in force, the seed columns of CSV blocks and CSV number texts.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "report/table_parts.hpp"
 #include "report/tables.hpp"
 
 namespace sb::report {
@@ -25,12 +26,6 @@ std::string md_escape(const std::string& s) {
     else if (c == '\n' || c == '\r' || c == '\t') out += ' ';  // one table row per line
     else out += c;
   }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
 }
 
@@ -86,13 +81,13 @@ std::string format_errors(int64_t errors, int64_t scored, const Interval& bound)
 std::string render_markdown(const Study& study, const std::vector<Table>& tables) {
   std::map<std::string, int> counts;
   for (const RunRecord& r : study.runs) ++counts[to_string(r.status)];
-  std::vector<std::string> parts;
+  std::vector<std::string> by_status;
   for (RunStatus s : {RunStatus::completed, RunStatus::early_stopped, RunStatus::diverged, RunStatus::failed,
                       RunStatus::unfinished, RunStatus::missing, RunStatus::skipped, RunStatus::unreadable})
-    if (counts[to_string(s)]) parts.push_back(fmt::format("{} {}", counts[to_string(s)], to_string(s)));
+    if (counts[to_string(s)]) by_status.push_back(fmt::format("{} {}", counts[to_string(s)], to_string(s)));
   std::string out = fmt::format("# {}\n\n", study.info.name);
   out += fmt::format("{} run{}{}: {}.\n", study.runs.size(), study.runs.size() == 1 ? "" : "s",
-                     study.info.protocol.empty() ? "" : " (protocol " + study.info.protocol + ")", join(parts, ", "));
+                     study.info.protocol.empty() ? "" : " (protocol " + study.info.protocol + ")", parts::join(by_status, ", "));
   for (const Table& t : tables) {
     out += "\n## " + t.title + "\n\n";
     std::vector<size_t> width(t.header.size(), 3);

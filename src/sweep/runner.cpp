@@ -205,13 +205,6 @@ std::string last_log_line(const std::string& dir) {
   }
 }
 
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 std::string missing_summary_message(const std::string& dir, const LaunchExit& e) {
@@ -219,6 +212,10 @@ std::string missing_summary_message(const std::string& dir, const LaunchExit& e)
                                    : fmt::format("exited with code {}", e.exit_code);
   const std::string line = last_log_line(dir);
   return fmt::format("statebench train {} without writing summary.json{}{}", why, line.empty() ? "" : ": ", line);
+}
+
+FdCloser::~FdCloser() {
+  if (fd >= 0) ::close(fd);
 }
 
 // The descriptor is close-on-exec (the launcher clears that flag for the one child that should

@@ -141,6 +141,14 @@ void prepare_sweep_dir(const Plan& plan, const std::string& out_dir);
 // An exclusive flock on OUT/sweep.lock or a cell's lock file (created if absent), close-on-exec;
 // -1 when another process holds it.
 int lock_file(const std::string& path);
+// Closes a descriptor (e.g. lock_file's, releasing its lock) at the end of its scope; -1: none.
+struct FdCloser {
+  int fd = -1;
+  explicit FdCloser(int descriptor) : fd(descriptor) {}
+  ~FdCloser();
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+};
 
 // The summary.json the sweep writes for a cell whose child ended without one.
 void write_failed_summary(const std::string& dir, const std::string& message, double wall_seconds,

@@ -40,13 +40,6 @@ size_t StudyStatus::count(CellPhase p) const {
 
 namespace {
 
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // Whether another process holds the cell's lock (a task or a local sweep running it now).
 bool cell_locked(const fs::path& dir) {
   std::error_code ec;

@@ -13,6 +13,7 @@
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "core/utc_time.hpp"
 #include "sweep/manifest.hpp"
 #include "sweep/runner.hpp"
@@ -32,11 +33,6 @@ void say(const std::string& text) {
 
 bool stopped(const CellTaskOptions& o) { return o.stop && o.stop->load(); }
 
-std::string host() {
-  char name[256] = {};
-  return ::gethostname(name, sizeof name - 1) == 0 ? name : "";
-}
-
 }  // namespace
 
 int run_cell_task(const CellTaskOptions& o) {
@@ -52,7 +48,7 @@ int run_cell_task(const CellTaskOptions& o) {
   std::string job_name = "none";
   if (job) job_name = job->array_task_id ? fmt::format("{}_{} (id {})", job->array_job_id, *job->array_task_id, job->job_id)
                                          : job->job_id;
-  say(fmt::format("cell {} in {} (Slurm job {}) on {}", cell->id, dir.string(), job_name, host()));
+  say(fmt::format("cell {} in {} (Slurm job {}) on {}", cell->id, dir.string(), job_name, host_name()));
 
   // The cell's lock: another task (a duplicate or a requeued one) or a local sweep may run it now.
   int lock = -1;
@@ -116,7 +112,7 @@ int run_cell_task(const CellTaskOptions& o) {
     p.device = o.device;
     p.date = utc_now();
     p.command = shown;
-    p.host = host();
+    p.host = host_name();
     p.plugins = o.plugins;
     p.slurm = job;
     // Slurm signals every process of a cancelled task: the child may end by that SIGTERM first.

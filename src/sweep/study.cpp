@@ -43,6 +43,13 @@ const Axis* Study::find_axis(const std::string& key) const {
   return nullptr;
 }
 
+bool Study::sets_key(const std::string& key) const {
+  if (find_axis(key)) return true;
+  for (const auto& o : set)
+    if (o.rfind(key + "=", 0) == 0) return true;
+  return false;
+}
+
 size_t Study::zip_length() const {
   for (const auto& a : axes)
     if (a.zipped) return a.values.size();

@@ -67,6 +67,7 @@ struct Study {
   MaxLrOptions max_lr;           // when protocol == max_lr
 
   const Axis* find_axis(const std::string& key) const;  // nullptr if not an axis
+  bool sets_key(const std::string& key) const;          // an axis or a `set` entry gives key
   size_t zip_length() const;                            // 0 without zip axes
 };
 

@@ -11,6 +11,7 @@
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "core/utc_time.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
@@ -68,11 +69,6 @@ template void load_run_parameters(const FinishedRun&, ParamStore<float>&);
 template void load_run_parameters(const FinishedRun&, ParamStore<double>&);
 
 namespace {
-
-std::string host_name() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
-}
 
 // An exclusive lock on the run directory for the read-merge-write of eval.json.
 class DirLock {

@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "io/output_dir.hpp"
@@ -80,11 +81,6 @@ int train_split(const Task& task) {
   for (size_t i = 0; i < splits.size(); ++i)
     if (!splits[i].eval) return static_cast<int>(i);
   fail("task '{}' has no training split", task.name());
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
 }
 
 // What the progress line shows after its counts and ETA: the last loss read (none before the
