@@ -1,9 +1,12 @@
 // ops_act.cpp: elementwise activations and SwiGLU, forward + backward, vectorised through Eigen
-// arrays (exp / log1p) where Eigen has a packet version; explicit float / double instantiations.
+// arrays (exp / log1p) where Eigen has a packet version; explicit float / double instantiations
+// (one per compilation, nn/instantiate.hpp).
 #include "nn/ops_act.hpp"
 
 #include <Eigen/Core>
 #include <cmath>
+
+#include "nn/instantiate.hpp"
 
 namespace sb::nn {
 namespace {
@@ -119,8 +122,7 @@ void swiglu_backward(S* dinp, const S* dout, const S* inp, int64_t N, int64_t F)
   template void swiglu_forward<S>(S*, const S*, int64_t, int64_t);                \
   template void swiglu_backward<S>(S*, const S*, const S*, int64_t, int64_t);
 
-SB_INSTANTIATE_OPS_ACT(float)
-SB_INSTANTIATE_OPS_ACT(double)
+SB_INSTANTIATE_OPS_ACT(SB_NN_SCALAR)
 #undef SB_INSTANTIATE_OPS_ACT
 
 }  // namespace sb::nn

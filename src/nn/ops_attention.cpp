@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "nn/eigen_views.hpp"
+#include "nn/instantiate.hpp"
 
 namespace sb::nn {
 namespace {
@@ -235,8 +236,7 @@ void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, c
                                               const S*, const S*, const S*, const S*, int64_t,      \
                                               int64_t, int64_t, int64_t, double);
 
-SB_INSTANTIATE_OPS_ATTENTION(float)
-SB_INSTANTIATE_OPS_ATTENTION(double)
+SB_INSTANTIATE_OPS_ATTENTION(SB_NN_SCALAR)
 #undef SB_INSTANTIATE_OPS_ATTENTION
 
 }  // namespace sb::nn

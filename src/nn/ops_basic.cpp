@@ -1,5 +1,6 @@
 // ops_basic.cpp: embedding, linear, RMSNorm, LayerNorm and residual ops (forward + backward) over
-// Eigen maps of caller buffers; explicitly instantiated for float and double at the end.
+// Eigen maps of caller buffers; explicitly instantiated for float and double at the end
+// (one per compilation, nn/instantiate.hpp).
 #include "nn/ops_basic.hpp"
 
 #include <Eigen/Core>
@@ -8,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "nn/eigen_views.hpp"
+#include "nn/instantiate.hpp"
 
 namespace sb::nn {
 namespace {
@@ -187,8 +189,7 @@ void add_scaled(S* dst, const S* src, double alpha, int64_t n) {
   template void residual_backward<S>(S*, S*, const S*, int64_t);                                     \
   template void add_scaled<S>(S*, const S*, double, int64_t);
 
-SB_INSTANTIATE_OPS_BASIC(float)
-SB_INSTANTIATE_OPS_BASIC(double)
+SB_INSTANTIATE_OPS_BASIC(SB_NN_SCALAR)
 #undef SB_INSTANTIATE_OPS_BASIC
 
 }  // namespace sb::nn

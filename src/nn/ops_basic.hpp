@@ -3,7 +3,7 @@
 // Conventions for every op in src/nn/ops_*.hpp (llm.c style):
 //   - free functions over caller-preallocated, row-major, contiguous raw pointers; activations
 //     [B, T, D] are passed flattened as [N = B*T, D]; `S` is float or double (explicitly
-//     instantiated in the .cpp); scalar hyperparameters (eps, theta, scale) are double;
+//     instantiated in the .cpp, nn/instantiate.hpp); scalar hyperparameters (eps, theta, scale) are double;
 //   - backward ACCUMULATES (+=) into every gradient output; the caller zeroes gradient buffers;
 //     a nullptr gradient output means "not needed" and is skipped;
 //   - forward saves what backward needs into caller-provided buffers (documented per op);

@@ -1,11 +1,12 @@
 // ops_loss.cpp: softmax cross-entropy over a label mask (forward + backward) and argmax accuracy;
-// explicit float / double instantiations.
+// explicit float / double instantiations (one per compilation, nn/instantiate.hpp).
 #include "nn/ops_loss.hpp"
 
 #include <Eigen/Core>
 #include <cmath>
 
 #include "core/error.hpp"
+#include "nn/instantiate.hpp"
 #include "tasks/task.hpp"
 
 namespace sb::nn {
@@ -89,8 +90,7 @@ AccuracyCount argmax_accuracy(uint8_t* correct, const S* logits, const int32_t* 
   template AccuracyCount argmax_accuracy<S>(uint8_t*, const S*, const int32_t*, const uint8_t*,     \
                                             int64_t, int64_t);
 
-SB_INSTANTIATE_OPS_LOSS(float)
-SB_INSTANTIATE_OPS_LOSS(double)
+SB_INSTANTIATE_OPS_LOSS(SB_NN_SCALAR)
 #undef SB_INSTANTIATE_OPS_LOSS
 
 }  // namespace sb::nn

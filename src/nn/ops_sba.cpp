@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "nn/eigen_views.hpp"
+#include "nn/instantiate.hpp"
 
 namespace sb::nn {
 namespace {
@@ -123,8 +124,7 @@ void sba_attention_backward(S* dq, S* dk, S* dv, const S* dout, const S* q, cons
   template void sba_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*, int64_t, int64_t, \
                                           int64_t, int64_t, double, bool);
 
-SB_INSTANTIATE_OPS_SBA(float)
-SB_INSTANTIATE_OPS_SBA(double)
+SB_INSTANTIATE_OPS_SBA(SB_NN_SCALAR)
 #undef SB_INSTANTIATE_OPS_SBA
 
 }  // namespace sb::nn

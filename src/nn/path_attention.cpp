@@ -4,12 +4,14 @@
 #include "core/aligned_vector.hpp"
 #include "nn/path_attention.hpp"
 
+#include "nn/instantiate.hpp"
 #include "nn/path_internal.hpp"
 
 namespace sb::nn {
 
 using namespace path_detail;
 
+#if SB_NN_FLOAT_PASS  // scalar-independent: defined once (nn/instantiate.hpp)
 int64_t path_default_block(int64_t Dh) { return Dh <= 64 ? 32 : 64; }
 
 int64_t path_forward_workspace_elems(int64_t T, int64_t Dh, PathForm form, int64_t block) {
@@ -21,6 +23,7 @@ int64_t path_backward_workspace_elems(int64_t T, int64_t Dh, PathForm form, int6
   check_shapes(1, T, 1, Dh, form, block);
   return form == PathForm::Direct ? direct_backward_ws(T, Dh) : blockwise_backward_ws(T, Dh, block);
 }
+#endif
 
 template <class S>
 void path_attention_forward(S* out, S* lse, const S* q, const S* k, const S* v, const S* w,
@@ -65,8 +68,7 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, co
   template void path_attention_backward<S>(                                                       \
       S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, const S*, const S*,         \
       const S*, const S*, const S*, int64_t, int64_t, int64_t, int64_t, S, PathForm, int64_t, S*);
-SB_PATH_INSTANTIATE(float)
-SB_PATH_INSTANTIATE(double)
+SB_PATH_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_INSTANTIATE
 
 }  // namespace sb::nn

@@ -5,6 +5,7 @@
 // docs/path-backward.md.
 #include <cmath>
 
+#include "nn/instantiate.hpp"
 #include "nn/path_internal.hpp"
 
 namespace sb::nn::path_detail {
@@ -94,11 +95,13 @@ void factors_backward(const WBlock& Wb, const KBlock& Kb, const S* beta, const M
 
 }  // namespace
 
+#if SB_NN_FLOAT_PASS  // scalar-independent: defined once (nn/instantiate.hpp)
 int64_t blockwise_backward_ws(int64_t T, int64_t Dh, int64_t L) {
   Arena<double> a;
   BackwardLayout<double>().layout(a, T, Dh, L);
   return a.used;
 }
+#endif
 
 template <class S>
 void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout, const S* q,
@@ -239,8 +242,7 @@ void blockwise_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S
   template void blockwise_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*,       \
                                       const S*, const S*, const S*, const S*, const S*, const S*, \
                                       int64_t, int64_t, int64_t, int64_t, S, int64_t, S*);
-SB_PATH_BACKWARD_INSTANTIATE(float)
-SB_PATH_BACKWARD_INSTANTIATE(double)
+SB_PATH_BACKWARD_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_BACKWARD_INSTANTIATE
 
 }  // namespace sb::nn::path_detail

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/instantiate.hpp"
 #include "nn/path_internal.hpp"
 
 namespace sb::nn::path_detail {
@@ -36,11 +37,13 @@ struct ForwardLayout {
 
 }  // namespace
 
+#if SB_NN_FLOAT_PASS  // scalar-independent: defined once (nn/instantiate.hpp)
 int64_t blockwise_forward_ws(int64_t T, int64_t Dh, int64_t L) {
   Arena<double> a;
   ForwardLayout<double>().layout(a, T, Dh, L);
   return a.used;
 }
+#endif
 
 template <class S>
 void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const S* w,
@@ -113,8 +116,7 @@ void blockwise_forward(S* out, S* lse, const S* q, const S* k, const S* v, const
   template void blockwise_forward<S>(S*, S*, const S*, const S*, const S*, const S*, const S*, \
                                      const S*, int64_t, int64_t, int64_t, int64_t, S, int64_t, \
                                      S*);
-SB_PATH_BLOCKWISE_INSTANTIATE(float)
-SB_PATH_BLOCKWISE_INSTANTIATE(double)
+SB_PATH_BLOCKWISE_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_BLOCKWISE_INSTANTIATE
 
 }  // namespace sb::nn::path_detail

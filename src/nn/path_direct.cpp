@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/instantiate.hpp"
 #include "nn/path_internal.hpp"
 
 namespace sb::nn::path_detail {
@@ -51,6 +52,7 @@ void direct_scores(MapM<S>& Sc, Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>&
 
 }  // namespace
 
+#if SB_NN_FLOAT_PASS  // scalar-independent: defined once (nn/instantiate.hpp)
 int64_t direct_forward_ws(int64_t T, int64_t Dh) {
   Arena<double> a;
   DirectLayout<double>().layout(a, T, Dh, false);
@@ -61,6 +63,7 @@ int64_t direct_backward_ws(int64_t T, int64_t Dh) {
   DirectLayout<double>().layout(a, T, Dh, true);
   return a.used;
 }
+#endif
 
 template <class S>
 void direct_forward(S* out, S* lse, const S* q, const S* k, const S* v, const S* w, const S* beta,
@@ -157,8 +160,7 @@ void direct_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* d
   template void direct_backward<S>(S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, \
                                    const S*, const S*, const S*, const S*, const S*, int64_t,      \
                                    int64_t, int64_t, int64_t, S, S*);
-SB_PATH_DIRECT_INSTANTIATE(float)
-SB_PATH_DIRECT_INSTANTIATE(double)
+SB_PATH_DIRECT_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_DIRECT_INSTANTIATE
 
 }  // namespace sb::nn::path_detail

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "nn/instantiate.hpp"
 
 namespace sb::nn {
 namespace {
@@ -120,8 +121,7 @@ void path_beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, S beta_max
                                        int64_t, int64_t, int64_t, int64_t, S);                \
   template void path_beta_forward<S>(S*, const S*, int64_t, S);                               \
   template void path_beta_backward<S>(S*, const S*, const S*, int64_t, S);
-SB_PATH_WPATH_INSTANTIATE(float)
-SB_PATH_WPATH_INSTANTIATE(double)
+SB_PATH_WPATH_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_WPATH_INSTANTIATE
 
 }  // namespace sb::nn
