@@ -431,6 +431,86 @@ TEST(AttentionLayout, PathShortChoice) {
     }
 }
 
+// The warp-per-head short kernels: chosen at T <= 32 and Dh <= 64 on the short path (with
+// path_short_warp on and one warp's backward region within the device's shared memory), the CTA
+// kernels otherwise, also where only the warp kernels fit; never with path_short off. A warp's
+// regions: float4-aligned, strides 4 mod 32 in floats with an odd number of float4s (a lane's own
+// row in float4s is free of bank conflicts), v over s1..s2 only in the forward, and in the
+// backward v and dout apart and dout past s4 (read together); CTAs of the warps that keep the
+// most of them resident.
+TEST(AttentionLayout, PathShortWarpChoice) {
+  using cuda::detail::path_short;
+  using cuda::detail::path_short_warp;
+  using cuda::detail::path_short_warp_layout;
+  using cuda::detail::path_short_warps;
+  const DeviceLimits dev = h100();
+  for (int64_t Dh : {16, 32, 64})
+    for (int64_t T : {1, 2, 7, 16, 21, 22, 31, 32}) {
+      EXPECT_TRUE(path_short_warp({1024, T, 4, Dh}, dev, {})) << T << " " << Dh;
+      EXPECT_TRUE(path_short({1024, T, 4, Dh}, dev, {})) << T << " " << Dh;
+    }
+  for (int64_t T : {33, 48, 64}) {
+    EXPECT_FALSE(path_short_warp({8, T, 2, 32}, dev, {})) << T;
+    EXPECT_TRUE(path_short({8, T, 2, 32}, dev, {})) << T;  // the CTA kernels
+  }
+  for (int64_t T : {1, 32}) {
+    EXPECT_FALSE(path_short_warp({8, T, 2, 128}, dev, {})) << T;
+    EXPECT_TRUE(path_short({8, T, 2, 128}, dev, {})) << T;
+  }
+  AttentionOptions cta;
+  cta.path_short_warp = false;
+  EXPECT_FALSE(path_short_warp({1024, 32, 4, 32}, dev, cta));
+  EXPECT_TRUE(path_short({1024, 32, 4, 32}, dev, cta));
+  AttentionOptions off;
+  off.path_short = false;
+  EXPECT_FALSE(path_short_warp({1024, 32, 4, 32}, dev, off));
+  EXPECT_FALSE(path_short({1024, 32, 4, 32}, dev, off));
+  DeviceLimits small = dev;
+  small.max_smem = 48 * 1024;  // the CTA kernel's backward at (32, 32) needs 50 KiB, a warp's 36 KiB
+  EXPECT_TRUE(path_short_warp({1, 32, 4, 32}, small, {}));
+  EXPECT_TRUE(path_short({1, 32, 4, 32}, small, {}));
+  EXPECT_FALSE(path_short({1, 32, 4, 32}, small, cta));
+  EXPECT_FALSE(path_short_warp({1, 32, 4, 64}, small, {}));  // 56 KiB
+  EXPECT_FALSE(path_short({1, 32, 4, 64}, small, {}));
+  for (int64_t Dh : {16, 32, 64}) {
+    const auto L = path_short_warp_layout(Dh);
+    const int64_t x = 32 * (Dh + 4), t = 32 * 36;
+    for (int64_t ld : {L.ldx, L.ldt}) {
+      EXPECT_EQ(ld % 4, 0) << Dh;
+      EXPECT_EQ((ld / 4) % 2, 1) << Dh;
+    }
+    for (int64_t off : {L.beta, L.qs, L.k, L.w, L.s1, L.s2, L.s3, L.fwd_v, L.fwd_floats, L.v, L.dout, L.s4, L.s5,
+                        L.bwd_floats})
+      EXPECT_EQ(off % 4, 0) << Dh;
+    EXPECT_EQ(L.g, 0);
+    EXPECT_EQ(L.beta, 64);  // 32 doubles first
+    EXPECT_EQ(L.qs, 96);
+    EXPECT_EQ(L.k - L.qs, x);
+    EXPECT_EQ(L.w - L.k, x);
+    EXPECT_EQ(L.s1 - L.w, x);
+    EXPECT_EQ(L.s2 - L.s1, t);
+    EXPECT_EQ(L.s3 - L.s2, t);
+    EXPECT_EQ(L.fwd_floats, L.s3 + t);
+    EXPECT_EQ(L.fwd_v, L.s1);
+    EXPECT_LE(L.fwd_v + x, L.s3);
+    EXPECT_EQ(L.v, L.fwd_floats);
+    EXPECT_EQ(L.s4, L.v);
+    EXPECT_EQ(L.s5, L.s4 + t);
+    EXPECT_GE(L.dout, L.v + x);
+    EXPECT_GE(L.dout, L.s4 + t);
+    EXPECT_GE(L.bwd_floats, L.dout + x);
+    EXPECT_GE(L.bwd_floats, L.s5 + t);
+  }
+  // a5_l32 (Dh 32): 6 backward and 8 forward warps resident per SM in CTAs of one warp; Dh 64: the
+  // backward in CTAs of two warps (4 resident, against 3 in CTAs of one).
+  EXPECT_EQ(path_short_warps(path_short_warp_layout(32).bwd_floats, dev), 1);
+  EXPECT_EQ(path_short_warps(path_short_warp_layout(32).fwd_floats, dev), 1);
+  EXPECT_LE(6 * (path_short_warp_layout(32).bwd_floats * 4 + 1024), dev.max_smem + 1024);
+  EXPECT_LE(8 * (path_short_warp_layout(32).fwd_floats * 4 + 1024), dev.max_smem + 1024);
+  EXPECT_EQ(path_short_warps(path_short_warp_layout(64).bwd_floats, dev), 2);
+  EXPECT_EQ(path_short_warps(path_short_warp_layout(64).bwd_floats, small), 1);  // two would not fit
+}
+
 // The scale is checked before anything touches the device (the backward divides the gate gradient
 // by it): zero, negative and non-finite scales are errors naming the call.
 TEST(AttentionLayout, ScaleMustBePositive) {

@@ -1,9 +1,12 @@
 // test_cuda_path_short.cpp: parity of PaTH attention at short T (the one-CTA-per-head kernels,
 // kernels/attention/path/path_short_sm80.cu, which the plan picks for T <= 64 where shared memory
-// allows) with the CPU reference in double (nn::path_attention_*, Blockwise form): out, lse, dq, dk,
-// dv, dw, dbeta and dlog_f each checked and printed separately, per shape, fp32 and bf16, gate on
-// and off, beta up to 2; longer T checked to fall back to the blockwise pipeline (and still match),
-// and the pipeline itself at short T (AttentionOptions::path_short = false). Skips without a device.
+// allows, and the warp-per-head kernels, path_short_warp_sm80.cu, which it picks at T <= 32 and
+// Dh <= 64) with the CPU reference in double (nn::path_attention_*, Blockwise form): out, lse, dq,
+// dk, dv, dw, dbeta and dlog_f each checked and printed separately, per shape, fp32 and bf16, gate
+// on and off, beta up to 2; the CTA kernels also at the warp kernels' shapes
+// (AttentionOptions::path_short_warp = false), longer T checked to fall back to the blockwise
+// pipeline (and still match), and the pipeline itself at short T (path_short = false). Skips
+// without a device.
 #include <gtest/gtest.h>
 
 #ifdef STATEBENCH_HAVE_CUDA
@@ -27,24 +30,40 @@ struct Case {
   double beta_lo = 0.05, beta_hi = 1.95;
 };
 
-std::string describe(const Case& c, DType dt, bool short_kernel) {
+// Which kernels run a PaTH call.
+enum class Kernel { Pipeline, Cta, Warp };
+const char* kernel_name(Kernel k) { return k == Kernel::Warp ? " warp" : k == Kernel::Cta ? " cta" : " pipeline"; }
+
+std::string describe(const Case& c, DType dt, Kernel k) {
   return "(B,T,H,Dh)=(" + std::to_string(c.B) + "," + std::to_string(c.T) + "," + std::to_string(c.H) + "," +
          std::to_string(c.Dh) + ") " + cuda::dtype_name(dt) + (c.gate ? " gate" : "") + " beta in [" +
-         std::to_string(c.beta_lo) + "," + std::to_string(c.beta_hi) + "]" + (short_kernel ? " short" : " pipeline");
+         std::to_string(c.beta_lo) + "," + std::to_string(c.beta_hi) + "]" + kernel_name(k);
 }
 
-bool plans_short(const Case& c, DType dt, const AttentionOptions& opt) {
-  return cuda::detail::path_short({c.B, c.T, c.H, c.Dh}, cuda::detail::device_limits(c.Dh, dt), opt);
+Kernel planned(const Case& c, DType dt, const AttentionOptions& opt) {
+  const cuda::AttnDims d{c.B, c.T, c.H, c.Dh};
+  const cuda::detail::DeviceLimits dev = cuda::detail::device_limits(c.Dh, dt);
+  if (cuda::detail::path_short_warp(d, dev, opt)) return Kernel::Warp;
+  return cuda::detail::path_short(d, dev, opt) ? Kernel::Cta : Kernel::Pipeline;
+}
+
+// What the plan should pick with the default options: the warp kernels at T <= 32, Dh <= 64, else
+// the CTA kernels up to T = 64 where their backward's shared memory fits, else the pipeline.
+Kernel expected(const Case& c, DType dt) {
+  const int64_t smem = cuda::detail::device_limits(c.Dh, dt).max_smem;
+  if (c.T <= 32 && c.Dh <= 64 && cuda::detail::path_short_warp_layout(c.Dh).bwd_floats * 4 <= smem)
+    return Kernel::Warp;
+  if (c.T <= 64 && cuda::detail::path_short_layout(c.T, c.Dh).bwd_floats * 4 <= smem) return Kernel::Cta;
+  return Kernel::Pipeline;
 }
 
 // One forward + backward through the public API (poisoned outputs, the call's own workspace) and in
-// double on the CPU, on the same rounded inputs; expects the plan to pick the short kernels exactly
-// when want_short.
-void check(const Case& c, DType dt, bool want_short, uint64_t seed, const AttentionOptions& opt = {}) {
-  const bool is_short = plans_short(c, dt, opt);
-  const std::string what = describe(c, dt, is_short);
+// double on the CPU, on the same rounded inputs; expects the plan to pick `want`.
+void check(const Case& c, DType dt, Kernel want, uint64_t seed, const AttentionOptions& opt = {}) {
+  const Kernel kernel = planned(c, dt, opt);
+  const std::string what = describe(c, dt, kernel);
   SCOPED_TRACE(what);
-  EXPECT_EQ(is_short, want_short) << "the plan's kernel choice";
+  EXPECT_EQ(kernel, want) << "the plan's kernel choice";
   PathInputs in = make_inputs(c.B, c.T, c.H, c.Dh, c.gate, seed, c.beta_lo, c.beta_hi);
   Vec dout = randn(in.nx(), seed + 99);
   const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns()), esz = cuda::dtype_bytes(dt);
@@ -104,14 +123,11 @@ const std::vector<int64_t>& short_lengths() {
 }
 
 void check_short_grid(DType dt, uint64_t seed) {
-  const AttentionOptions opt;
   for (int64_t Dh : {16, 32, 64, 128})
     for (int64_t T : short_lengths())
       for (bool gate : {false, true}) {
         const Case c{2, T, 3, Dh, gate};
-        const bool fits = cuda::detail::path_short_layout(T, Dh).bwd_floats * 4 <=
-                          cuda::detail::device_limits(Dh, dt).max_smem;
-        check(c, dt, fits, seed += 7, opt);
+        check(c, dt, expected(c, dt), seed += 7);
       }
 }
 
@@ -125,26 +141,64 @@ TEST(CudaPathShort, MatchesDoubleCpuBf16) {
   check_short_grid(DType::BF16, 2000);
 }
 
-// beta near 2 (reflections, the ill-conditioned UT inverse) at the block-length limit and below.
+// The warp kernels at awkward lengths (one row, two, odd, the 4-row chunks' edges, the lane limit)
+// and every head dim they take, gate on and off; 9 heads, so that a CTA of 2 or 4 warps (the plan's
+// choice at Dh 64) has idle warps at the end. With path_short_warp off, the CTA kernels at the same
+// shapes.
+void check_warp_grid(DType dt, uint64_t seed, bool warp) {
+  AttentionOptions opt;
+  opt.path_short_warp = warp;
+  for (int64_t Dh : {16, 32, 64})
+    for (int64_t T : {1, 2, 7, 16, 31, 32})
+      for (bool gate : {false, true}) check({3, T, 3, Dh, gate}, dt, warp ? Kernel::Warp : Kernel::Cta, seed += 7, opt);
+}
+
+TEST(CudaPathShort, WarpKernelsFp32) {
+  SKIP_WITHOUT_DEVICE();
+  check_warp_grid(DType::F32, 7000, true);
+}
+
+TEST(CudaPathShort, WarpKernelsBf16) {
+  SKIP_WITHOUT_DEVICE();
+  check_warp_grid(DType::BF16, 8000, true);
+}
+
+TEST(CudaPathShort, CtaKernelsAtWarpShapes) {
+  SKIP_WITHOUT_DEVICE();
+  check_warp_grid(DType::F32, 9000, false);
+  check_warp_grid(DType::BF16, 9500, false);
+}
+
+// beta near 2 (reflections, the ill-conditioned UT inverse) at the block-length limit and below, on
+// both short kernels.
 TEST(CudaPathShort, BetaNearTwo) {
   SKIP_WITHOUT_DEVICE();
   uint64_t seed = 3000;
-  for (DType dt : {DType::F32, DType::BF16})
+  for (DType dt : {DType::F32, DType::BF16}) {
     for (const Case& c : {Case{2, 64, 2, 16, true, 1.9, 1.999}, Case{2, 64, 2, 32, false, 1.9, 1.999},
                           Case{1, 64, 2, 64, true, 1.9, 1.999}, Case{3, 33, 2, 128, true, 1.9, 1.999},
                           Case{2, 64, 1, 16, false, 0.0, 2.0}})
-      check(c, dt, true, seed += 7);
+      check(c, dt, Kernel::Cta, seed += 7);
+    for (const Case& c : {Case{2, 32, 2, 16, true, 1.9, 1.999}, Case{2, 32, 2, 32, false, 1.9, 1.999},
+                          Case{1, 32, 3, 64, true, 1.9, 1.999}, Case{2, 31, 1, 16, false, 0.0, 2.0}})
+      check(c, dt, Kernel::Warp, seed += 7);
+  }
 }
 
 // The study cells' shapes, with fewer sequences (the reference runs in double on the CPU): word
-// problem A5 at length 32 (H 4, Dh 32) and Merrill's A5 (T 22, H 8, Dh 64), gate on and off.
+// problem A5 at length 32 (H 4, Dh 32) and Merrill's A5 (T 22, H 8, Dh 64), gate on and off; the
+// warp kernels, and the CTA kernels with path_short_warp off.
 TEST(CudaPathShort, StudyShapes) {
   SKIP_WITHOUT_DEVICE();
   uint64_t seed = 4000;
+  AttentionOptions cta;
+  cta.path_short_warp = false;
   for (DType dt : {DType::BF16, DType::F32})
     for (const Case& c : {Case{64, 32, 4, 32, false}, Case{64, 32, 4, 32, true}, Case{32, 22, 8, 64, false},
-                          Case{32, 21, 8, 64, true}})
-      check(c, dt, true, seed += 7);
+                          Case{32, 21, 8, 64, true}}) {
+      check(c, dt, Kernel::Warp, seed += 7);
+      check(c, dt, Kernel::Cta, seed += 7, cta);
+    }
 }
 
 // Past the limit (T > 64, or the backward's shared memory over the device's) the plan keeps the
@@ -155,7 +209,7 @@ TEST(CudaPathShort, LongerSequencesFallBack) {
   for (DType dt : {DType::F32, DType::BF16})
     for (const Case& c : {Case{1, 65, 2, 32, true}, Case{1, 113, 2, 16, false}, Case{2, 128, 1, 64, true},
                           Case{1, 257, 1, 32, false}, Case{1, 64, 2, 128, true}})
-      check(c, dt, false, seed += 7);
+      check(c, dt, Kernel::Pipeline, seed += 7);
 }
 
 // The blockwise pipeline at short T (path_short off), which the short kernels otherwise replace.
@@ -167,7 +221,7 @@ TEST(CudaPathShort, PipelineAtShortLengths) {
   for (DType dt : {DType::F32, DType::BF16})
     for (const Case& c : {Case{1, 1, 1, 16, true}, Case{2, 7, 3, 32, false}, Case{1, 64, 2, 64, true},
                           Case{4, 32, 2, 128, false}})
-      check(c, dt, false, seed += 7, opt);
+      check(c, dt, Kernel::Pipeline, seed += 7, opt);
 }
 
 }  // namespace

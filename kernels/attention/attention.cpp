@@ -198,7 +198,10 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   const Workspace L = P.workspace(d, dt, path, false, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
-    detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
+    if (detail::path_short_warp(d, P.dev, opt))
+      detail::path_short_warp_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, P.dev, stream);
+    else
+      detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
     return;
   }
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
@@ -303,8 +306,12 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   const Workspace L = P.workspace(d, dt, path, true, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
-    detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
-                                dt == DType::BF16, stream);
+    if (detail::path_short_warp(d, P.dev, opt))
+      detail::path_short_warp_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
+                                       dt == DType::BF16, P.dev, stream);
+    else
+      detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
+                                  dt == DType::BF16, stream);
     return;
   }
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path, P.dev, opt);

@@ -37,6 +37,9 @@ struct AttentionOptions {
   // shared memory fits; false runs the blockwise pipeline at every length (its parity tests at short
   // T use it).
   bool path_short = true;
+  // On that path at T <= 32 and Dh <= 64, a warp per head (lane i owns row i); false runs the
+  // CTA-per-head kernels there too (their parity tests at those shapes use it).
+  bool path_short_warp = true;
   // PaTH superchunks of this many 64-row blocks: -1 the plan's choice, 0 none, 2 or more blocks
   // (tests use small values to cover superchunks at small T).
   int path_superchunk = -1;

@@ -119,7 +119,26 @@ void check_options(const AttentionOptions& opt) {
 }
 
 bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
-  return opt.path_short && d.T <= kBlock && path_short_layout(d.T, d.Dh).bwd_floats * 4 <= dev.max_smem;
+  return opt.path_short && d.T <= kBlock &&
+         (path_short_layout(d.T, d.Dh).bwd_floats * 4 <= dev.max_smem || path_short_warp(d, dev, opt));
+}
+
+bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
+  return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 64 &&
+         path_short_warp_layout(d.Dh).bwd_floats * 4 <= dev.max_smem;
+}
+
+int path_short_warps(int64_t floats, const DeviceLimits& dev) {
+  constexpr int64_t kReserved = 1024;  // per CTA
+  int best_warps = 1;
+  int64_t best = 0;
+  for (int warps : {1, 2, 4}) {
+    const int64_t bytes = warps * floats * 4;
+    if (bytes > dev.max_smem) break;
+    const int64_t resident = warps * ((dev.max_smem + kReserved) / (bytes + kReserved));
+    if (resident > best) best = resident, best_warps = warps;
+  }
+  return best_warps;
 }
 
 bool uses_wgmma(int64_t Dh, DType dt, const DeviceLimits& dev, const AttentionOptions& opt) {

@@ -61,9 +61,45 @@ constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
   L.bwd_floats = L.dw + x;
   return L;
 }
+// Short sequences, a warp per head (kernels/attention/path/path_short_warp_sm80.cu): T <= 32 and
+// Dh <= 64, lane i owning row i of every operand and T x T matrix, each warp of a CTA its own (b, h)
+// with its own region of shared memory. A region in floats: the gate's prefix sums (double [32]),
+// beta [32], the operands q (scaled), k, w as [32, Dh + 4] and three 32 x 32 slots s1..s3 (row
+// stride 36; both strides are an odd number of float4s, so the lanes' own-row float4 reads are free
+// of bank conflicts); the forward loads v over s1..s2 once they are dead. The backward appends a region
+// that holds v (from its start) and dout (from `dout`) first, then the slots s4 (at its start) and
+// s5 (one slot further). Zero-filled at the start (rows past T read as 0).
+constexpr int64_t kShortWarpT = 32;
+struct PathShortWarpLayout {
+  int64_t ldx = 0, ldt = 0;  // row strides of the operands and of the slots
+  int64_t g = 0, beta = 0, qs = 0, k = 0, w = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t fwd_v = 0, fwd_floats = 0;
+  int64_t v = 0, dout = 0, s4 = 0, s5 = 0, bwd_floats = 0;
+};
+constexpr PathShortWarpLayout path_short_warp_layout(int64_t Dh) {
+  PathShortWarpLayout L;
+  L.ldx = Dh + 4, L.ldt = kShortWarpT + 4;
+  const int64_t x = kShortWarpT * L.ldx, t = kShortWarpT * L.ldt;
+  L.g = 0, L.beta = 2 * kShortWarpT, L.qs = 3 * kShortWarpT, L.k = L.qs + x, L.w = L.k + x;
+  L.s1 = L.w + x, L.s2 = L.s1 + t, L.s3 = L.s2 + t;
+  L.fwd_v = L.s1, L.fwd_floats = L.s3 + t;
+  L.v = L.fwd_floats, L.s4 = L.v, L.s5 = L.s4 + t;
+  L.dout = L.v + (x > t ? x : t);  // after v and after s4 (dout is read while s4 holds P^T)
+  L.bwd_floats = L.dout + x > L.s5 + t ? L.dout + x : L.s5 + t;
+  return L;
+}
+
 // Whether a PaTH call runs the short kernels (forward and backward together, so the plan keys on
-// the backward's shared memory): opt.path_short, T <= kBlock, and that memory within the device's.
+// the backward's shared memory): opt.path_short, T <= kBlock, and that memory within the device's
+// for the CTA kernels or for one warp of the warp kernels (path_short_warp).
 bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
+// Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
+// Dh <= 64, and one warp's backward region within the device's shared memory.
+bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
+// Warps per CTA (1, 2 or 4) of a warp kernel with `floats` of shared memory per warp: the most
+// warps resident per SM, taking the SM's shared memory as max_smem + 1 KiB and 1 KiB reserved per
+// CTA (H100, A100); the fewest warps per CTA among ties.
+int path_short_warps(int64_t floats, const DeviceLimits& dev);
 
 // Throws sb::Error naming the first option out of range.
 void check_options(const AttentionOptions& opt);

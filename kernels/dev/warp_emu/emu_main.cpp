@@ -1,0 +1,192 @@
+// emu_main.cpp: the warp-per-head short PaTH kernels run on the CPU (run.sh generates
+// kernel_emu.inc from their source; shim.hpp stands in for the device) against the double CPU
+// reference nn::path_attention_* (Blockwise), every output and gradient with the parity tests'
+// tolerances (tests/cuda_attention_test_util.hpp), at the shapes of tests/test_cuda_path_short.cpp.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+#include "kernel_emu.inc"
+// One launch: its CTAs in turn, each a thread per lane with the CTA's shared memory (NaN-filled).
+template <class K>
+void emu_launch(K kernel, int64_t floats, WarpArgs a, int warps) {
+  a.warps = warps;
+  const int64_t blocks = (a.BH + warps - 1) / warps;
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::vector<float> shm(warps * floats, NAN);
+    std::vector<std::unique_ptr<std::barrier<>>> bars;
+    std::vector<std::vector<double>> xchg(warps, std::vector<double>(32));
+    for (int w = 0; w < warps; ++w) bars.emplace_back(new std::barrier<>(32));
+    std::vector<std::thread> th;
+    for (int t = 0; t < 32 * warps; ++t)
+      th.emplace_back([&, t] {
+        emu::t_thread = {static_cast<unsigned>(t), 0, 0};
+        emu::t_block = {static_cast<unsigned>(b), 0, 0};
+        emu::t_smem = shm.data();
+        emu::t_bar = bars[t / 32].get();
+        emu::t_xchg = xchg[t / 32].data();
+        kernel(a);
+      });
+    for (auto& x : th) x.join();
+  }
+}
+}  // namespace
+void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* w, const float* beta,
+             const float* log_f, const AttnDims& d, float scale, bool bf16, int warps) {
+  WarpArgs a{};
+  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
+  a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, warps); };
+  switch (d.Dh) {
+    case 16: go(bf16 ? path_short_warp_fwd_kernel<16, true> : path_short_warp_fwd_kernel<16, false>, path_short_warp_layout(16).fwd_floats); break;
+    case 32: go(bf16 ? path_short_warp_fwd_kernel<32, true> : path_short_warp_fwd_kernel<32, false>, path_short_warp_layout(32).fwd_floats); break;
+    case 64: go(bf16 ? path_short_warp_fwd_kernel<64, true> : path_short_warp_fwd_kernel<64, false>, path_short_warp_layout(64).fwd_floats); break;
+  }
+}
+void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout, const void* q,
+             const void* k, const void* v, const float* w, const float* beta, const float* log_f, const float* lse,
+             const AttnDims& d, float scale, bool bf16, int warps) {
+  WarpArgs a{};
+  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
+  a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
+  a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, warps); };
+  switch (d.Dh) {
+    case 16: go(bf16 ? path_short_warp_bwd_kernel<16, true> : path_short_warp_bwd_kernel<16, false>, path_short_warp_layout(16).bwd_floats); break;
+    case 32: go(bf16 ? path_short_warp_bwd_kernel<32, true> : path_short_warp_bwd_kernel<32, false>, path_short_warp_layout(32).bwd_floats); break;
+    case 64: go(bf16 ? path_short_warp_bwd_kernel<64, true> : path_short_warp_bwd_kernel<64, false>, path_short_warp_layout(64).bwd_floats); break;
+  }
+}
+}  // namespace sb::cuda::detail
+
+#include "nn/path_attention.hpp"
+#include "path_test_util.hpp"
+
+namespace {
+using sb::test::Vec;
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+struct Buf {
+  std::vector<float> f;
+  std::vector<uint16_t> h;
+  void* p(bool bf) { return bf ? static_cast<void*>(h.data()) : static_cast<void*>(f.data()); }
+};
+Buf up(Vec& x, bool bf) {  // rounds x in place to what the kernel sees
+  Buf b;
+  if (bf) {
+    b.h.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) b.h[i] = bf16_bits(static_cast<float>(x[i])), x[i] = bf16_value(b.h[i]);
+  } else {
+    b.f.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = b.f[i] = static_cast<float>(x[i]);
+  }
+  return b;
+}
+Buf out_buf(size_t n, bool bf) {
+  Buf b;
+  if (bf) b.h.assign(n, 0xFFFF); else b.f.assign(n, NAN);
+  return b;
+}
+Vec down(Buf& b, size_t n, bool bf, int64_t& bad) {
+  Vec v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = bf ? bf16_value(b.h[i]) : b.f[i], bad += !std::isfinite(v[i]);
+  return v;
+}
+double rel_err(const Vec& got, const Vec& ref) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < ref.size(); ++i) d += (got[i] - ref[i]) * (got[i] - ref[i]), r += ref[i] * ref[i];
+  return std::sqrt(d) / std::max(std::sqrt(r), 1e-2 * std::sqrt(static_cast<double>(ref.size())));
+}
+int failures = 0;
+void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, int warps, uint64_t seed,
+           double blo = 0.05, double bhi = 1.95) {
+  using namespace sb;
+  test::PathInputs in = test::make_inputs(B, T, H, Dh, gate, seed, blo, bhi);
+  Vec dout = test::randn(in.nx(), seed + 99);
+  const size_t nx = in.nx(), ns = in.ns();
+  Buf q = up(in.q, bf), k = up(in.k, bf), v = up(in.v, bf), dO = up(dout, bf);
+  Buf w = up(in.w, false), beta = up(in.beta, false), lf = up(in.log_f, false);
+  Buf out = out_buf(nx, bf), lse = out_buf(ns, false), dq = out_buf(nx, bf), dk = out_buf(nx, bf), dv = out_buf(nx, bf);
+  Buf dw = out_buf(nx, false), db = out_buf(ns, false), df = out_buf(ns, false);
+  const cuda::AttnDims d{B, T, H, Dh};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+  const float* lfp = gate ? lf.f.data() : nullptr;
+  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf, warps);
+  cuda::detail::emu_bwd(dq.p(bf), dk.p(bf), dv.p(bf), dw.f.data(), db.f.data(), df.f.data(), dO.p(bf), q.p(bf), k.p(bf),
+                        v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, warps);
+  Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
+  const double* rlf = gate ? in.log_f.data() : nullptr;
+  const int64_t blk = nn::path_default_block(Dh);
+  nn::path_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(),
+                                     in.beta.data(), rlf, B, T, H, Dh, scale, nn::PathForm::Blockwise, blk, nullptr);
+  nn::path_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), r_dw.data(), r_db.data(), r_df.data(),
+                                      dout.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(), in.beta.data(),
+                                      rlf, r_out.data(), r_lse.data(), B, T, H, Dh, scale, nn::PathForm::Blockwise, blk,
+                                      nullptr);
+  const double tout = bf ? 1e-2 : 1e-4, tlse = bf ? 1e-3 : 1e-4, tg = bf ? 2e-2 : 1e-3;
+  int64_t bad = 0;
+  struct It { const char* n; Vec g; const Vec* r; double tol; };
+  std::vector<It> items = {{"out", down(out, nx, bf, bad), &r_out, tout}, {"lse", down(lse, ns, false, bad), &r_lse, tlse},
+                           {"dq", down(dq, nx, bf, bad), &r_dq, tg}, {"dk", down(dk, nx, bf, bad), &r_dk, tg},
+                           {"dv", down(dv, nx, bf, bad), &r_dv, tg}, {"dw", down(dw, nx, false, bad), &r_dw, tg},
+                           {"dbeta", down(db, ns, false, bad), &r_db, tg}};
+  if (gate) items.push_back({"dlog_f", down(df, ns, false, bad), &r_df, tg});
+  bool ok = bad == 0;
+  std::string line;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "(%ld,%ld,%ld,%ld) %s%s w%d beta[%.2f,%.3f]:", (long)B, (long)T, (long)H, (long)Dh,
+                bf ? "bf16" : "fp32", gate ? " gate" : "", warps, blo, bhi);
+  line = buf;
+  for (auto& it : items) {
+    const double e = rel_err(it.g, *it.r);
+    ok = ok && e <= it.tol;
+    std::snprintf(buf, sizeof buf, " %s %.2e%s", it.n, e, e <= it.tol ? "" : "(!)");
+    line += buf;
+  }
+  if (gate) {
+    auto got = down(df, ns, false, bad);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) ok = ok && got[b * T * H + h] == 0.0;
+  }
+  if (bad) line += " NONFINITE=" + std::to_string(bad);
+  std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
+  failures += !ok;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "grid";
+  uint64_t seed = 100;
+  if (mode == "grid") {
+    for (bool bf : {false, true})
+      for (int64_t Dh : {16, 32, 64})
+        for (int64_t T : {1, 2, 7, 16, 31, 32})
+          for (bool gate : {false, true}) check(3, T, 3, Dh, gate, bf, Dh == 64 ? 2 : 1, seed += 7);
+    for (bool bf : {false, true}) {
+      check(2, 32, 2, 16, true, bf, 1, seed += 7, 1.9, 1.999);
+      check(2, 32, 2, 32, false, bf, 4, seed += 7, 1.9, 1.999);
+      check(1, 32, 3, 64, true, bf, 2, seed += 7, 1.9, 1.999);
+      check(2, 31, 1, 16, false, bf, 1, seed += 7, 0.0, 2.0);
+      check(4, 32, 4, 32, true, bf, 1, seed += 7);
+      check(4, 22, 8, 64, false, bf, 2, seed += 7);
+      check(4, 21, 8, 64, true, bf, 4, seed += 7);
+    }
+  } else {  // a few small cases (for the thread sanitizer)
+    check(1, 7, 3, 16, true, false, 2, seed += 7);
+    check(1, 32, 1, 32, true, true, 1, seed += 7);
+    check(1, 13, 1, 64, false, false, 4, seed += 7);
+  }
+  std::printf("%d failures\n", failures);
+  return failures != 0;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# run.sh CPU_BUILD_DIR [grid|small] [--tsan]: runs the warp-per-head short PaTH kernels
+# (kernels/attention/path/path_short_warp_*) on the CPU, a thread per lane (shim.hpp), against the
+# double reference nn::path_attention_* with the parity tests' tolerances (emu_main.cpp); with
+# --tsan under ThreadSanitizer, where a missing __syncwarp between lanes shows as a data race.
+# Needs a CPU build's libsb_nn.a (cmake --build CPU_BUILD_DIR --target sb_nn). No GPU; the device
+# compiler's code generation and the device's math functions are not what runs here.
+set -euo pipefail
+build=$(cd "$1" && pwd) mode=${2:-grid} tsan=${3:-}
+here=$(cd "$(dirname "$0")" && pwd) src=$(cd "$here/../../.." && pwd)
+out="$build/warp_emu" && mkdir -p "$out"
+python3 - "$src" "$out/kernel_emu.inc" <<'PY'
+import re, sys
+src, dest = sys.argv[1], sys.argv[2]
+cu = open(f'{src}/kernels/attention/path/path_short_warp_sm80.cu').read()
+ops = open(f'{src}/kernels/attention/path/path_short_warp_ops.cuh').read()
+ops = ops.replace('#pragma once', '').replace('#include <cuda_bf16.h>', '')
+body = '#include "shim.hpp"\n' + cu[:cu.index('WarpArgs warp_args(')].replace(
+    '#include "kernels/attention/path/path_short_warp_ops.cuh"', ops)
+body = body.replace('extern __shared__ __align__(16) float smem[];', 'float* smem = emu::t_smem;')
+body = re.sub(r'__launch_bounds__\([^()]*\)', '', body)
+body = re.sub(r'asm\("\{.*?\);', 'if (a == b) y = x;', body, flags=re.S)  # select_if_eq
+body = body.replace('__global__ ', '').replace('__device__ ', '').replace('__forceinline__ ', 'inline ')
+for left in ('__launch_bounds__', 'asm(', '__shared__'):
+    assert left not in body, left
+open(dest, 'w').write(body)
+PY
+flags=(-std=c++20 -fno-strict-aliasing -DSTATEBENCH_HAVE_CUDA=1 -DFMT_SHARED -I"$out" -I"$here" -I"$src" -I"$src/src"
+       -I"$src/tests" -isystem /usr/local/cuda/include -isystem /usr/include/eigen3)
+if [ "$tsan" = --tsan ]; then flags+=(-O1 -g -fsanitize=thread); else flags+=(-O2); fi
+g++ "${flags[@]}" "$here/emu_main.cpp" "$build/src/libsb_nn.a" -lfmt -pthread -o "$out/emu"
+"$out/emu" "$mode"
