@@ -17,9 +17,9 @@
 # by `statebench table` over all of them (their runs pooled), and a PROVENANCE.md listing each.
 # A study already exported into a group goes back there without --pool; others to results/STUDY/.
 #
-# --mps runs the cells under CUDA MPS (a daemon started for this script and stopped at its end; one
-# already running is shared), so concurrent small-model cells share the GPU instead of time-slicing
-# it (2x measured on an H100).
+# --mps runs the cells under CUDA MPS (a daemon started for this script; one already running is
+# shared; the last reproduce.sh using a daemon that reproduce.sh started stops it), so concurrent
+# small-model cells share the GPU instead of time-slicing it (2x measured on an H100).
 #
 # --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar* and mqrar*
 # (their width-256/512 models have head dim 128, where the fp32-mode PaTH kernels run one warp per
@@ -191,12 +191,23 @@ if [ $MPS = 1 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/statebench-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/statebench-mps-log}
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   # A daemon already serving this pipe directory (another reproduce.sh running a second study side
-  # by side) is shared and left running; one started here is stopped at exit.
+  # by side) is shared. Each reproduce.sh using it leaves its pid in mps-users/; one that reproduce.sh
+  # started (mps-users/started) is stopped by the last live user at its exit, never under another.
+  users="$CUDA_MPS_PIPE_DIRECTORY/mps-users"
+  mkdir -p "$users" && touch "$users/$$"
+  mps_release() {
+    rm -f "$users/$$"
+    local f
+    for f in "$users"/[0-9]*; do [ -e "$f" ] && kill -0 "${f##*/}" 2>/dev/null && return 0; done
+    [ -f "$users/started" ] && rm -f "$users/started" && echo quit | nvidia-cuda-mps-control
+    return 0
+  }
+  trap mps_release EXIT
   if echo get_server_list | nvidia-cuda-mps-control > /dev/null 2>&1; then
     echo "== MPS: sharing the daemon already running at $CUDA_MPS_PIPE_DIRECTORY"
   else
     nvidia-cuda-mps-control -d || { echo "reproduce.sh: error: --mps: could not start the MPS daemon" >&2; exit 2; }
-    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    touch "$users/started"
   fi
   DEVICE_NAME="$DEVICE_NAME, MPS"
 fi
