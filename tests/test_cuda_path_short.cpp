@@ -47,11 +47,11 @@ Kernel planned(const Case& c, DType dt, const AttentionOptions& opt) {
   return cuda::detail::path_short(d, dev, opt) ? Kernel::Cta : Kernel::Pipeline;
 }
 
-// What the plan should pick with the default options: the warp kernels at T <= 32, Dh <= 64, else
+// What the plan should pick with the default options: the warp kernels at T <= 32, Dh <= 32, else
 // the CTA kernels up to T = 64 where their backward's shared memory fits, else the pipeline.
 Kernel expected(const Case& c, DType dt) {
   const int64_t smem = cuda::detail::device_limits(c.Dh, dt).max_smem;
-  if (c.T <= 32 && c.Dh <= 64 && cuda::detail::path_short_warp_layout(c.Dh).bwd_floats * 4 <= smem)
+  if (c.T <= 32 && c.Dh <= 32 && cuda::detail::path_short_warp_layout(c.Dh).bwd_floats * 4 <= smem)
     return Kernel::Warp;
   if (c.T <= 64 && cuda::detail::path_short_layout(c.T, c.Dh).bwd_floats * 4 <= smem) return Kernel::Cta;
   return Kernel::Pipeline;
@@ -142,13 +142,13 @@ TEST(CudaPathShort, MatchesDoubleCpuBf16) {
 }
 
 // The warp kernels at awkward lengths (one row, two, odd, the 4-row chunks' edges, the lane limit)
-// and every head dim they take, gate on and off; 9 heads, so that a CTA of 2 or 4 warps (the plan's
-// choice at Dh 64) has idle warps at the end. With path_short_warp off, the CTA kernels at the same
+// and every head dim they take, gate on and off; 9 heads, so that a CTA of several warps has idle
+// warps at the end. With path_short_warp off, the CTA kernels at the same
 // shapes.
 void check_warp_grid(DType dt, uint64_t seed, bool warp) {
   AttentionOptions opt;
   opt.path_short_warp = warp;
-  for (int64_t Dh : {16, 32, 64})
+  for (int64_t Dh : {16, 32})
     for (int64_t T : {1, 2, 7, 16, 31, 32})
       for (bool gate : {false, true}) check({3, T, 3, Dh, gate}, dt, warp ? Kernel::Warp : Kernel::Cta, seed += 7, opt);
 }

@@ -124,7 +124,7 @@ bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptio
 }
 
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
-  return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 64 &&
+  return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 32 &&
          path_short_warp_layout(d.Dh).bwd_floats * 4 <= dev.max_smem;
 }
 

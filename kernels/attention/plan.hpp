@@ -62,7 +62,8 @@ constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
   return L;
 }
 // Short sequences, a warp per head (kernels/attention/path/path_short_warp_sm80.cu): T <= 32 and
-// Dh <= 64, lane i owning row i of every operand and T x T matrix, each warp of a CTA its own (b, h)
+// Dh <= 32 (at Dh 64 a warp's 56 KiB of shared memory leaves too few warps per SM to beat the CTA
+// kernels), lane i owning row i of every operand and T x T matrix, each warp of a CTA its own (b, h)
 // with its own region of shared memory. A region in floats: the gate's prefix sums (double [32]),
 // beta [32], the operands q (scaled), k, w as [32, Dh + 4] and three 32 x 32 slots s1..s3 (row
 // stride 36; both strides are an odd number of float4s, so the lanes' own-row float4 reads are free
@@ -94,7 +95,7 @@ constexpr PathShortWarpLayout path_short_warp_layout(int64_t Dh) {
 // for the CTA kernels or for one warp of the warp kernels (path_short_warp).
 bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
 // Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
-// Dh <= 64, and one warp's backward region within the device's shared memory.
+// Dh <= 32, and one warp's backward region within the device's shared memory.
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
 // Warps per CTA (1, 2 or 4) of a warp kernel with `floats` of shared memory per warp: the most
 // warps resident per SM, taking the SM's shared memory as max_smem + 1 KiB and 1 KiB reserved per

@@ -1,4 +1,4 @@
-// path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh <= 64 (plan.hpp path_short_warp), forward
+// path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh 16 or 32 (plan.hpp path_short_warp), forward
 // and backward: one warp per (b, h), lane i owning row i of q, k, v, w and of every T x T matrix, the
 // other rows read from shared memory by broadcast; only __syncwarp between phases, each warp of a CTA
 // its own head. The math of path_short_sm80.cu (docs/path-backward.md's own block, fp32 FMAs, the
@@ -349,8 +349,7 @@ void with_warp_dh(int64_t Dh, F&& f) {
   switch (Dh) {
     case 16: f(std::integral_constant<int, 16>{}); break;
     case 32: f(std::integral_constant<int, 32>{}); break;
-    case 64: f(std::integral_constant<int, 64>{}); break;
-    default: throw_error("path_short_warp: head dim must be 16, 32 or 64 (plan.hpp path_short_warp)");
+    default: throw_error("path_short_warp: head dim must be 16 or 32 (plan.hpp path_short_warp)");
   }
 }
 
