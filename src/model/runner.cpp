@@ -415,7 +415,21 @@ void TransformerRunner<S>::argmax(int32_t* predictions) const {
   }
 }
 
+// double (the float64 reference): every member but backward here; backward, which needs the double
+// PaTH backward, in the tests' sb_grad_f64 (src/CMakeLists.txt), which compiles this file again with
+// SB_RUNNER_F64_BACKWARD so that the command does not build what only the tests call.
+#ifndef SB_RUNNER_F64_BACKWARD
 template class TransformerRunner<float>;
-template class TransformerRunner<double>;
+template TransformerRunner<double>::TransformerRunner(const Transformer<double>&, int64_t, int64_t);
+template TransformerRunner<double>::~TransformerRunner();
+template int64_t TransformerRunner<double>::batch() const;
+template int64_t TransformerRunner<double>::seq_len() const;
+template nn::LossSum TransformerRunner<double>::forward(const int32_t*, const int32_t*);
+template const double* TransformerRunner<double>::logits() const;
+template const std::vector<int64_t>& TransformerRunner<double>::logit_rows() const;
+template void TransformerRunner<double>::argmax(int32_t*) const;
+#else
+template void TransformerRunner<double>::backward(double, double*);
+#endif
 
 }  // namespace sb

@@ -1,6 +1,6 @@
 // path_attention.cpp: public entry points of PaTH attention: shape checks, workspace sizes and
-// allocation, dispatch to the Direct (path_direct.cpp) or Blockwise (path_blockwise.cpp,
-// path_backward.cpp) form.
+// allocation, the forward's dispatch to the Direct (path_direct.cpp) or Blockwise
+// (path_blockwise.cpp) form. The backward's entry point is in path_backward.cpp.
 #include "core/aligned_vector.hpp"
 #include "nn/path_attention.hpp"
 
@@ -41,33 +41,10 @@ void path_attention_forward(S* out, S* lse, const S* q, const S* k, const S* v, 
     blockwise_forward(out, lse, q, k, v, w, beta, log_f, B, T, H, Dh, scale, block, workspace);
 }
 
-template <class S>
-void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
-                             const S* q, const S* k, const S* v, const S* w, const S* beta,
-                             const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
-                             int64_t H, int64_t Dh, S scale, PathForm form, int64_t block,
-                             S* workspace) {
-  check_shapes(B, T, H, Dh, form, block);
-  AlignedVector<S> owned;
-  if (!workspace) {
-    owned.resize(static_cast<size_t>(path_backward_workspace_elems(T, Dh, form, block)));
-    workspace = owned.data();
-  }
-  if (form == PathForm::Direct)
-    direct_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T, H,
-                    Dh, scale, workspace);
-  else
-    blockwise_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T,
-                       H, Dh, scale, block, workspace);
-}
-
 #define SB_PATH_INSTANTIATE(S)                                                                    \
   template void path_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*,         \
                                           const S*, const S*, int64_t, int64_t, int64_t, int64_t, \
-                                          S, PathForm, int64_t, S*);                              \
-  template void path_attention_backward<S>(                                                       \
-      S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, const S*, const S*,         \
-      const S*, const S*, const S*, int64_t, int64_t, int64_t, int64_t, S, PathForm, int64_t, S*);
+                                          S, PathForm, int64_t, S*);
 SB_PATH_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_INSTANTIATE
 

@@ -2,8 +2,12 @@
 // factors and, per query block, the transported queries and the [block, T] score strip from the
 // saved row log-sum-exp (FlashAttention style); then backpropagates through the transports (left
 // to right), the intra-block UT formula, the pushed keys and the UT factors. Derivation:
-// docs/path-backward.md.
+// docs/path-backward.md. Also the public path_attention_backward (either form): its double pass is
+// built for the tests only (sb_grad_f64, src/CMakeLists.txt).
 #include <cmath>
+
+#include "core/aligned_vector.hpp"
+#include "nn/path_attention.hpp"
 
 #include "nn/instantiate.hpp"
 #include "nn/path_internal.hpp"
@@ -246,3 +250,36 @@ SB_PATH_BACKWARD_INSTANTIATE(SB_NN_SCALAR)
 #undef SB_PATH_BACKWARD_INSTANTIATE
 
 }  // namespace sb::nn::path_detail
+
+namespace sb::nn {
+
+using namespace path_detail;
+
+template <class S>
+void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, const S* dout,
+                             const S* q, const S* k, const S* v, const S* w, const S* beta,
+                             const S* log_f, const S* out, const S* lse, int64_t B, int64_t T,
+                             int64_t H, int64_t Dh, S scale, PathForm form, int64_t block,
+                             S* workspace) {
+  check_shapes(B, T, H, Dh, form, block);
+  AlignedVector<S> owned;
+  if (!workspace) {
+    owned.resize(static_cast<size_t>(path_backward_workspace_elems(T, Dh, form, block)));
+    workspace = owned.data();
+  }
+  if (form == PathForm::Direct)
+    direct_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T, H,
+                    Dh, scale, workspace);
+  else
+    blockwise_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T,
+                       H, Dh, scale, block, workspace);
+}
+
+#define SB_PATH_ATTENTION_BACKWARD_INSTANTIATE(S)                                                 \
+  template void path_attention_backward<S>(                                                       \
+      S*, S*, S*, S*, S*, S*, const S*, const S*, const S*, const S*, const S*, const S*,         \
+      const S*, const S*, const S*, int64_t, int64_t, int64_t, int64_t, S, PathForm, int64_t, S*);
+SB_PATH_ATTENTION_BACKWARD_INSTANTIATE(SB_NN_SCALAR)
+#undef SB_PATH_ATTENTION_BACKWARD_INSTANTIATE
+
+}  // namespace sb::nn
