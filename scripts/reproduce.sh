@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # reproduce.sh: runs the paper-reproduction studies (experiments/<study>.yaml) and exports each
 # finished one to results/: study.yaml, manifest.json, tables (Markdown, CSV), SVG plots, every
-# cell's summary.json as one line of cells.jsonl, the learning curves as one curves.jsonl.gz
+# cell's summary.json as one line of cells.jsonl.gz, the learning curves as one curves.jsonl.gz
 # (tools/curves.sh) and PROVENANCE.md (commit, device, dates, command, wall time). Resumable: run
 # it again after a stop (--time-limit stops a sweep cleanly; the next call resumes it).
 #
@@ -66,7 +66,8 @@ group_of() {
   for m in "$RESULTS"/*/"$1"/manifest.json; do [ -f "$m" ] && { basename "$(dirname "$(dirname "$m")")"; return; }; done
 }
 # pack_cells CELLS_DIR OUT: every CELLS_DIR/<id>/summary.json as one line of OUT (a study's
-# cells.jsonl), {"id": "<id>", "summary": <summary.json's object, unchanged>}, cells in name order.
+# cells.jsonl.gz), {"id": "<id>", "summary": <summary.json's object, unchanged>}, cells in name
+# order, written by `gzip -9n` (no name or time stamp: the same cells give the same bytes).
 # (A JSON text holds no newline inside a string, so deleting newlines keeps its meaning.)
 pack_cells() {
   local cell id
@@ -74,7 +75,7 @@ pack_cells() {
     [ -f "$cell/summary.json" ] || continue
     id=$(basename "$cell") && id=${id//\\/\\\\} && id=${id//\"/\\\"}
     printf '{"id": "%s", "summary": %s}\n' "$id" "$(tr -d '\n' < "$cell/summary.json")"
-  done > "$2"
+  done | gzip -9n > "$2"
 }
 # collect STUDY SWEEP_DIR RESULT_DIR SHOWN_PATH PLOTS: exports a finished sweep (atomically: written
 # to RESULT_DIR.tmp, then moved); the tables are made from the exported files; PLOTS 0 writes none.
@@ -82,7 +83,7 @@ collect() {
   local s=$1 out=$2 res=$3 shown=$4 plots=$5 last_end id cell plot_args=(--no-plots) curves=""
   rm -rf "$res.tmp" && mkdir -p "$res.tmp"
   cp "$out/manifest.json" "$out/study.yaml" "$res.tmp/" || return 1
-  pack_cells "$out/cells" "$res.tmp/cells.jsonl" || return 1
+  pack_cells "$out/cells" "$res.tmp/cells.jsonl.gz" || return 1
   for cell in "$out"/cells/*/; do
     id=$(basename "$cell")
     if [ ! -f "$cell/summary.json" ] && [ -f "$cell/config.yaml" ]; then  # unfinished: the table reads its config
@@ -107,7 +108,7 @@ collect() {
     echo "- Dates (UTC): $(head -1 "$out/invocations.tsv" | cut -f1) to $last_end"
     echo "- Command: \`scripts/reproduce.sh $s\`, which ran \`$(tail -1 "$out/invocations.tsv" | cut -f6)\`"
     echo "- Wall time of the study: $(sweep_seconds "$out") s over $(wc -l < "$out/invocations.tsv") invocation(s) (sweep time only: no build, no machine start)"
-    echo "- Tables: \`statebench table $shown\` (\`tables.md\`, \`tables.csv\`$([ "$plots" = 1 ] && echo ", \`plots/\`"))$curves; every cell's summary.json, with its own provenance, is a line of \`cells.jsonl\`"
+    echo "- Tables: \`statebench table $shown\` (\`tables.md\`, \`tables.csv\`$([ "$plots" = 1 ] && echo ", \`plots/\`"))$curves; every cell's summary.json, with its own provenance, is a line of \`cells.jsonl.gz\`"
     echo
     echo "| started (UTC) | commit | device | seconds | exit | command |"
     echo "| --- | --- | --- | --- | --- | --- |"
@@ -129,7 +130,7 @@ pool() {
     echo "# $g: provenance"
     echo
     echo "- Pooled from ${#parts[@]} studies, each in its folder here with its study, manifest, tables, learning" \
-      "curves, every cell's summary (\`cells.jsonl\`) and its own \`PROVENANCE.md\`: $(printf '`%s`, ' "${names[@]}" | sed 's/, $//')"
+      "curves, every cell's summary (\`cells.jsonl.gz\`) and its own \`PROVENANCE.md\`: $(printf '`%s`, ' "${names[@]}" | sed 's/, $//')"
     echo "- Tables: \`statebench table$shown\` (\`tables.md\`; \`--format csv\`: \`tables.csv\`;" \
       "\`--plots results/$g/plots\`: \`plots/\`), made by \`scripts/reproduce.sh --collect --pool $g ...\`"
     echo

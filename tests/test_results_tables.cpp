@@ -1,7 +1,7 @@
 // test_results_tables.cpp: the committed results/ as a reader gets them (results/README.md). Every
 // committed tables.md, tables.csv and plots/*.svg is what the real `statebench table` makes from the
 // files that stay: a study folder from itself, a pooled folder from its study folders in name
-// order. Each folder keeps the reader's layout (the cells' summaries packed in one cells.jsonl, no
+// order. Each folder keeps the reader's layout (the cells' summaries packed in one cells.jsonl.gz, no
 // per-cell folders, metrics.jsonl, config.yaml or PNGs; one curves.jsonl.gz per study). And
 // scripts/reproduce.sh --collect --pool writes that layout.
 #include <unistd.h>
@@ -87,11 +87,11 @@ void expect_rebuilds(const std::vector<fs::path>& dirs, const fs::path& at, bool
       EXPECT_EQ(read_file((scratch / name).string()), read_file((at / "plots" / name).string())) << name;
 }
 
-// The lines of a study's cells.jsonl: id -> the summary object (checked: one JSON object per line
+// The lines of a study's cells.jsonl.gz: id -> the summary object (checked: one JSON object per line
 // with a string "id", given once, and an object "summary").
 std::map<std::string, Json> packed_cells(const fs::path& dir) {
   std::map<std::string, Json> out;
-  for (const std::string& line : lines_of(read_file((dir / "cells.jsonl").string()))) {
+  for (const std::string& line : lines_of(read_file_gzip((dir / "cells.jsonl.gz").string()))) {
     const Json j = Json::parse(line);
     EXPECT_TRUE(j.is_object() && j.size() == 2 && j.begin().key() == "id" && j["id"].is_string()) << line.substr(0, 80);
     EXPECT_TRUE(j.contains("summary") && j["summary"].is_object()) << line.substr(0, 80);
@@ -101,10 +101,10 @@ std::map<std::string, Json> packed_cells(const fs::path& dir) {
 }
 
 // What one study folder must hold, and must not: every cell the manifest says finished is a line
-// of cells.jsonl, with that status; there is no cells/ folder.
+// of cells.jsonl.gz, with that status; there is no cells/ folder.
 void expect_study_layout(const fs::path& dir) {
   SCOPED_TRACE(dir.string());
-  for (const char* f : {"study.yaml", "manifest.json", "PROVENANCE.md", "tables.md", "tables.csv", "curves.jsonl.gz", "cells.jsonl"})
+  for (const char* f : {"study.yaml", "manifest.json", "PROVENANCE.md", "tables.md", "tables.csv", "curves.jsonl.gz", "cells.jsonl.gz"})
     EXPECT_TRUE(fs::exists(dir / f)) << f;
   EXPECT_FALSE(fs::exists(dir / "cells"));
   const std::map<std::string, Json> cells = packed_cells(dir);
@@ -198,7 +198,7 @@ TEST(Results, ReproduceCollectPoolsStudiesIntoOneFolder) {
                  e.path().filename() == "summary.json")
         << e.path();
   // Each cell's line holds its summary.json unchanged (the same text, newline aside).
-  const std::string packed = read_file((group / "pair_a" / "cells.jsonl").string());
+  const std::string packed = read_file_gzip((group / "pair_a" / "cells.jsonl.gz").string());
   EXPECT_EQ(lines_of(packed).size(), 4u);
   for (const auto& c : fs::directory_iterator(sweeps / "pair_a" / "cells")) {
     std::string summary = read_file((c.path() / "summary.json").string());

@@ -220,15 +220,15 @@ TEST(RunSummary, ReaderIsLenientButNamesWrongTypes) {
   EXPECT_NE(error(R"({"status": "completed", "eval": {)").find("not valid JSON (parse error at line 1"), std::string::npos);
 }
 
-// Every committed summary (a line of a study's cells.jsonl: {"id", "summary"}) loads, and writing
+// Every committed summary (a line of a study's cells.jsonl.gz: {"id", "summary"}) loads, and writing
 // it again gives the same JSON (same keys in the same order, same values): the format is unchanged.
 TEST(RunSummary, CommittedSummariesRoundTrip) {
   const std::filesystem::path results = std::filesystem::path(SB_SOURCE_DIR) / "results";
   if (!std::filesystem::exists(results)) GTEST_SKIP() << "no results/";
   size_t n = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(results)) {
-    if (entry.path().filename() != "cells.jsonl") continue;
-    std::istringstream lines(read_file(entry.path().string()));
+    if (entry.path().filename() != "cells.jsonl.gz") continue;
+    std::istringstream lines(read_file_gzip(entry.path().string()));
     for (std::string line; std::getline(lines, line);) {
       const Json original = parse_json(line).at("summary");
       const Json again = parse_run_summary(original.dump());

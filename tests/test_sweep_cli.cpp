@@ -269,7 +269,7 @@ TEST(SweepCli, RealTrainTruncatedSummaryIsRedoneWithItsEvaluation) {
 }
 
 // scripts/reproduce.sh --collect: a finished sweep (here a 4-step quickstart on the CPU) becomes
-// results/<study>/ with tables, cells.jsonl and a PROVENANCE.md whose dates and wall time come from the
+// results/<study>/ with tables, cells.jsonl.gz and a PROVENANCE.md whose dates and wall time come from the
 // sweep's invocations.tsv; a study without sweep state is a one-line error.
 TEST(SweepCli, ReproduceCollectExportsAFinishedSweep) {
   const fs::path root = fresh_dir("collect"), sweeps = root / "sweeps", results = root / "results";
@@ -296,7 +296,7 @@ TEST(SweepCli, ReproduceCollectExportsAFinishedSweep) {
   EXPECT_CONTAINS(read_file((res / "tables.md").string()), "# quickstart");
   EXPECT_TRUE(fs::exists(res / "tables.csv"));
   EXPECT_TRUE(fs::exists(res / "manifest.json"));
-  EXPECT_EQ(lines_of(read_file((res / "cells.jsonl").string())).size(), 12u);  // one line per cell's summary
+  EXPECT_EQ(lines_of(read_file_gzip((res / "cells.jsonl.gz").string())).size(), 12u);  // one line per cell's summary
   EXPECT_FALSE(fs::exists(res / "cells"));
   EXPECT_FALSE(fs::exists(results / "quickstart.tmp"));
   // No sweep state for the study: exit 2, one line naming the missing file.

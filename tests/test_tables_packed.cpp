@@ -1,9 +1,11 @@
-// test_tables_packed.cpp: a study whose cells' summaries are packed in one cells.jsonl (the form
-// results/ keeps): the same tables as from cells/<id>/summary.json, packed and unpacked cells
-// mixed, unfinished cells beside the file, corrupt and duplicate lines, lines of no manifest cell,
-// and through the binary: the error for a corrupt line names the file and line, exit 2.
+// test_tables_packed.cpp: a study whose cells' summaries are packed in one cells.jsonl.gz (the form
+// results/ keeps; an uncompressed cells.jsonl is read alike): the same tables as from
+// cells/<id>/summary.json, packed and unpacked cells mixed, unfinished cells beside the file,
+// corrupt and duplicate lines, lines of no manifest cell, and through the binary: the error for a
+// corrupt line names the file and line, exit 2.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -39,9 +41,19 @@ std::vector<RunSpec> runs() {
   return out;
 }
 
-// Packs DIR/cells/<id>/summary.json of `ids` into DIR/cells.jsonl (as scripts/reproduce.sh does)
-// and removes their folders; `extra` lines are appended as they are.
-void pack(const fs::path& dir, const std::vector<std::string>& ids, const std::vector<std::string>& extra = {}) {
+// Writes `text` gzip-compressed to `path`.
+void write_gzip(const fs::path& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb9");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// Packs DIR/cells/<id>/summary.json of `ids` into DIR/cells.jsonl.gz (as scripts/reproduce.sh does;
+// `plain`: an uncompressed DIR/cells.jsonl) and removes their folders; `extra` lines are appended
+// as they are.
+void pack(const fs::path& dir, const std::vector<std::string>& ids, const std::vector<std::string>& extra = {},
+          bool plain = false) {
   std::string text;
   for (const auto& id : ids) {
     std::string summary = read_file((dir / "cells" / id / "summary.json").string());
@@ -50,7 +62,10 @@ void pack(const fs::path& dir, const std::vector<std::string>& ids, const std::v
     fs::remove_all(dir / "cells" / id);
   }
   for (const auto& line : extra) text += line + "\n";
-  write_file_atomic((dir / "cells.jsonl").string(), text);
+  if (plain)
+    write_file_atomic((dir / "cells.jsonl").string(), text);
+  else
+    write_gzip(dir / "cells.jsonl.gz", text);
 }
 
 std::vector<std::string> ids_of(const std::vector<RunSpec>& rs) {
@@ -75,8 +90,19 @@ TEST(PackedCells, GiveTheSameTablesAsCellFolders) {
   EXPECT_TRUE(s.warnings.empty());
   EXPECT_EQ(all_tables(s), unpacked);
   ASSERT_EQ(s.runs.size(), 8u);
-  EXPECT_EQ(s.runs[0].source, fmt::format("'{}' line 1 (cell {})", (dir / "cells.jsonl").string(), s.runs[0].id));
+  EXPECT_EQ(s.runs[0].source, fmt::format("'{}' line 1 (cell {})", (dir / "cells.jsonl.gz").string(), s.runs[0].id));
   EXPECT_EQ(s.runs[0].dir, (dir / "cells" / s.runs[0].id).string());  // where its folder would be
+}
+
+TEST(PackedCells, AnUncompressedFileIsReadAlike) {
+  const std::string unpacked = all_tables(load_study(write_sweep("packed_plain", runs()).string()));
+  const fs::path dir = write_sweep("packed_plain", runs());
+  pack(dir, ids_of(runs()), {}, true);
+  fs::remove(dir / "cells");
+  const Study s = load_study(dir.string());
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(all_tables(s), unpacked);
+  EXPECT_EQ(s.runs[0].source, fmt::format("'{}' line 1 (cell {})", (dir / "cells.jsonl").string(), s.runs[0].id));
 }
 
 TEST(PackedCells, MixWithCellFoldersAndUnfinishedCells) {
@@ -92,7 +118,7 @@ TEST(PackedCells, MixWithCellFoldersAndUnfinishedCells) {
   for (size_t i : {0, 1, 2, 4, 5, 6}) EXPECT_EQ(s.runs[i].status, RunStatus::completed) << i;
   EXPECT_EQ(s.runs[3].status, RunStatus::unfinished);
   EXPECT_EQ(s.runs[7].status, RunStatus::missing);
-  EXPECT_CONTAINS(s.runs[0].source, "cells.jsonl' line 1");
+  EXPECT_CONTAINS(s.runs[0].source, "cells.jsonl.gz' line 1");
   EXPECT_EQ(s.runs[4].source, "'" + (dir / "cells" / cell_id(rs[4]) / "summary.json").string() + "'");
 }
 
@@ -115,13 +141,13 @@ TEST(PackedCells, CorruptLinesAreSkippedWithAWarningOrRefusedWhenStrict) {
        {"{\"id\": \"x\", \"summary\": [1]}", "not json", "",
         "{\"id\": \"stray\", \"summary\": {\"status\": \"completed\"}}"});
   // A summary with a field of the wrong type: that cell is unreadable.
-  std::string text = read_file((dir / "cells.jsonl").string());
+  std::string text = read_file_gzip((dir / "cells.jsonl.gz").string());
   const size_t at = text.find("\"n_layers\": 1");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 13, "\"n_layers\": \"one\"");
-  write_file_atomic((dir / "cells.jsonl").string(), text);
+  write_gzip(dir / "cells.jsonl.gz", text);
   const Study s = load_study(dir.string());
-  const std::string file = (dir / "cells.jsonl").string();
+  const std::string file = (dir / "cells.jsonl.gz").string();
   ASSERT_EQ(s.warnings.size(), 4u);
   EXPECT_EQ(s.warnings[0], fmt::format("skipping '{}' line 9: no object \"summary\"", file));
   EXPECT_CONTAINS(s.warnings[1], fmt::format("skipping '{}' line 10: not valid JSON (", file));
@@ -135,7 +161,7 @@ TEST(PackedCells, CorruptLinesAreSkippedWithAWarningOrRefusedWhenStrict) {
   strict.strict = true;
   try {
     load_study(dir.string(), strict);
-    ADD_FAILURE() << "strict load of a corrupt cells.jsonl succeeded";
+    ADD_FAILURE() << "strict load of a corrupt cells.jsonl.gz succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), fmt::format("'{}' line 9: no object \"summary\"", file));
   }
@@ -158,7 +184,7 @@ TEST(PackedCells, ACellGivenTwiceIsAnError) {
   pack(dir, ids_of(rs), {line});
   const auto r = run_cli({"table", dir.string(), "--no-plots"});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_CONTAINS(r.err, fmt::format("'{}' line 9: cell '{}' is given twice (first on line 3)", (dir / "cells.jsonl").string(), id));
+  EXPECT_CONTAINS(r.err, fmt::format("'{}' line 9: cell '{}' is given twice (first on line 3)", (dir / "cells.jsonl.gz").string(), id));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// atomic_file.cpp: temp-file + fsync + rename writes (see atomic_file.hpp).
+// atomic_file.cpp: temp-file + fsync + rename writes, and whole-file reads (see atomic_file.hpp).
 #include "io/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <zlib.h>
 
 #include "core/error.hpp"
 
@@ -78,6 +80,20 @@ std::string read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string read_file_gzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) fail("cannot read '{}': {}", path, std::strerror(errno));
+  std::string out;
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  int code = 0;
+  const std::string why = n < 0 ? gzerror(f, &code) : "";
+  gzclose(f);
+  if (n < 0) fail("'{}': cannot decompress ({})", path, why);
+  return out;
 }
 
 }  // namespace sb

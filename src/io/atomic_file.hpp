@@ -31,5 +31,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 
 // Reads a whole file; throws sb::Error naming the file if it cannot be read.
 std::string read_file(const std::string& path);
+// The same, decompressed when the file is gzip (zlib reads a plain file as it is).
+std::string read_file_gzip(const std::string& path);
 
 }  // namespace sb

@@ -3,7 +3,6 @@
 #include "report/curves.hpp"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -21,21 +20,6 @@ namespace sb::report {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The whole file, decompressed when it is gzip (zlib reads a plain file as it is).
-std::string read_gzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fail("cannot open '{}'", path);
-  std::string out;
-  char buf[1 << 16];
-  int n = 0;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  int code = 0;
-  const std::string why = n < 0 ? gzerror(f, &code) : "";
-  gzclose(f);
-  if (n < 0) fail("'{}': cannot decompress ({})", path, why);
-  return out;
-}
 
 double number_or_nan(const Json* v) { return v && v->is_number() ? v->get<double>() : NAN; }
 
@@ -101,7 +85,7 @@ std::map<std::string, RunCurve> load_curves(const Study& study) {
     if (r.study_dir.empty() || !fs::is_regular_file(file)) continue;
     auto [it, fresh] = packed.try_emplace(r.study_dir);
     if (fresh)
-      each_line(read_gzip(file.string()), file.string(), [&](const Json& j) {
+      each_line(read_file_gzip(file.string()), file.string(), [&](const Json& j) {
         const Json* cell = json_field(j, "cell");
         if (!cell || !cell->is_string()) return;
         RunCurve& c = it->second[cell->get<std::string>()];

@@ -1,4 +1,4 @@
-// packed_cells.cpp: reading DIR/cells.jsonl (see packed_cells.hpp): one JSON object per line,
+// packed_cells.cpp: reading DIR/cells.jsonl.gz (see packed_cells.hpp): one JSON object per line,
 // checked for its "id" and "summary", indexed by id.
 #include "report/packed_cells.hpp"
 
@@ -19,7 +19,7 @@ std::string PackedCells::where(const std::string& id) const {
 PackedCells read_packed_cells(const std::string& file, bool strict, std::vector<std::string>& warnings) {
   PackedCells out;
   out.file = file;
-  std::istringstream in(read_file(file));
+  std::istringstream in(read_file_gzip(file));
   size_t n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;

@@ -1,7 +1,8 @@
-// packed_cells.hpp: a study's cell summaries packed in one file, DIR/cells.jsonl (what results/
-// keeps instead of a cells/<id>/ folder per cell): one line per cell, {"id": ID, "summary": S}
-// with S a summary.json object (docs/run-format.md). The study loader (results.cpp) takes a cell's
-// summary from here before it looks for cells/<id>/summary.json. docs/tables.md, "What is read".
+// packed_cells.hpp: a study's cell summaries packed in one gzip file, DIR/cells.jsonl.gz (what
+// results/ keeps instead of a cells/<id>/ folder per cell): one line per cell, {"id": ID,
+// "summary": S} with S a summary.json object (docs/run-format.md); an uncompressed DIR/cells.jsonl
+// (older exports) is read the same way. The study loader (results.cpp) takes a cell's summary from
+// here before it looks for cells/<id>/summary.json. docs/tables.md, "What is read".
 #pragma once
 #include <cstddef>
 #include <map>
@@ -12,7 +13,8 @@
 
 namespace sb::report {
 
-inline constexpr const char* kPackedCellsFile = "cells.jsonl";
+inline constexpr const char* kPackedCellsFile = "cells.jsonl.gz";
+inline constexpr const char* kPackedCellsPlainFile = "cells.jsonl";
 
 struct PackedCell {
   size_t line = 0;  // 1-based line in the file
@@ -27,7 +29,7 @@ struct PackedCells {
   std::string where(const std::string& id) const;
 };
 
-// Reads `file`. A blank line is skipped. sb::Error naming the file and line for a line that is not
+// Reads `file` (gzip or plain). A blank line is skipped. sb::Error naming the file and line for a line that is not
 // a JSON object with a string "id" and an object "summary" (unless !strict: then it is skipped
 // with a warning into `warnings`), and for an id given twice (always: which one would count?).
 PackedCells read_packed_cells(const std::string& file, bool strict, std::vector<std::string>& warnings);

@@ -1,6 +1,6 @@
 // results.cpp: the study loader (see results.hpp; the runs' labels: study_labels.cpp): runs from
 // manifest.json (sweep/manifest.hpp) and each run's summary (train/run_summary.hpp): a line of the
-// study's cells.jsonl (packed_cells.hpp), else cells/<id>/summary.json, else config.yaml for an
+// study's cells.jsonl.gz (packed_cells.hpp), else cells/<id>/summary.json, else config.yaml for an
 // unfinished run.
 #include "report/results.hpp"
 
@@ -129,7 +129,7 @@ void read_config_yaml(RunRecord& r, const fs::path& file, std::vector<std::strin
   }
 }
 
-// Fills `r` from its packed summary (cells.jsonl), else its run directory: summary.json, else
+// Fills `r` from its packed summary (cells.jsonl.gz), else its run directory: summary.json, else
 // config.yaml, else nothing.
 void load_run(RunRecord& r, const PackedCells& packed, const LoadOptions& options, std::vector<std::string>& warnings) {
   const fs::path dir(r.dir), summary = dir / "summary.json";
@@ -388,8 +388,11 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   study.dir = dir;
   const fs::path root(dir);
   PackedCells packed;
-  if (fs::exists(root / kPackedCellsFile))
-    packed = read_packed_cells((root / kPackedCellsFile).string(), options.strict, study.warnings);
+  for (const char* name : {kPackedCellsFile, kPackedCellsPlainFile})
+    if (fs::exists(root / name)) {
+      packed = read_packed_cells((root / name).string(), options.strict, study.warnings);
+      break;
+    }
   if (fs::exists(root / "manifest.json")) {
     read_study_manifest(study, root / "manifest.json", packed, options);
   } else if (fs::exists(root / "summary.json")) {

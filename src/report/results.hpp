@@ -1,6 +1,6 @@
 // results.hpp: loading finished runs into flat records for tables and plots. A study directory is
-// a sweep (manifest.json + cells/<id>/, or its summaries packed in cells.jsonl as in results/), a
-// directory of run directories (cells/*/ or */), or a single run directory (summary.json); each
+// a sweep (manifest.json + cells/<id>/, or its summaries packed in cells.jsonl.gz as in
+// results/), a directory of run directories (cells/*/ or */), or a single run directory (summary.json); each
 // run's summary (docs/run-format.md) becomes one RunRecord. docs/tables.md documents what is read
 // and how missing or corrupt files are handled.
 #pragma once
@@ -49,7 +49,7 @@ struct RunRecord {
   std::string id;   // manifest cell id, else the run directory's name
   std::string dir;  // the run directory (for a packed cell: where it would be, DIR/cells/<id>)
   std::string source;  // where its summary was read, quoted, for messages: "'D/summary.json'",
-                       // "'DIR/cells.jsonl' line 3 (cell ID)"; "" when none was
+                       // "'DIR/cells.jsonl.gz' line 3 (cell ID)"; "" when none was
   std::string study_dir;  // the directory given to load_study that holds it (its curves.jsonl.gz)
   RunStatus status = RunStatus::missing;
   std::string message;  // summary.json "message" (why it diverged or failed)
