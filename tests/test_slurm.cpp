@@ -29,7 +29,8 @@ std::string slurm_unavailable() {
       if (sweep::find_on_path(p).empty())
         return std::string("Slurm's client commands are not installed (as root: bash scripts/slurm-local.sh start)");
     try {
-      const auto r = sweep::run_program({"scontrol", "show", "config"}, 20);
+      // A running slurmctld answers within milliseconds; without one scontrol retries for ~9 s.
+      const auto r = sweep::run_program({"scontrol", "show", "config"}, 3);
       if (r.exit_code != 0) return "slurmctld does not answer (as root: bash scripts/slurm-local.sh start)";
       std::string cluster;
       for (const auto& line : lines_of(r.out))
