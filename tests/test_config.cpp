@@ -263,6 +263,41 @@ TEST(Config, LoadConfigNamesTheFile) {
 // Keys added after the fingerprint's text was fixed: read, written back only away from their
 // defaults, so the fingerprints of existing configs stay what they were (the default config's and
 // a shipped study config's, pinned), and each changes it when set.
+// train.target_eval (the eval keys the early stop reads) and task.eval[].scale (an entry at scale x
+// the training length; resolved into a length with the task, test_train.cpp) round-trip, appear
+// only when set, and are checked: a target key must be an entry's key, length and scale exclude each other.
+TEST(Config, TargetEvalAndEvalScale) {
+  const TrainConfig c = parse_config(
+      "task: {params: {length: 16}, eval: [val, {split: val, length: 64}, {split: dense, scale: 2}]}\n"
+      "train: {target_accuracy: 0.9, target_eval: [val, val@64]}\n");
+  EXPECT_EQ(c.train.target_eval, (std::vector<std::string>{"val", "val@64"}));
+  ASSERT_EQ(c.task.eval.size(), 3u);
+  EXPECT_EQ(c.task.eval[2], (EvalSplitConfig{"dense", 0, 0, 2}));
+  EXPECT_EQ(eval_key(c.task.eval[1]), "val@64");
+  const std::string yaml = to_yaml(c);
+  EXPECT_CONTAINS(yaml, "    - {split: dense, length: 0, examples: 0, scale: 2}\n");
+  EXPECT_CONTAINS(yaml, "  target_eval: [val, \"val@64\"]\n");
+  EXPECT_EQ(parse_config(yaml), c) << yaml;
+  EXPECT_EQ(to_yaml(parse_config(yaml)), yaml);
+  EXPECT_EQ(parse_config("", {"train.target_eval=val"}).train.target_eval, std::vector<std::string>{"val"});
+  const std::string d = to_yaml(parse_config(""));
+  EXPECT_EQ(d.find("target_eval"), std::string::npos);
+  EXPECT_EQ(d.find(", scale:"), std::string::npos);
+
+  EXPECT_EQ(parse_error("task: {eval: [val, {split: val, length: 64}]}\ntrain: {target_eval: [val@128]}\n"),
+            "config 'test.yaml': train.target_eval: 'val@128' is not the key of any task.eval entry (keys: val, val@64)");
+  EXPECT_EQ(parse_error("", {"train.target_eval=[dense]"}),
+            "config 'test.yaml': train.target_eval: 'dense' is not the key of any task.eval entry (keys: val)");
+  EXPECT_EQ(parse_error("task: {eval: [val, {split: val, length: 64, scale: 2}]}\n"),
+            "config 'test.yaml': task.eval[1]: length 64 and scale 2 together; give one (scale sets the length to "
+            "scale x the training length)");
+  EXPECT_EQ(parse_error("task: {eval: [{split: val, scale: 2}, {split: val, scale: 2}]}\n"),
+            "config 'test.yaml': task.eval[1]: duplicates task.eval[0] (split 'val', scale 2)");
+  EXPECT_CONTAINS(parse_error("task: {eval: [{split: val, scale: -1}]}\n"),
+                  "task.eval[0].scale: expected an integer >= 0, got '-1'");
+  EXPECT_CONTAINS(parse_error("train: {target_eval: {a: 1}}\n"), "train.target_eval: expected a list of eval keys");
+}
+
 TEST(Config, ModelOptionsAddedLaterKeepExistingFingerprints) {
   const TrainConfig c = parse_config(
       "model:\n  attention: sba\n  position: learned\n  max_len: 300\n  norm_position: post\n  sba: {remainder: none}\n");
@@ -299,7 +334,8 @@ TEST(Config, FingerprintIgnoresOnlyNonSemanticKeys) {
   EXPECT_EQ(config_fingerprint(parse_config(to_yaml(base))), f);
   for (const char* set : {"out_dir=elsewhere", "train.log_every=1", "train.eval_every=3", "train.eval_examples=9",
                           "train.checkpoint_every=4", "train.target_accuracy=0.5", "train.threads=2",
-                          "task.eval=[dense]", "train.device=cuda"})
+                          "task.eval=[dense]", "train.device=cuda", "train.target_eval=[val]",
+                          "task.eval=[val, {split: val, scale: 2}]"})
     EXPECT_EQ(config_fingerprint(parse_config("", {set})), f) << set;
   for (const char* set : {"model.d_model=32", "model.attention=rope", "optim.lr=0.1", "train.steps=2000",
                           "train.seed=1", "train.batch_size=3", "task.params.length=16", "task.name=parity",

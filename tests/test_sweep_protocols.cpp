@@ -2,11 +2,13 @@
 // launcher (sweep_runner_fixture.hpp): min_depth's depth-by-depth skips, max_lr with and without
 // stop_at (later rates skipped, resume), the manifest's format and round trip, and the device slots;
 // the early-stop rule (train.target_metric) through the real binary, and config fingerprints it
-// leaves unchanged; the constant learning rate after warm-up as logged.
+// leaves unchanged; train.target_eval with scaled eval entries in a study; the constant learning rate after warm-up as logged.
 #include "cli_run.hpp"
 #include "io/json.hpp"
 #include "sweep_runner_fixture.hpp"
+#include "tasks/registry.hpp"
 #include "train/config.hpp"
+#include "train/evaluation.hpp"
 
 namespace sb::sweep {
 namespace {
@@ -244,6 +246,70 @@ TEST(StopRule, EarlyStopOnTheChosenAccuracy) {
     if (j["kind"] == "train") lrs.push_back(j["lr"].get<double>());
   }
   EXPECT_EQ(lrs, (std::vector<double>{0.005, 0.01, 0.01, 0.01, 0.01, 0.01}));
+}
+
+// Length generalisation inside one study: a grid over the training length evaluates each cell at 2x
+// its own length (task.eval[].scale, resolved by the task check as `statebench sweep` does) while
+// train.target_eval keeps the early stop on the training-length entry. A protocol metric the stop
+// does not read is refused; an unknown target key is a one-line error through `statebench train`.
+TEST(StopRule, TargetEvalAndScaledEntriesInAStudy) {
+  static TaskRegistry tasks = [] {
+    TaskRegistry t;
+    register_builtin_tasks(t);
+    return t;
+  }();
+  const TaskCheck check = [](TrainConfig& c) {
+    resolve_eval_lengths(c, tasks);
+    return TaskShape{};
+  };
+  const auto set = [](const std::string& target) {
+    return "set: ['task.eval=[val, {split: val, scale: 2}]', 'train.target_eval=[" + target +
+           "]', 'train.target_accuracy=0.9']\n";
+  };
+  const std::string scaled = set("val");
+  const Plan p = make_plan(parse_study(std::string(kBase) + scaled + "grid: {task.params.length: [8, 16]}\n", "s.yaml", ""),
+                           check);
+  ASSERT_EQ(p.cells.size(), 2u);
+  EXPECT_EQ(p.cells[0].config.task.eval[1], (EvalSplitConfig{"val", 16, 0, 0}));
+  EXPECT_EQ(p.cells[1].config.task.eval[1], (EvalSplitConfig{"val", 32, 0, 0}));
+  EXPECT_EQ(p.cells[1].config.train.target_eval, std::vector<std::string>{"val"});
+  EXPECT_EQ(error_of([&] {
+              make_plan(parse_study(std::string(kBase) + scaled + "grid: {task.params.length: [8, 16]}\n" +
+                                        "protocol: min_depth\nmin_depth: {axis: task.params.length, threshold: 0.5, "
+                                        "metric: val@16.token_accuracy}\n",
+                                    "s.yaml", ""),
+                        check);
+            }),
+            "study 's.yaml': cell 'length=8': train.target_eval does not list 'val@16', so train.target_accuracy 0.9 "
+            "can end training before min_depth val@16.token_accuracy reaches 0.5; add 'val@16' to train.target_eval, "
+            "or set train.target_accuracy: 0 (no early stop)");
+  EXPECT_EQ(error_of([&] {
+              make_plan(parse_study(std::string(kBase) +
+                                        "set: ['task.eval=[val, {split: val, length: 64}]', 'train.target_eval=[val]', "
+                                        "'train.target_accuracy=1']\ngrid: {model.n_layers: [1, 2]}\n"
+                                        "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, "
+                                        "metric: val@64.token_accuracy}\n",
+                                    "s.yaml", ""),
+                        check);
+            }),
+            "study 's.yaml': cell 'n_layers=1': train.target_eval does not list 'val@64', so train.target_accuracy 1 "
+            "can end training before min_depth val@64.token_accuracy reaches 0.9; add 'val@64' to train.target_eval, "
+            "or set train.target_accuracy: 0 (no early stop)");
+  EXPECT_CONTAINS(error_of([&] {
+                    make_plan(parse_study(std::string(kBase) + set("val@16") + "grid: {task.params.length: [8, 16]}\n",
+                                          "s.yaml", ""), check);
+                  }),
+                  "train.target_eval: 'val@16' is not the key of any task.eval entry (keys: val, val@32)");
+
+  const fs::path dir = sb::test::fresh_dir("target_eval_cli");
+  const std::string config = (dir / "c.yaml").string();
+  write_file_atomic(config, "task: {name: parity, params: {length: 8}, eval: [val, {split: val, scale: 2}]}\n"
+                            "train: {steps: 2, batch_size: 2, target_eval: [val@32]}\n");
+  const auto r = sb::test::run_cli({"train", config, "--out", (dir / "run").string(), "-q"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_CONTAINS(r.err, "train.target_eval: 'val@32' is not the key of any task.eval entry (keys: val, val@16)");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // test_train.cpp: the training loop end to end on tiny models: same seed -> bit-identical losses,
 // resume from a checkpoint equals the uninterrupted run, divergence is recorded as diverged,
-// early stopping, the run directory's files, bad input failing before anything is written, and the
+// early stopping (on every eval entry or on train.target_eval's), task.eval[].scale resolved with
+// the task, the run directory's files, bad input failing before anything is written, and the
 // memory estimate. Through the binary (kills, oversized runs): test_train_cli.cpp.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "io/atomic_file.hpp"
 #include "model/transformer.hpp"
 #include "test_util.hpp"
+#include "train/evaluation.hpp"
 #include "train/memory_estimate.hpp"
 #include "train/trainer.hpp"
 
@@ -142,6 +144,71 @@ TEST(Train, EarlyStopsAtTheTargetAccuracy) {
   EXPECT_EQ(r.status, "early_stopped");
   EXPECT_EQ(r.steps, 10);
   EXPECT_EQ(summary(dir)["status"].as<std::string>(), "early_stopped");
+}
+
+// task.eval[].scale: an entry at scale x the task's length parameter, keyed SPLIT@LENGTH as if the
+// length were given; duplicates and train.target_eval are checked against the resolved keys.
+TEST(Train, EvalScaleResolvesToTheScaledLength) {
+  TrainConfig c = parse_config("task: {name: parity, params: {length: 8}, eval: [val, {split: val, scale: 2}]}\n"
+                               "train: {target_eval: [val@16]}\n");
+  resolve_eval_lengths(c, registry());
+  EXPECT_EQ(c.task.eval[1], (EvalSplitConfig{"val", 16, 0, 0}));
+  EXPECT_EQ(eval_key(c.task.eval[1]), "val@16");
+  EXPECT_EQ(parse_config(to_yaml(c)), c);
+  resolve_eval_lengths(c, registry());  // idempotent
+  EXPECT_EQ(c.task.eval[1].length, 16);
+  // Without the parameter in the config: its default.
+  TrainConfig d = parse_config("task: {name: word_problem, eval: [{split: val, scale: 4}]}\n");
+  resolve_eval_lengths(d, registry());
+  EXPECT_EQ(d.task.eval[0].length, 4 * registry().create("word_problem", {})->seq_len());
+  const auto resolve_error = [](const std::string& yaml, TaskRegistry& r) {
+    return error_of([&] {
+      TrainConfig e = parse_config(yaml);
+      resolve_eval_lengths(e, r);
+    });
+  };
+  EXPECT_EQ(resolve_error("task: {name: parity, params: {length: 8}, eval: [val, {split: val, scale: 2}]}\n"
+                          "train: {target_eval: [val@32]}\n", registry()),
+            "train.target_eval: 'val@32' is not the key of any task.eval entry (keys: val, val@16)");
+  EXPECT_EQ(resolve_error("task: {name: parity, params: {length: 8}, eval: [{split: val, length: 16}, "
+                          "{split: val, scale: 2}]}\n", registry()),
+            "task.eval[1]: duplicates task.eval[0] (split 'val', length 16)");
+  // A task of fixed length, and one whose length parameter is not an integer.
+  TaskRegistry fake;
+  const auto none = [](const Params&) -> std::unique_ptr<Task> { return nullptr; };
+  fake.add({"fixed", "a fixed length", {}, none, "test", ""});
+  fake.add({"named", "a named size", {{"size", "auto", "the size"}}, none, "test", "size"});
+  EXPECT_EQ(resolve_error("task: {name: fixed, eval: [val, {split: val, scale: 2}]}\n", fake),
+            "task.eval[1] (split 'val', scale 2): task 'fixed' (test) has a fixed length: it declares no length "
+            "parameter, so it cannot be evaluated at another length (a plugin names one with length_param(); "
+            "docs/adding-a-task.md)");
+  EXPECT_EQ(resolve_error("task: {name: named, eval: [{split: val, scale: 2}]}\n", fake),
+            "task.eval[0] (split 'val', scale 2): task 'named' parameter 'size' is 'auto', not an integer length to "
+            "scale");
+}
+
+// train.target_eval: the early stop reads only the listed entries. RoPE trained at length 16 reaches
+// sequence accuracy 0.5 at its training length by step 50 but stays below it at 4x (flip-flop):
+// listing [val] stops there, while every entry (the default) keeps it training to the end.
+TEST(Train, EarlyStopReadsOnlyTargetEval) {
+  const std::vector<std::string> sets = {
+      "task.eval=[{split: val}, {split: val, scale: 4}]", "model.attention=rope", "model.d_model=32",
+      "train.steps=200", "train.eval_every=50", "train.batch_size=16", "train.eval_examples=200",
+      "optim.warmup_steps=20", "train.target_metric=sequence_accuracy", "train.target_accuracy=0.5"};
+  const std::string listed = fresh("target_eval"), every = fresh("target_every");
+  std::vector<std::string> with = sets;
+  with.push_back("train.target_eval=[val]");
+  const TrainOutcome r = run(listed, with);
+  EXPECT_EQ(r.status, "early_stopped");
+  EXPECT_EQ(r.steps, 50);
+  const YAML::Node s = summary(listed);
+  EXPECT_GE(s["eval"]["val"]["sequence_accuracy"].as<double>(), 0.5);
+  EXPECT_LT(s["eval"]["val@64"]["sequence_accuracy"].as<double>(), 0.5);
+  EXPECT_CONTAINS(read_file(listed + "/config.yaml"), "    - {split: val, length: 64, examples: 0}\n");
+  const TrainOutcome all = run(every, sets);
+  EXPECT_EQ(all.status, "completed");
+  EXPECT_EQ(all.steps, 200);
+  EXPECT_LT(summary(every)["eval"]["val@64"]["sequence_accuracy"].as<double>(), 0.5);
 }
 
 TEST(Train, BadInputFailsBeforeWritingAnything) {

@@ -20,6 +20,7 @@
 #include "sweep/manifest.hpp"
 #include "sweep/runner.hpp"
 #include "tasks/plugin_loader.hpp"
+#include "train/evaluation.hpp"
 
 namespace sb::cli {
 
@@ -55,8 +56,9 @@ class StopGuard {
   struct sigaction old_int_ = {}, old_term_ = {};
 };
 
-// Builds the cell's task and every evaluation variant, as train will.
-sweep::TaskShape check_task(const Context& ctx, const TrainConfig& c) {
+// Builds the cell's task and every evaluation variant, as train will (task.eval[].scale resolved).
+sweep::TaskShape check_task(const Context& ctx, TrainConfig& c) {
+  resolve_eval_lengths(c, ctx.tasks);
   const auto task = ctx.tasks.create(c.task.name, c.task.params);
   for (const auto& e : c.task.eval) {
     if (e.length == 0) {
@@ -211,7 +213,7 @@ void run_sweep_command(Context& ctx, const SweepArgs& opt) {
 #endif
   if (opt.workers < 0) fail("--workers {}: expected a positive number (0 = automatic)", opt.workers);
   if (opt.threads < 0) fail("--threads {}: expected a positive number (0 = automatic)", opt.threads);
-  const sweep::Plan plan = sweep::make_plan(study, [&ctx](const TrainConfig& c) { return check_task(ctx, c); });
+  const sweep::Plan plan = sweep::make_plan(study, [&ctx](TrainConfig& c) { return check_task(ctx, c); });
   const std::string out = opt.out.empty() ? (fs::path("sweeps") / study.name).string() : opt.out;
   if (opt.status) {
     print_sweep_status(plan, out);

@@ -10,6 +10,7 @@
 #include "sweep/slurm.hpp"
 #include "tasks/plugin_loader.hpp"
 #include "train/engine.hpp"
+#include "train/evaluation.hpp"
 #include "train/trainer.hpp"
 
 namespace sb::cli {
@@ -44,7 +45,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (a.threads >= 0) overrides.push_back("train.threads=" + std::to_string(a.threads));
   if (!a.out.empty()) overrides.push_back("out_dir=" + a.out);
   std::vector<std::string> notes;
-  const TrainConfig cfg = load_config(a.config, overrides, &notes);
+  TrainConfig cfg = load_config(a.config, overrides, &notes);
+  resolve_eval_lengths(cfg, ctx.tasks);  // task.eval[].scale: needs the task's length
   for (const auto& note : notes) fmt::print(stderr, "statebench: note: {}\n", note);
   const StopPoint stop = a.stop_after.empty() ? StopPoint{} : parse_stop_point(a.stop_after);
   if (a.dry_run) {

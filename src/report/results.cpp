@@ -278,7 +278,7 @@ namespace {
 bool is_bookkeeping_key(const std::string& key) {
   static const char* const kKeys[] = {"task.eval", "train.eval_every", "train.eval_examples", "train.log_every",
                                       "train.checkpoint_every", "train.threads", "train.device",
-                                      "train.target_accuracy", "train.target_metric", "out_dir"};
+                                      "train.target_accuracy", "train.target_metric", "train.target_eval", "out_dir"};
   for (const char* k : kKeys) {
     const std::string p(k);
     if (key == p || key.rfind(p + ".", 0) == 0) return true;

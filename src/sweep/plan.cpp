@@ -91,7 +91,7 @@ std::string slug(const std::vector<CellAxis>& axes) {
 std::string task_key(const TrainConfig& c) {
   std::string k = c.task.name;
   for (const auto& [p, v] : c.task.params) k += "\n" + p + "=" + v;
-  for (const auto& e : c.task.eval) k += fmt::format("\n@{}:{}", e.split, e.length);
+  for (const auto& e : c.task.eval) k += fmt::format("\n@{}:{}x{}", e.split, e.length, e.scale);
   return k;
 }
 
@@ -119,7 +119,7 @@ void make_stages(Plan& plan, const std::string& axis, const std::vector<std::str
 // The eval keys a config produces: SPLIT, or SPLIT@LENGTH for another length.
 std::vector<std::string> eval_keys(const TrainConfig& c) {
   std::vector<std::string> out;
-  for (const auto& e : c.task.eval) out.push_back(e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split);
+  for (const auto& e : c.task.eval) out.push_back(eval_key(e));
   return out;
 }
 
@@ -143,6 +143,11 @@ void check_protocol_metric(Plan& plan) {
     }
     const TrainSettings& t = cell.config.train;
     if (!threshold || !m.higher_is_better || t.target_accuracy == 0) continue;
+    const auto& read = t.target_eval;  // the entries the stop reads (empty: every one)
+    if (!read.empty() && std::find(read.begin(), read.end(), m.key) == read.end())
+      fail("study '{}': cell '{}': train.target_eval does not list '{}', so train.target_accuracy {} can end training "
+           "before {} {} reaches {}; add '{}' to train.target_eval, or set train.target_accuracy: 0 (no early stop)",
+           s.file, cell.label(), m.key, t.target_accuracy, where, plan.metric, *threshold, m.key);
     // A stop when every eval entry's stop metric >= target leaves the protocol's metric >= threshold
     // when it is the same accuracy with target >= threshold, or at target 1 (every token of every
     // sequence right, whichever accuracy is counted).
@@ -200,7 +205,7 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
   const size_t zip_n = std::max<size_t>(1, study.zip_length());
   const std::string origin = study.base_file.empty() ? study.file + " (inline config)" : study.base_file;
 
-  std::map<std::string, TaskShape> task_cache;
+  std::map<std::string, std::pair<TaskShape, std::vector<EvalSplitConfig>>> task_cache;  // with resolved task.eval
   std::vector<size_t> odometer(grid_axes.size(), 0);
   std::set<std::string> ids;
   for (bool more = true; more;) {
@@ -232,7 +237,8 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
         auto it = task_cache.find(key);
         if (it == task_cache.end()) {
           try {
-            it = task_cache.emplace(key, check(cell.config)).first;
+            const TaskShape shape = check(cell.config);
+            it = task_cache.emplace(key, std::pair{shape, cell.config.task.eval}).first;
           } catch (const Error& e) {
             std::vector<const CellAxis*> task_axes;
             for (const auto& a : cell.axes)
@@ -243,7 +249,13 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
             fail("study '{}': cell '{}': task '{}': {}", study.file, cell.label(), cell.config.task.name, e.what());
           }
         }
-        cell.shape = it->second;
+        cell.shape = it->second.first;
+        cell.config.task.eval = it->second.second;
+        try {
+          check_target_eval(cell.config);
+        } catch (const Error& e) {
+          fail("study '{}': cell '{}': {}", study.file, cell.label(), e.what());
+        }
       }
       cell.id = cell_id(cell.axes);
       if (!ids.insert(cell.id).second) fail("study '{}': two cells have the id '{}'", study.file, cell.id);

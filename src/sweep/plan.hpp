@@ -18,8 +18,9 @@ namespace sb::sweep {
 struct TaskShape {
   int64_t seq_len = 0, vocab = 0;
 };
-// Builds/validates a cell's task (name, params, eval splits and lengths); throws sb::Error.
-using TaskCheck = std::function<TaskShape(const TrainConfig&)>;
+// Builds/validates a cell's task (name, params, eval splits and lengths); throws sb::Error. It may
+// resolve the config's task.eval in place (task.eval[].scale into lengths), as train will.
+using TaskCheck = std::function<TaskShape(TrainConfig&)>;
 
 struct CellAxis {
   std::string key;  // config key path

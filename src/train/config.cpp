@@ -85,15 +85,39 @@ void resolve_and_validate(TrainConfig& c) {
     fail("train.precision: {} needs train.device: cuda (the CPU backend computes in fp32)", to_string(t.precision));
 
   if (c.task.eval.empty()) c.task.eval.push_back(EvalSplitConfig{});
+  bool scaled = false;
   for (size_t i = 0; i < c.task.eval.size(); ++i) {
     const EvalSplitConfig& e = c.task.eval[i];
     if (e.split.empty()) fail("task.eval[{}].split: must not be empty", i);
-    if (e.length < 0 || e.examples < 0) fail("task.eval[{}]: length and examples must be >= 0", i);
+    if (e.length < 0 || e.examples < 0 || e.scale < 0) fail("task.eval[{}]: length, scale and examples must be >= 0", i);
+    if (e.length > 0 && e.scale > 0)
+      fail("task.eval[{}]: length {} and scale {} together; give one (scale sets the length to scale x the training "
+           "length)", i, e.length, e.scale);
+    scaled |= e.scale > 0;
+    // Scaled entries against fixed lengths: resolve_eval_lengths, once the training length is known.
     for (size_t j = 0; j < i; ++j)
-      if (c.task.eval[j].split == e.split && c.task.eval[j].length == e.length)
-        fail("task.eval[{}]: duplicates task.eval[{}] (split '{}', length {})", i, j, e.split, e.length);
+      if (c.task.eval[j].split == e.split && c.task.eval[j].length == e.length && c.task.eval[j].scale == e.scale)
+        fail("task.eval[{}]: duplicates task.eval[{}] (split '{}', {} {})", i, j, e.split, e.scale > 0 ? "scale" : "length",
+             e.scale > 0 ? e.scale : e.length);
   }
+  if (!scaled) check_target_eval(c);  // else once the scales are resolved
   if (c.out_dir.empty()) c.out_dir = "runs/" + c.task.name;
+}
+
+std::string eval_key(const EvalSplitConfig& e) {
+  if (e.scale > 0) return e.split + "@?";
+  return e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split;
+}
+
+void check_target_eval(const TrainConfig& c) {
+  std::vector<std::string> keys;
+  for (const auto& e : c.task.eval) keys.push_back(eval_key(e));
+  for (const auto& k : c.train.target_eval)
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      std::string list;
+      for (const auto& key : keys) list += (list.empty() ? "" : ", ") + key;
+      fail("train.target_eval: '{}' is not the key of any task.eval entry (keys: {})", k, list);
+    }
 }
 
 namespace {
@@ -137,7 +161,8 @@ std::string emit(const TrainConfig& c) {
   } else {
     y += "  eval:\n";
     for (const auto& e : c.task.eval)
-      y += fmt::format("    - {{split: {}, length: {}, examples: {}}}\n", yaml_str(e.split), e.length, e.examples);
+      y += fmt::format("    - {{split: {}, length: {}, examples: {}{}}}\n", yaml_str(e.split), e.length, e.examples,
+                       e.scale > 0 ? fmt::format(", scale: {}", e.scale) : "");
   }
   const ModelConfig& m = c.model;
   y += "model:\n";
@@ -176,6 +201,11 @@ std::string emit(const TrainConfig& c) {
   // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
   if (!t.cuda_graphs) y += "  cuda_graphs: false\n";
   if (t.target_metric != TargetMetric::token_accuracy) y += fmt::format("  target_metric: {}\n", to_string(t.target_metric));
+  if (!t.target_eval.empty()) {
+    std::string keys;
+    for (const auto& k : t.target_eval) keys += (keys.empty() ? "" : ", ") + yaml_str(k);
+    y += fmt::format("  target_eval: [{}]\n", keys);
+  }
   y += fmt::format("out_dir: {}\n", yaml_str(c.out_dir));
   return y;
 }
@@ -199,6 +229,7 @@ uint64_t config_fingerprint(const TrainConfig& config) {
   c.train.precision = defaults.train.precision;
   c.train.cuda_graphs = defaults.train.cuda_graphs;
   c.train.target_metric = defaults.train.target_metric;
+  c.train.target_eval = defaults.train.target_eval;
   return mix64(hash_str(emit(c)));
 }
 

@@ -29,6 +29,7 @@ struct EvalSplitConfig {
   std::string split = "val";  // a split name of the task (checked when the task is built)
   int64_t length = 0;         // 0 = the training length; else passed to the task as `length`
   int64_t examples = 0;       // 0 = train.eval_examples
+  int64_t scale = 0;          // > 0: length = scale x the task's length parameter (resolve_eval_lengths)
   bool operator==(const EvalSplitConfig&) const = default;
 };
 
@@ -62,6 +63,7 @@ struct TrainSettings {
   int64_t checkpoint_every = 0;  // checkpoint every N steps (0 = only at the end)
   double target_accuracy = 0.0;  // early stop when every eval split reaches it (0 = off)
   TargetMetric target_metric = TargetMetric::token_accuracy;  // ... in this accuracy
+  std::vector<std::string> target_eval;  // the eval keys the early stop reads (empty = every entry)
   Device device = Device::cpu;
   int64_t threads = 0;           // CPU threads, 0 = all cores
   Precision precision = Precision::fp32;  // tf32/bf16 only with device cuda
@@ -90,15 +92,25 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
 TrainConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {},
                          const std::string& origin = "<string>", std::vector<std::string>* notes = nullptr);
 // Cross-field checks (load/parse call it; for configs built in code). Also resolves head_dim,
-// the default eval list and out_dir in place.
+// the default eval list and out_dir in place. Entries with task.eval[].scale keep it: their length
+// needs the task's (resolve_eval_lengths, train/evaluation.hpp), and so does checking
+// train.target_eval, which names such an entry by its final key (check_target_eval).
 void resolve_and_validate(TrainConfig& config);
+
+// The key an evaluation entry is stored under: "SPLIT" at the training length, "SPLIT@LENGTH"
+// otherwise (an entry with an unresolved scale has none yet: "SPLIT@?").
+std::string eval_key(const EvalSplitConfig& e);
+
+// train.target_eval names only keys of task.eval entries (lengths resolved): sb::Error
+// "train.target_eval: 'K' is not an eval key of task.eval (keys: val, val@64)" otherwise.
+void check_target_eval(const TrainConfig& config);
 
 // The effective configuration, every key, in docs/config.md order; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const TrainConfig& config);
 
 // Hash of the semantic part of the config: everything except out_dir, task.eval, train.log_every,
-// eval_every, eval_examples, checkpoint_every, target_accuracy, target_metric, device, threads,
-// precision, cuda_graphs (settings that do not change the training trajectory's definition).
+// eval_every, eval_examples, checkpoint_every, target_accuracy, target_metric, target_eval, device,
+// threads, precision, cuda_graphs (settings that do not change the training trajectory's definition).
 // Checkpoints store it.
 uint64_t config_fingerprint(const TrainConfig& config);
 

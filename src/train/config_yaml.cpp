@@ -246,7 +246,7 @@ void map_task(Section s, TaskConfig& t) {
   }
   const YAML::Node eval = s.raw("eval");
   if (!Section::absent(eval)) {
-    if (!eval.IsSequence()) s.bad("eval", "a list of {split, length, examples} entries", eval);
+    if (!eval.IsSequence()) s.bad("eval", "a list of {split, length, scale, examples} entries", eval);
     for (size_t i = 0; i < eval.size(); ++i) {
       EvalSplitConfig e;
       if (eval[i].IsScalar()) {  // shorthand: a bare split name
@@ -255,6 +255,7 @@ void map_task(Section s, TaskConfig& t) {
         Section es(eval[i], fmt::format("{}.eval[{}]", s.path(), i), s.context());
         e.split = es.str("split", e.split);
         e.length = es.integer("length", 0, 0);
+        e.scale = es.integer("scale", 0, 0);
         e.examples = es.integer("examples", 0, 0);
         es.done();
       }
@@ -346,6 +347,19 @@ void map_train(Section s, TrainSettings& t) {
   t.precision = s.choice("precision", d.precision, kPrecisions);
   t.cuda_graphs = s.boolean("cuda_graphs", d.cuda_graphs);
   t.target_metric = s.choice("target_metric", d.target_metric, kTargetMetrics);
+  const YAML::Node target_eval = s.raw("target_eval");
+  if (!Section::absent(target_eval)) {
+    if (target_eval.IsScalar()) {  // shorthand: one key
+      t.target_eval.push_back(target_eval.Scalar());
+    } else {
+      if (!target_eval.IsSequence()) s.bad("target_eval", "a list of eval keys, e.g. [val]", target_eval);
+      for (size_t i = 0; i < target_eval.size(); ++i) {
+        if (!target_eval[i].IsScalar() || target_eval[i].Scalar().empty())
+          s.bad("target_eval", "a list of eval keys, e.g. [val]", target_eval);
+        t.target_eval.push_back(target_eval[i].Scalar());
+      }
+    }
+  }
   s.done();
 }
 

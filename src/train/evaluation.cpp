@@ -2,14 +2,12 @@
 #include "train/evaluation.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 
 #include "core/error.hpp"
 
 namespace sb {
-
-std::string eval_key(const EvalSplitConfig& e) {
-  return e.length > 0 ? fmt::format("{}@{}", e.split, e.length) : e.split;
-}
 
 namespace {
 
@@ -20,6 +18,38 @@ std::string length_value(const TaskInfo& info, const TaskConfig& task) {
 }
 
 }  // namespace
+
+void resolve_eval_lengths(TrainConfig& c, const TaskRegistry& tasks) {
+  auto& evals = c.task.eval;
+  for (size_t i = 0; i < evals.size(); ++i) {
+    EvalSplitConfig& e = evals[i];
+    if (e.scale == 0) continue;
+    const std::string where = fmt::format("task.eval[{}] (split '{}', scale {})", i, e.split, e.scale);
+    try {
+      const TaskInfo& info = tasks.get(c.task.name);
+      if (info.length_param.empty())  // params_at_length's error, without a length to name
+        fail("task '{}' ({}) has a fixed length: it declares no length parameter, so it cannot be evaluated at "
+             "another length (a plugin names one with length_param(); docs/adding-a-task.md)",
+             c.task.name, info.origin);
+      const std::string value = length_value(info, c.task);
+      int64_t length = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() || length < 1)
+        fail("task '{}' parameter '{}' is '{}', not an integer length to scale", c.task.name, info.length_param, value);
+      if (length > std::numeric_limits<int64_t>::max() / e.scale)
+        fail("task '{}' length {} x {} overflows", c.task.name, length, e.scale);
+      e.length = length * e.scale;
+      e.scale = 0;
+    } catch (const Error& err) {
+      fail("{}: {}", where, err.what());
+    }
+  }
+  for (size_t i = 0; i < evals.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (evals[j].split == evals[i].split && evals[j].length == evals[i].length)
+        fail("task.eval[{}]: duplicates task.eval[{}] (split '{}', length {})", i, j, evals[i].split, evals[i].length);
+  check_target_eval(c);
+}
 
 EvalSet make_eval_set(const TaskRegistry& tasks, const TaskConfig& task, const Task& train_task,
                       const EvalSplitConfig& e, int64_t default_examples, const std::string& where) {

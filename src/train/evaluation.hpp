@@ -1,7 +1,8 @@
 // evaluation.hpp: evaluation sets (one split of the task at one length, its examples generated
 // once) and scoring a model on them. The training loop evaluates its task.eval entries with these at
 // intervals; `statebench eval` scores a finished run's checkpoint on further splits and lengths.
-// Another length goes through the task's declared length parameter (TaskRegistry::create_at_length).
+// Another length goes through the task's declared length parameter (TaskRegistry::create_at_length);
+// an entry's scale (a multiple of the training length) is resolved into such a length first.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,8 +25,10 @@ struct EvalSet {
   std::vector<uint8_t> mask;
 };
 
-// The key an evaluation is stored under: "SPLIT" at the training length, "SPLIT@LENGTH" otherwise.
-std::string eval_key(const EvalSplitConfig& e);
+// Resolves every task.eval entry with a scale into its length (scale x the value of the task's
+// length parameter; scale becomes 0), then checks duplicates and train.target_eval against the final
+// keys. sb::Error naming task.eval[i] for a task without an integer length parameter. Idempotent.
+void resolve_eval_lengths(TrainConfig& config, const TaskRegistry& tasks);
 
 // The evaluation set of entry `e` for a run of `task` (whose training instance is `train_task`):
 // the task itself, or at e.length > 0 a new instance with the task's length parameter set to it.

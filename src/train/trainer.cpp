@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <csignal>
@@ -142,6 +143,9 @@ class Trainer {
     task_ = std::move(t.task);
     split_ = t.split;
     evals_ = std::move(t.evals);
+    const auto& target = cfg.train.target_eval;  // the entries the early stop reads (empty: every one)
+    for (const auto& e : evals_)
+      stop_on_.push_back(target.empty() || std::find(target.begin(), target.end(), e.key) != target.end());
     engine_ = make_engine(cfg, task_->vocab_size(), task_->seq_len());
     device_ = engine_->device_name();
   }
@@ -282,15 +286,18 @@ class Trainer {
                      {batch.ids.data() + i * T, batch.labels.data() + i * T, batch.mask.data() + i * T});
   }
 
-  // Evaluates every eval set; `reached` = every set's train.target_metric >= train.target_accuracy.
+  // Evaluates every eval set; `reached` = train.target_metric >= train.target_accuracy on every set
+  // train.target_eval lists (every set when it is empty).
   EvalMap evaluate(bool& reached, std::string& line) {
     EvalMap all;
     reached = true;
     line.clear();
-    for (const auto& e : evals_) {
+    for (size_t i = 0; i < evals_.size(); ++i) {
+      const EvalSet& e = evals_[i];
       EvalSummary summary = evaluate_set(*engine_, e, cfg_.train.batch_size, task_->seq_len());
       const bool by_sequence = cfg_.train.target_metric == TargetMetric::sequence_accuracy;
-      reached &= (by_sequence ? summary.sequence_accuracy : summary.token_accuracy) >= cfg_.train.target_accuracy;
+      if (stop_on_[i])
+        reached &= (by_sequence ? summary.sequence_accuracy : summary.token_accuracy) >= cfg_.train.target_accuracy;
       line += fmt::format("{} {:.4f} ", e.key, summary.token_accuracy);
       all.emplace_back(e.key, std::move(summary));
     }
@@ -336,13 +343,16 @@ class Trainer {
   std::unique_ptr<Task> task_;
   int split_ = 0;
   std::vector<EvalSet> evals_;
+  std::vector<bool> stop_on_;  // per eval set: read by the early stop (train.target_eval)
   std::unique_ptr<TrainEngine> engine_;
   std::string device_;
 };
 
 }  // namespace
 
-TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const TrainOptions& options) {
+TrainOutcome train(const TrainConfig& given, const TaskRegistry& tasks, const TrainOptions& options) {
+  TrainConfig config = given;  // with task.eval[].scale resolved into lengths (config.yaml shows them)
+  resolve_eval_lengths(config, tasks);
   const std::string& dir = options.out_dir;
   check_output_dir(dir, "run directory");
   const RunFiles files(dir);
@@ -371,7 +381,9 @@ TrainOutcome train(const TrainConfig& config, const TaskRegistry& tasks, const T
   return trainer.run(has_checkpoint);
 }
 
-MemoryEstimate estimate_run_memory(const TrainConfig& config, const TaskRegistry& tasks) {
+MemoryEstimate estimate_run_memory(const TrainConfig& given, const TaskRegistry& tasks) {
+  TrainConfig config = given;
+  resolve_eval_lengths(config, tasks);
   return estimate(config, build_tasks(config, tasks));
 }
 
