@@ -59,6 +59,19 @@ TEST(PluginLength, TrainEvaluatesAV2TaskAtAnotherLength) {
   EXPECT_CONTAINS(show.out, "length parameter: size");
 }
 
+// A sweep checks each cell's evaluation lengths through the task's own length parameter ("size"),
+// as train builds them, and runs the cell.
+TEST(PluginLength, ASweepEvaluatesAV2TaskAtAnotherLength) {
+  const fs::path dir = config("v2_sweep", "fixture_v2", "size: 6");
+  write_file_atomic((dir / "study.yaml").string(), "name: v2_sweep\nbase: c.yaml\ngrid:\n  train.seed: [0]\n");
+  const CliResult dry = run_cli({"--plugin", kV2, "sweep", (dir / "study.yaml").string(), "--out", (dir / "sw").string(), "--dry-run"});
+  ASSERT_EQ(dry.rc, 0) << dry.err;
+  const CliResult r = run_cli({"--plugin", kV2, "sweep", (dir / "study.yaml").string(), "--out", (dir / "sw").string(),
+                               "--workers", "1", "--progress", "plain"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_CONTAINS(r.out + r.err, "1 finished (0 failed)");
+}
+
 TEST(PluginLength, AFixedLengthTaskIsRefusedAtDryRun) {
   const fs::path dir = config("v1", "fixture_ok", "size: 6");
   for (const bool dry : {true, false}) {

@@ -65,10 +65,8 @@ sweep::TaskShape check_task(const Context& ctx, TrainConfig& c) {
       task->split_index(e.split);
       continue;
     }
-    auto params = c.task.params;
-    params["length"] = std::to_string(e.length);
-    try {
-      ctx.tasks.create(c.task.name, params)->split_index(e.split);
+    try {  // at the task's own length parameter (a plugin may name it otherwise)
+      ctx.tasks.create_at_length(c.task.name, c.task.params, e.length)->split_index(e.split);
     } catch (const Error& err) {
       fail("eval {{split: {}, length: {}}}: {}", e.split, e.length, err.what());
     }
