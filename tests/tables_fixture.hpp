@@ -31,7 +31,7 @@ inline fs::path scratch(const std::string& name) {
 struct EvalSpec {
   double acc;
   int64_t scored = 1000, errors = -1;  // errors -1: round((1 - acc) * scored)
-  std::optional<std::pair<double, double>> ci;
+  std::optional<std::pair<double, double>> ci = std::nullopt;
 };
 
 inline std::string eval_json(const EvalSpec& e) {

@@ -186,7 +186,7 @@ TEST(SweepCli, BadStudiesFailBeforeRunningWithOneLine) {
   EXPECT_EQ(set.rc, 2);
   EXPECT_CONTAINS(set.err, "is an axis of the study");
   // --out naming a file, or a place where no directory can be made: one line naming it.
-  for (const fs::path out : {s.study, fs::path("/proc/statebench_sweep")}) {
+  for (const fs::path& out : {s.study, fs::path("/proc/statebench_sweep")}) {
     const CliResult r = run_cli({"sweep", s.study.string(), "--out", out.string(), "--train-exe", s.script.string()});
     EXPECT_EQ(r.rc, 2) << r.err;
     EXPECT_CONTAINS(r.err, "statebench: error: --out '" + out.string() + "'");
