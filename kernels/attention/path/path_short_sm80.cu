@@ -6,23 +6,12 @@
 #include <cuda_bf16.h>
 
 #include "kernels/attention/internal.hpp"
+#include "kernels/attention/path/path_short_args.hpp"
 
 namespace sb::cuda::detail {
 namespace {
 
 constexpr int kThreads = 256;
-
-// One head's tensors in global memory: row t of q, k, v, w, out, dout and their gradients starts at
-// e0 + t es (es = H Dh); beta, log_f, dbeta, dlog_f at s0 + t H; lse at (b H + h) T + t.
-struct ShortArgs {
-  const void *q, *k, *v, *dout;
-  const float *w, *beta, *log_f;
-  void *out, *dq, *dk, *dv;
-  float *lse, *dw, *dbeta, *dlog_f;
-  const float* lse_in;
-  int64_t T, H;
-  float scale;
-};
 
 template <bool BF>
 __device__ __forceinline__ float load_x(const void* p, int64_t i) {
@@ -90,7 +79,7 @@ struct View {
 // Loads one head: Qs = scale q, K, W (and V) into the view, beta, the gate prefix sums
 // G_t = sum_{s=1..t} log f_s in double (0 without a gate); every other float zeroed first.
 template <int Dh, bool BF>
-__device__ void load_head(const View& sv, const ShortArgs& a, int64_t e0, int64_t es, int64_t s0, int64_t floats) {
+__device__ void load_head(const View& sv, const PathShortArgs& a, int64_t e0, int64_t es, int64_t s0, int64_t floats) {
   for (int64_t i = threadIdx.x; i < floats; i += kThreads) sv.s[i] = 0.f;
   __syncthreads();
   const int T = static_cast<int>(sv.T);
@@ -164,7 +153,7 @@ __device__ void logits(const View& sv) {
 }
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(kThreads) path_short_fwd_kernel(const ShortArgs a) {
+__global__ void __launch_bounds__(kThreads) path_short_fwd_kernel(const PathShortArgs a) {
   extern __shared__ __align__(16) float smem[];
   const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
   const int64_t s0 = b * a.T * a.H + h, e0 = s0 * Dh, es = a.H * Dh;
@@ -194,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) path_short_fwd_kernel(const ShortArg
 }
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(kThreads) path_short_bwd_kernel(const ShortArgs a) {
+__global__ void __launch_bounds__(kThreads) path_short_bwd_kernel(const PathShortArgs a) {
   extern __shared__ __align__(16) float smem[];
   const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
   const int64_t s0 = b * a.T * a.H + h, e0 = s0 * Dh, es = a.H * Dh;
@@ -327,14 +316,8 @@ __global__ void __launch_bounds__(kThreads) path_short_bwd_kernel(const ShortArg
      });
 }
 
-ShortArgs short_args(const AttnDims& d, float scale) {
-  ShortArgs a{};
-  a.T = d.T, a.H = d.H, a.scale = scale;
-  return a;
-}
-
 template <class Kernel>
-void launch(Kernel kernel, int64_t floats, const AttnDims& d, const ShortArgs& a, cudaStream_t stream) {
+void launch(Kernel kernel, int64_t floats, const AttnDims& d, const PathShortArgs& a, cudaStream_t stream) {
   const int bytes = static_cast<int>(floats * 4);
   if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   kernel<<<static_cast<unsigned>(d.B * d.H), kThreads, bytes, stream>>>(a);
@@ -346,8 +329,7 @@ void launch(Kernel kernel, int64_t floats, const AttnDims& d, const ShortArgs& a
 void path_short_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                         const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,
                         cudaStream_t stream) {
-  ShortArgs a = short_args(d, scale);
-  a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
+  const PathShortArgs a = path_short_forward_args(out, lse, q, k, v, w, beta, log_f, d, scale);
   const int64_t floats = path_short_layout(d.T, d.Dh).fwd_floats;
   with_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
@@ -359,9 +341,8 @@ void path_short_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, 
                          const void* q, const void* k, const void* v, const float* w, const float* beta,
                          const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16,
                          cudaStream_t stream) {
-  ShortArgs a = short_args(d, scale);
-  a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
-  a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
+  const PathShortArgs a =
+      path_short_backward_args(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale);
   const int64_t floats = path_short_layout(d.T, d.Dh).bwd_floats;
   with_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

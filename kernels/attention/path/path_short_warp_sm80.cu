@@ -4,6 +4,7 @@
 // its own head. The math of path_short_sm80.cu (docs/path-backward.md's own block, fp32 FMAs, the
 // backward recomputing the forward from lse), with the triangular solves a lane per column.
 #include "kernels/attention/internal.hpp"
+#include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/path/path_short_warp_ops.cuh"
 
 namespace sb::cuda::detail {
@@ -15,17 +16,10 @@ using namespace short_warp;
 // that cannot be reached (and spills at Dh 32).
 constexpr int kMaxWarps = 4;
 
-// One head's tensors: row t of q, k, v, w, out, dout and their gradients at e0 + t H Dh; beta,
-// log_f, dbeta, dlog_f at s0 + t H; lse at bh T + t.
-struct WarpArgs {
-  const void *q, *k, *v, *dout;
-  const float *w, *beta, *log_f;
-  void *out, *dq, *dk, *dv;
-  float *lse, *dw, *dbeta, *dlog_f;
-  const float* lse_in;
-  int64_t T, H, BH;
-  float scale;
-  int warps;  // per CTA
+// The tensors of path_short_args.hpp, plus the heads (B H) and the warps per CTA.
+struct WarpArgs : PathShortArgs {
+  int64_t BH;
+  int warps;
 };
 
 // Rows t < T of a [T, Dh] head tensor (row t at e0 + t es), times mul, into an operand.
@@ -325,10 +319,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   if (lane < T) store_grow<Dh, false>(a.dw, row, o, 1.f);
 }
 
-WarpArgs warp_args(const AttnDims& d, float scale) {
+WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
   if (d.T > kShortWarpT) throw_error("path_short_warp: T must be at most 32 (plan.hpp path_short_warp)");
-  WarpArgs a{};
-  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
+  WarpArgs a{base};
+  a.BH = d.B * d.H;
   return a;
 }
 
@@ -358,8 +352,7 @@ void with_warp_dh(int64_t Dh, F&& f) {
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                              const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,
                              const DeviceLimits& dev, cudaStream_t stream) {
-  WarpArgs a = warp_args(d, scale);
-  a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
+  const WarpArgs a = warp_args(path_short_forward_args(out, lse, q, k, v, w, beta, log_f, d, scale), d);
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).fwd_floats;
@@ -372,9 +365,8 @@ void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* db
                               const void* dout, const void* q, const void* k, const void* v, const float* w,
                               const float* beta, const float* log_f, const float* lse, const AttnDims& d,
                               float scale, bool bf16, const DeviceLimits& dev, cudaStream_t stream) {
-  WarpArgs a = warp_args(d, scale);
-  a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
-  a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
+  const WarpArgs a = warp_args(
+      path_short_backward_args(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale), d);
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).bwd_floats;

@@ -3,8 +3,9 @@
 # (kernels/attention/path/path_short_warp_*) on the CPU, a thread per lane (shim.hpp), against the
 # double reference nn::path_attention_* with the parity tests' tolerances (emu_main.cpp); with
 # --tsan under ThreadSanitizer, where a missing __syncwarp between lanes shows as a data race.
-# Needs a CPU build's libsb_nn.a (cmake --build CPU_BUILD_DIR --target sb_nn). No GPU; the device
-# compiler's code generation and the device's math functions are not what runs here.
+# Needs a CPU build's libsb_grad_f64.a and libsb_nn.a (the double reference: cmake --build
+# CPU_BUILD_DIR --target sb_grad_f64). No GPU; the device compiler's code generation and the
+# device's math functions are not what runs here.
 set -euo pipefail
 build=$(cd "$1" && pwd) mode=${2:-grid} tsan=${3:-}
 here=$(cd "$(dirname "$0")" && pwd) src=$(cd "$here/../../.." && pwd)
@@ -28,5 +29,5 @@ PY
 flags=(-std=c++20 -fno-strict-aliasing -DSTATEBENCH_HAVE_CUDA=1 -DFMT_SHARED -I"$out" -I"$here" -I"$src" -I"$src/src"
        -I"$src/tests" -isystem /usr/local/cuda/include -isystem /usr/include/eigen3)
 if [ "$tsan" = --tsan ]; then flags+=(-O1 -g -fsanitize=thread); else flags+=(-O2); fi
-g++ "${flags[@]}" "$here/emu_main.cpp" "$build/src/libsb_nn.a" -lfmt -pthread -o "$out/emu"
+g++ "${flags[@]}" "$here/emu_main.cpp" "$build/src/libsb_grad_f64.a" "$build/src/libsb_nn.a" -lfmt -pthread -o "$out/emu"
 "$out/emu" "$mode"
