@@ -259,6 +259,27 @@ TEST(Tables, LengthGeneralisationTable) {
   EXPECT_EQ(ids, (std::vector<std::string>{"grid", "seeds", "min-depth", "length"}));
 }
 
+// Each length scored at 2x and 4x itself (task.eval scale): the columns are the multiples, each cell
+// reading its own val@(2L) and val@(4L), where absolute lengths would be three mostly empty columns.
+TEST(Tables, LengthTableByMultiplesOfTheTrainingLength) {
+  std::vector<RunSpec> runs = grid_runs();
+  for (RunSpec& r : runs) {
+    const double a = r.evals.front().second.acc;  // val
+    r.evals = {{"val", {a}}, {fmt::format("val@{}", 2 * r.length), {a / 2}}, {fmt::format("val@{}", 4 * r.length), {a / 4}}};
+  }
+  const Study s = load_study(write_sweep("length_x", runs).string());
+  const Table t = length_table(s, {});
+  EXPECT_EQ(t.header, (std::vector<std::string>{"model", "depth", "train L", "val (train L)", "val@2x", "val@4x"}));
+  EXPECT_EQ(cell(t, {"path", "2", "32"}, "val@2x"), "0.455 ± 0.021 (2)");  // its val@64
+  EXPECT_EQ(cell(t, {"path", "2", "16"}, "val@4x"), "0.244 ± 0.009 (2)");  // its val@64 too
+  bool found = false;  // the CSV keeps each cell's own key and absolute length
+  for (const auto& row : t.csv_rows)
+    if (std::find(row.begin(), row.end(), "val@128") != row.end()) found = true;
+  EXPECT_TRUE(found);
+  // One absolute length for every cell (val@64 at L 16 and 32) stays one column, not two multiples.
+  EXPECT_EQ(length_table(load_study(write_sweep("length_abs", grid_runs()).string()), {}).header.back(), "val@64");
+}
+
 // With one depth the min-depth table would only repeat the grid: not made unless asked for.
 TEST(Tables, OneDepthStudiesGetNoMinDepthTableByDefault) {
   std::vector<RunSpec> runs;

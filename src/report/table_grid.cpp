@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "report/table_parts.hpp"
@@ -175,10 +176,38 @@ Table seeds_table(const Study& study, const TableOptions& o) {
   return t;
 }
 
+namespace {
+
+// A column of the length table: an eval key (times == 0), or the split evaluated at `times` x each
+// cell's training length (key = split).
+struct LengthColumn {
+  int64_t len = 0;  // the key's @LENGTH, 0 = the training length
+  std::string key;
+  int64_t times = 0;
+};
+
+// The multiples of its run's training length that a split's @LENGTH evaluations are, ascending, if
+// every one is a whole multiple and they name fewer columns than the absolute lengths (a study that
+// scores each length at 2x and 4x: val@2x, val@4x); else empty.
+std::vector<int64_t> length_multiples(const Study& study, const std::string& split, size_t absolute_columns) {
+  std::set<int64_t> times;
+  for (const RunRecord& r : study.runs)
+    for (const EvalResult& e : r.evals) {
+      if (e.split != split || e.at_length <= 0) continue;
+      if (r.train_length <= 0 || e.at_length % r.train_length != 0) return {};
+      times.insert(e.at_length / r.train_length);
+    }
+  if (times.size() >= absolute_columns) return {};
+  return {times.begin(), times.end()};
+}
+
+}  // namespace
+
 Table length_table(const Study& study, const TableOptions& o) {
   const Metric m = parse_metric(o.metric, study);
   const CellGrid grid(study, m);
-  // Columns: per split with @LENGTH keys, the plain key (training length) then @LENGTH ascending.
+  // Columns: per split with @LENGTH keys, the plain key (training length) then @LENGTH ascending, or
+  // the multiples of the training length where those are fewer.
   std::vector<std::string> splits;
   std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_split;
   for (const RunRecord& r : study.runs)
@@ -194,7 +223,7 @@ Table length_table(const Study& study, const TableOptions& o) {
     const bool has_at = std::any_of(list.begin(), list.end(), [](const auto& p) { return p.first > 0; });
     if (has_at && std::find(splits.begin(), splits.end(), split) == splits.end()) splits.push_back(split);
   }
-  std::vector<std::pair<int64_t, std::string>> columns;
+  std::vector<LengthColumn> columns;
   Table t;
   t.id = "length";
   const bool show_length = grid.lengths().size() > 1;
@@ -203,9 +232,17 @@ Table length_table(const Study& study, const TableOptions& o) {
   for (const auto& s : splits) {
     auto list = by_split[s];
     std::sort(list.begin(), list.end());
+    const size_t absolute = static_cast<size_t>(
+        std::count_if(list.begin(), list.end(), [](const auto& p) { return p.first > 0; }));
+    const std::vector<int64_t> times = length_multiples(study, s, absolute);
     for (const auto& [len, key] : list) {
-      columns.push_back({len, key});
+      if (len > 0 && !times.empty()) continue;
+      columns.push_back({len, key, 0});
       t.header.push_back(len > 0 ? key : key + " (train L)");
+    }
+    for (int64_t x : times) {
+      columns.push_back({0, s, x});
+      t.header.push_back(fmt::format("{}@{}x", s, x));
     }
   }
   t.title = fmt::format("Length generalisation: {} by evaluation length ({}{}{})", to_string(m.field),
@@ -222,7 +259,9 @@ Table length_table(const Study& study, const TableOptions& o) {
         if (!cell) continue;
         std::vector<std::string> row{model, fmt::format("{}", depth)};
         if (show_length) row.push_back(fmt::format("{}", L)), append(row, length_setting_values(study, L));
-        for (const auto& [len, k] : columns) {
+        for (const LengthColumn& c : columns) {
+          const int64_t len = c.times > 0 ? c.times * L : c.len;
+          const std::string k = c.times > 0 ? fmt::format("{}@{}", c.key, len) : c.key;
           row.push_back(format_cell(cell_value(*cell, k, m.field), m.field, o.spread));
           std::vector<std::string> csv = csv_lead(study, model, depth, L, cell);
           append(csv, {k, len > 0 ? csv_integer(len) : L > 0 ? csv_integer(L) : "", to_string(m.field)});
