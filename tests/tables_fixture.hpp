@@ -32,6 +32,7 @@ struct EvalSpec {
   double acc;
   int64_t scored = 1000, errors = -1;  // errors -1: round((1 - acc) * scored)
   std::optional<std::pair<double, double>> ci = std::nullopt;
+  std::optional<double> seq = std::nullopt;  // sequence accuracy; default acc / 2
 };
 
 inline std::string eval_json(const EvalSpec& e) {
@@ -41,7 +42,7 @@ inline std::string eval_json(const EvalSpec& e) {
       "{{\"token_accuracy\": {}, \"sequence_accuracy\": {}, \"scored\": {}, \"errors\": {}, \"error_rate\": {}, "
       "\"error_ci95\": [{}, {}], \"sequences\": 100, \"sequence_errors\": 3, \"sequence_error_ci95\": [0.01, 0.08], "
       "\"loss\": 0.25}}",
-      e.acc, e.acc / 2, e.scored, errors, static_cast<double>(errors) / static_cast<double>(e.scored), ci.lo, ci.hi);
+      e.acc, e.seq ? *e.seq : e.acc / 2, e.scored, errors, static_cast<double>(errors) / static_cast<double>(e.scored), ci.lo, ci.hi);
 }
 
 struct RunSpec {

@@ -194,6 +194,40 @@ TEST(Tables, MinDepthBestMeanAndUndecided) {
   EXPECT_EQ(csv.csv_rows[3], (std::vector<std::string>{"rope", "32", "", "> 2", "", ""}));
 }
 
+// A depth study on sequence accuracy (the Merrill studies) also gets its token reading at 0.9.
+TEST(Tables, SequenceDepthStudyHasTheTokenReadingBesideIt) {
+  const Study s = load_study(write_sweep("mindepth_seq", grid_runs(), {}, "min_depth",
+                                         "{\"threshold\": 0.46, \"metric\": \"val.sequence_accuracy\"}").string());
+  const std::vector<Table> tables = build_tables(s, {});
+  std::vector<std::string> ids;
+  for (const Table& t : tables) ids.push_back(t.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"grid", "seeds", "min-depth", "min-depth-token", "length"}));
+  const Table& seq = tables[2];
+  const Table& token = tables[3];
+  EXPECT_NE(seq.title.find("val.sequence_accuracy >= 0.46"), std::string::npos) << seq.title;
+  EXPECT_NE(token.title.find("val.token_accuracy >= 0.9"), std::string::npos) << token.title;
+  EXPECT_EQ(row_of(seq, {"path"}), (std::vector<std::string>{"path", "2 (2/2)", "2 (1/2)"}));
+  // Token: path depth 1 at L 16 has 0.80 / 0.90 (the best passes); at L 32 depth 1 fails (0.70 /
+  // 0.80) and depth 2 has 0.88 / 0.94.
+  EXPECT_EQ(row_of(token, {"path"}), (std::vector<std::string>{"path", "1 (1/2)", "2 (1/2)"}));
+  EXPECT_EQ(row_of(token, {"rope"}), (std::vector<std::string>{"rope", "2 (1/2)", "> 2"}));
+  // Not where each word has one label (token = sequence accuracy: the identity-label studies).
+  std::vector<RunSpec> one_label = grid_runs();
+  for (RunSpec& r : one_label) {
+    const double a = r.evals.front().second.acc;
+    r.evals = {{"val", {a, 1000, -1, std::nullopt, a}}};
+  }
+  const Study id = load_study(write_sweep("mindepth_id", one_label, {}, "min_depth",
+                                          "{\"threshold\": 0.9, \"metric\": \"val.sequence_accuracy\"}").string());
+  for (const Table& t : build_tables(id, {})) EXPECT_NE(t.id, "min-depth-token");
+  // Not on a token-accuracy study, and by name on request.
+  const Study tok = load_study(write_sweep("mindepth_tok", grid_runs(), {}, "min_depth").string());
+  for (const Table& t : build_tables(tok, {})) EXPECT_NE(t.id, "min-depth-token");
+  TableOptions only;
+  only.tables = {"min-depth-token"};
+  EXPECT_EQ(build_tables(s, only).front().id, "min-depth-token");
+}
+
 TEST(Tables, BestLearningRate) {
   std::vector<RunSpec> runs;
   for (double lr : {1e-3, 1e-2})

@@ -104,7 +104,7 @@ void add_table_command(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"best", "mean"}));
   cmd->add_option("--spread", args->spread, "std (mean ± sd) or range (mean [min, max])")->check(CLI::IsMember({"std", "range"}));
   cmd->add_flag("--per-seed", args->per_seed, "error table: also one row per seed");
-  cmd->add_option("--tables", args->tables, "comma-separated: grid, seeds, min-depth, errors, length, runs (default: automatic)");
+  cmd->add_option("--tables", args->tables, "comma-separated: grid, seeds, min-depth, min-depth-token, errors, length, runs (default: automatic)");
   cmd->add_flag("--strict", args->strict, "a corrupt summary.json is an error (default: warning, run skipped)");
   cmd->callback([args] {
     for (const std::string& dir : args->dirs)

@@ -337,6 +337,22 @@ std::vector<double> CellGrid::lrs() const {
 
 // ---- selection -----------------------------------------------------------------------------------
 
+namespace {
+
+// The token reading of a sequence-accuracy depth study: the minimum depth whose token accuracy on the
+// same eval key reaches kTokenThreshold (the threshold of statebench's token-accuracy studies).
+constexpr double kTokenThreshold = 0.9;
+Table token_min_depth_table(const Study& study, const TableOptions& o, const Metric& m) {
+  TableOptions token = o;
+  token.metric = m.key + ".token_accuracy";
+  token.threshold = kTokenThreshold;
+  Table t = min_depth_table(study, token);
+  t.id = "min-depth-token";
+  return t;
+}
+
+}  // namespace
+
 std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
   if (o.spread != "std" && o.spread != "range") fail("--spread: expected std or range, got '{}'", o.spread);
   const Metric m = parse_metric(o.metric, study);
@@ -347,6 +363,13 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
                                             [&](const RunRecord& r) { return r.depth != study.runs.front().depth; });
     ids = {"grid", "seeds"};
     if (several_depths) ids.push_back("min-depth");
+    // Its token reading, unless each word has one label (token = sequence accuracy on every run).
+    const bool token_differs = std::any_of(study.runs.begin(), study.runs.end(), [&](const RunRecord& r) {
+      const EvalResult* e = r.eval(m.key);
+      return e && std::isfinite(e->token_accuracy) && std::isfinite(e->sequence_accuracy) &&
+             e->token_accuracy != e->sequence_accuracy;
+    });
+    if (several_depths && m.field == Field::sequence_accuracy && token_differs) ids.push_back("min-depth-token");
     const bool flipflop = std::any_of(study.runs.begin(), study.runs.end(), [](const RunRecord& r) {
       const auto it = r.settings.find("task.name");
       return it != r.settings.end() && it->second == "flipflop";
@@ -362,10 +385,11 @@ std::vector<Table> build_tables(const Study& study, const TableOptions& o) {
     if (id == "grid") out.push_back(accuracy_grid(study, o));
     else if (id == "seeds") out.push_back(seeds_table(study, o));
     else if (id == "min-depth") out.push_back(min_depth_table(study, o));
+    else if (id == "min-depth-token") out.push_back(token_min_depth_table(study, o, m));
     else if (id == "errors") out.push_back(error_table(study, o));
     else if (id == "length") out.push_back(length_table(study, o));
     else if (id == "runs") out.push_back(runs_table(study, o));
-    else fail("--tables: unknown table '{}' (grid, seeds, min-depth, errors, length, runs)", id);
+    else fail("--tables: unknown table '{}' (grid, seeds, min-depth, min-depth-token, errors, length, runs)", id);
   }
   return out;
 }

@@ -98,11 +98,11 @@ struct TableOptions {
   std::optional<double> threshold;    // min-depth threshold; default the manifest's, else 0.9
   std::string min_depth_over = "best";  // "best" (max over seeds) or "mean" (mean over seeds)
   bool per_seed = false;              // error table: one row per seed under each aggregate row
-  std::vector<std::string> tables;    // grid, seeds, min-depth, errors, length, runs; empty = automatic
+  std::vector<std::string> tables;    // grid, seeds, min-depth(-token), errors, length, runs; empty = automatic
 };
 
 struct Table {
-  std::string id;     // "grid", "seeds", "min-depth", "errors", "length", "runs"
+  std::string id;     // "grid", "seeds", "min-depth", "min-depth-token", "errors", "length", "runs"
   std::string title;  // one line
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -114,7 +114,8 @@ struct Table {
 };
 
 // The tables for `study`. Automatic selection: grid and seeds always; min-depth when the runs have
-// two or more depths; errors when the task is flipflop, an eval key is sparse or dense, or the
+// two or more depths, and beside it min-depth-token (the same key's token accuracy >= 0.9) when the
+// metric is a sequence accuracy that differs from the token accuracy; errors when the task is flipflop, an eval key is sparse or dense, or the
 // metric is an error rate; length when an eval key has "@LENGTH". sb::Error for an unknown table
 // name or option value.
 std::vector<Table> build_tables(const Study& study, const TableOptions& options);
