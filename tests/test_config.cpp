@@ -298,6 +298,25 @@ TEST(Config, TargetEvalAndEvalScale) {
   EXPECT_CONTAINS(parse_error("train: {target_eval: {a: 1}}\n"), "train.target_eval: expected a list of eval keys");
 }
 
+// train.shuffle (epoch: each pass over a fixed training set in its own order) round-trips, is
+// written only when set, changes the fingerprint, and needs a fixed set.
+TEST(Config, ShuffleByEpoch) {
+  const TrainConfig c = parse_config("train: {train_examples: 100, shuffle: epoch}\n");
+  EXPECT_EQ(c.train.shuffle, Shuffle::epoch);
+  EXPECT_CONTAINS(to_yaml(c), "  shuffle: epoch\n");
+  EXPECT_EQ(parse_config(to_yaml(c)), c);
+  const TrainConfig fixed = parse_config("train: {train_examples: 100}\n");
+  EXPECT_EQ(fixed.train.shuffle, Shuffle::none);
+  EXPECT_EQ(to_yaml(fixed).find("shuffle"), std::string::npos);
+  EXPECT_EQ(parse_config("train: {train_examples: 100, shuffle: none}\n"), fixed);
+  EXPECT_NE(config_fingerprint(c), config_fingerprint(fixed));
+  EXPECT_EQ(parse_error("train: {shuffle: epoch}\n"),
+            "config 'test.yaml': train.shuffle: epoch needs a fixed training set (train.train_examples > 0); the "
+            "stream of fresh examples has no epochs");
+  EXPECT_CONTAINS(parse_error("train: {train_examples: 10, shuffle: yes}\n"), "train.shuffle");
+  EXPECT_CONTAINS(parse_error("train: {train_examples: 10, shuffle: yes}\n"), "'yes'");
+}
+
 TEST(Config, ModelOptionsAddedLaterKeepExistingFingerprints) {
   const TrainConfig c = parse_config(
       "model:\n  attention: sba\n  position: learned\n  max_len: 300\n  norm_position: post\n  sba: {remainder: none}\n");

@@ -263,6 +263,23 @@ TEST(Train, FixedTrainingSetCyclesItsExamples) {
   EXPECT_NE(lb[0], lb[2]);
 }
 
+TEST(Train, ShuffledFixedSetReadsEachEpochInItsOwnOrder) {
+  // 8 examples, batch 4, frozen model: an epoch is 2 steps. Each epoch scores the same 8 examples
+  // (the same loss summed over its two steps, up to rounding), in another order than index order
+  // (step 2's batch is not step 0's); the order is a pure function of the step (resume is exact).
+  const std::vector<std::string> sets = {"train.train_examples=8", "train.shuffle=epoch", "optim.lr=1e-30",
+                                         "train.steps=8", "task.params.loss=all"};
+  const std::string a = fresh("shuffle_a"), b = fresh("shuffle_b");
+  run(a, sets);
+  const auto la = losses(a);
+  ASSERT_EQ(la.size(), 8u);
+  for (size_t e = 1; e < 4; ++e) EXPECT_NEAR(la[2 * e] + la[2 * e + 1], la[0] + la[1], 1e-5) << "epoch " << e;
+  EXPECT_NE(la[0], la[2]);
+  EXPECT_EQ(run(b, sets, false, 3).status, "interrupted");
+  EXPECT_EQ(run(b, sets, true).status, "completed");
+  EXPECT_EQ(losses(b), la);
+}
+
 // Evaluation chunks: at the training length they fill the training batch (or the engine's budget);
 // at other lengths they hold the engine's budget of tokens, so that evaluating a length-128 model at
 // 512 does not build buffers for 1024 x 512 tokens (it ran 8 sweep cells out of device memory).

@@ -23,6 +23,7 @@ const char* to_string(LrSchedule s) {
 const char* to_string(TargetMetric m) {
   return m == TargetMetric::token_accuracy ? "token_accuracy" : "sequence_accuracy";
 }
+const char* to_string(Shuffle s) { return s == Shuffle::none ? "none" : "epoch"; }
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
 const char* to_string(Precision p) {
   switch (p) {
@@ -81,6 +82,9 @@ void resolve_and_validate(TrainConfig& c) {
     fail("train: log_every, eval_every, checkpoint_every and threads must be >= 0");
   if (!(t.target_accuracy >= 0 && t.target_accuracy <= 1))
     fail("train.target_accuracy: expected a number in [0, 1] (0 = off), got {}", t.target_accuracy);
+  if (t.shuffle == Shuffle::epoch && t.train_examples == 0)
+    fail("train.shuffle: epoch needs a fixed training set (train.train_examples > 0); the stream of fresh "
+         "examples has no epochs");
   if (t.device == Device::cpu && t.precision != Precision::fp32)
     fail("train.precision: {} needs train.device: cuda (the CPU backend computes in fp32)", to_string(t.precision));
 
@@ -200,6 +204,7 @@ std::string emit(const TrainConfig& c) {
   // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
   // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
   if (!t.cuda_graphs) y += "  cuda_graphs: false\n";
+  if (t.shuffle != Shuffle::none) y += fmt::format("  shuffle: {}\n", to_string(t.shuffle));
   if (t.target_metric != TargetMetric::token_accuracy) y += fmt::format("  target_metric: {}\n", to_string(t.target_metric));
   if (!t.target_eval.empty()) {
     std::string keys;

@@ -18,12 +18,16 @@ enum class Device { cpu, cuda };
 enum class Precision { fp32, tf32, bf16 };
 // What train.target_accuracy is compared with on every eval entry (the early-stop rule).
 enum class TargetMetric { token_accuracy, sequence_accuracy };
+// How a fixed training set (train_examples > 0) is read: in index order, or each epoch in its own
+// random order (epoch_order.hpp).
+enum class Shuffle { none, epoch };
 
 // Names as written in YAML ("cosine", "cuda", "bf16", ...).
 const char* to_string(LrSchedule s);
 const char* to_string(Device d);
 const char* to_string(Precision p);
 const char* to_string(TargetMetric m);
+const char* to_string(Shuffle s);
 
 struct EvalSplitConfig {
   std::string split = "val";  // a split name of the task (checked when the task is built)
@@ -56,6 +60,7 @@ struct TrainSettings {
   int64_t steps = 1000;
   int64_t batch_size = 16;
   int64_t train_examples = 0;    // 0 = a fresh example every time; N = cycle over examples 0..N-1
+  Shuffle shuffle = Shuffle::none;  // with train_examples: each epoch in index or in random order
   uint64_t seed = 0;             // model init and training data stream
   int64_t log_every = 50;        // metrics.jsonl train line every N steps (0 = never)
   int64_t eval_every = 500;      // evaluate every N steps (0 = only at the end)

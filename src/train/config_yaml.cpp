@@ -228,6 +228,7 @@ constexpr std::array<LrSchedule, 3> kSchedules = {LrSchedule::cosine, LrSchedule
 constexpr std::array<Device, 2> kDevices = {Device::cpu, Device::cuda};
 constexpr std::array<Precision, 3> kPrecisions = {Precision::fp32, Precision::tf32, Precision::bf16};
 constexpr std::array<TargetMetric, 2> kTargetMetrics = {TargetMetric::token_accuracy, TargetMetric::sequence_accuracy};
+constexpr std::array<Shuffle, 2> kShuffles = {Shuffle::none, Shuffle::epoch};
 
 const Range kPositive{0, std::numeric_limits<double>::infinity(), true, false};
 const Range kNonNegative{0, std::numeric_limits<double>::infinity(), false, false};
@@ -336,6 +337,7 @@ void map_train(Section s, TrainSettings& t) {
   t.steps = s.integer("steps", d.steps, 1);
   t.batch_size = s.integer("batch_size", d.batch_size, 1);
   t.train_examples = s.integer("train_examples", d.train_examples, 0);
+  t.shuffle = s.choice("shuffle", d.shuffle, kShuffles);
   t.seed = static_cast<uint64_t>(s.integer("seed", static_cast<int64_t>(d.seed), 0));
   t.log_every = s.integer("log_every", d.log_every, 0);
   t.eval_every = s.integer("eval_every", d.eval_every, 0);

@@ -26,6 +26,7 @@
 #include "train/batch_prefetch.hpp"
 #include "train/checkpoint.hpp"
 #include "train/engine.hpp"
+#include "train/epoch_order.hpp"
 #include "train/evaluation.hpp"
 #include "train/memory_estimate.hpp"
 #include "train/metrics_log.hpp"
@@ -271,8 +272,10 @@ class Trainer {
   }
 
  private:
-  // The batch of step s: examples s*B .. s*B+B-1 of the training stream, or of a fixed set of
-  // train_examples examples (indices modulo N). A pure function of the step: resume is exact.
+  // The batch of step s: examples s*B .. s*B+B-1 of the training stream, or positions s*B .. of
+  // a fixed set of train_examples examples read epoch after epoch, in index order (position modulo
+  // N) or each epoch in its own random order (train.shuffle: epoch). A pure function of the step:
+  // resume is exact.
   void fill_batch(int64_t step, int64_t B, int64_t T, Batch& batch) const {
     batch.resize(B * T);
     const int64_t n = cfg_.train.train_examples;
@@ -281,9 +284,12 @@ class Trainer {
                     batch.labels.data(), batch.mask.data());
       return;
     }
-    for (int64_t i = 0; i < B; ++i)
-      task_->example(split_, cfg_.train.seed, static_cast<uint64_t>((step * B + i) % n),
+    const bool shuffled = cfg_.train.shuffle == Shuffle::epoch;
+    for (int64_t i = 0; i < B; ++i) {
+      const auto g = static_cast<uint64_t>(step * B + i), N = static_cast<uint64_t>(n);
+      task_->example(split_, cfg_.train.seed, shuffled ? epoch_shuffled_index(cfg_.train.seed, N, g) : g % N,
                      {batch.ids.data() + i * T, batch.labels.data() + i * T, batch.mask.data() + i * T});
+    }
   }
 
   // Evaluates every eval set; `reached` = train.target_metric >= train.target_accuracy on every set
