@@ -208,6 +208,24 @@ TEST(SweepCli, DryRunShowsThePlanAndRunsNothing) {
   EXPECT_FALSE(fs::exists(s.out));
 }
 
+// A cell run with another config (the base config or `set` changed after it ran): the dry run says
+// so, and the sweep refuses to start (one line, exit 2) rather than mixing two protocols.
+TEST(SweepCli, CellsRunWithAnotherConfigAreShownAndRefused) {
+  const Scratch s = setup("other", "grid: {train.seed: [0, 1]}\n");
+  ASSERT_EQ(run_cli(sweep_args(s)).rc, 0);
+  const auto cells = cell_dirs(s);
+  ASSERT_EQ(cells.size(), 2u);
+  write_file_atomic((cells[0] / "config.yaml").string(), "task: {name: parity, params: {length: 8}}\ntrain: {steps: 20}\n");
+  const CliResult dry = run_cli({"sweep", s.study.string(), "--out", s.out.string(), "--dry-run"});
+  ASSERT_EQ(dry.rc, 0) << dry.err;
+  EXPECT_CONTAINS(dry.out, cells[0].filename().string() + "  [run with another config: the sweep refuses to start]");
+  EXPECT_CONTAINS(dry.out, cells[1].filename().string() + "  [completed");
+  EXPECT_CONTAINS(dry.out, "1 cell(s) in '" + s.out.string() + "' were run with another config");
+  const CliResult run = run_cli(sweep_args(s));
+  EXPECT_EQ(run.rc, 2);
+  EXPECT_CONTAINS(run.err, "was run with another config");
+}
+
 TEST(SweepCli, RealTrainKillAndResume) {
   const Scratch s = setup("real");
   write_file_atomic(s.study.string(),

@@ -143,13 +143,16 @@ void print_dry_run(const sweep::Plan& plan, const std::string& out, const std::v
   fmt::print("  out: {}\n", out);
 
   double measured = 0;
-  size_t n_measured = 0, n_done = 0;
+  size_t n_measured = 0, n_done = 0, n_other = 0;
   std::vector<std::string> states;
   for (const auto& cell : plan.cells) {
     const fs::path dir = fs::path(out) / cell.dir;
     const auto r = sweep::read_cell_result((dir / "summary.json").string(), plan.metric);
     std::string state = "new";
-    if (r && r->final()) {
+    if (sweep::cell_run_with_other_config(cell, out)) {
+      state = "run with another config: the sweep refuses to start";
+      ++n_other;
+    } else if (r && r->final()) {
       state = r->status + (r->metric ? fmt::format(" {}={:.4g}", plan.metric, *r->metric) : "");
       ++n_done;
       if (r->wall_seconds > 0) measured += r->wall_seconds, ++n_measured;
@@ -184,7 +187,12 @@ void print_dry_run(const sweep::Plan& plan, const std::string& out, const std::v
   if (!plan.groups.empty())
     fmt::print(" (at most; the first {} alone: about {})", s.protocol == sweep::Protocol::min_depth ? "depths" : "values",
                sweep::format_seconds(first / w));
-  fmt::print("\n  (an ESTIMATE from {})\nnothing was run (--dry-run)\n", basis);
+  fmt::print("\n  (an ESTIMATE from {})\n", basis);
+  if (n_other > 0)
+    fmt::print("{} cell(s) in '{}' were run with another config (the base config or `set` changed since): the sweep "
+               "will refuse to start; use another --out, or delete those cell directories to rerun them\n",
+               n_other, out);
+  fmt::print("nothing was run (--dry-run)\n");
 }
 
 void run_sweep_command(Context& ctx, const SweepArgs& opt) {

@@ -241,6 +241,18 @@ std::vector<std::string> cell_train_args(const CellCommand& c) {
   return args;
 }
 
+bool cell_run_with_other_config(const Cell& cell, const std::string& out) {
+  const fs::path config = fs::path(out) / cell.dir / "config.yaml";
+  if (!fs::exists(config)) return false;
+  uint64_t fingerprint = 0;
+  try {
+    fingerprint = config_fingerprint(load_config(config.string()));
+  } catch (const Error& e) {
+    fail("cell '{}': its config.yaml cannot be read ({}); delete the cell directory to rerun it", cell.id, e.what());
+  }
+  return fingerprint != config_fingerprint(cell.config);
+}
+
 void prepare_sweep_dir(const Plan& plan, const std::string& out) {
   fs::create_directories(fs::path(out) / "cells");
   const std::string manifest = (fs::path(out) / "manifest.json").string();
@@ -254,19 +266,10 @@ void prepare_sweep_dir(const Plan& plan, const std::string& out) {
     if (other != plan.study.name)
       fail("'{}' holds the sweep '{}', not '{}'; use another --out", out, other, plan.study.name);
   }
-  for (const auto& cell : plan.cells) {
-    const fs::path config = fs::path(out) / cell.dir / "config.yaml";
-    if (!fs::exists(config)) continue;
-    uint64_t fingerprint = 0;
-    try {
-      fingerprint = config_fingerprint(load_config(config.string()));
-    } catch (const Error& e) {
-      fail("cell '{}': its config.yaml cannot be read ({}); delete the cell directory to rerun it", cell.id, e.what());
-    }
-    if (fingerprint != config_fingerprint(cell.config))
+  for (const auto& cell : plan.cells)
+    if (cell_run_with_other_config(cell, out))
       fail("cell '{}' in '{}' was run with another config (the base config or `set` changed?): use another --out, "
            "or delete that cell directory to rerun it", cell.id, out);
-  }
   write_file_atomic((fs::path(out) / "study.yaml").string(), plan.study.text);
   if (plan.study.base_file.empty()) write_file_atomic((fs::path(out) / "base.yaml").string(), plan.study.base_yaml);
 }

@@ -134,6 +134,10 @@ struct CellCommand {
 };
 std::vector<std::string> cell_train_args(const CellCommand& command);
 
+// Whether OUT holds this cell's directory with a config.yaml of another config (fingerprint) than the
+// cell's: the base config or `set` changed after it ran. sb::Error if that file cannot be read.
+bool cell_run_with_other_config(const Cell& cell, const std::string& out_dir);
+
 // Creates OUT, refuses a directory that belongs to another study or cells run with another config,
 // writes study.yaml (and base.yaml for an inline config). The caller holds OUT/sweep.lock.
 void prepare_sweep_dir(const Plan& plan, const std::string& out_dir);
