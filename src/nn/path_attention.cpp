@@ -31,10 +31,7 @@ void path_attention_forward(S* out, S* lse, const S* q, const S* k, const S* v, 
                             int64_t Dh, S scale, PathForm form, int64_t block, S* workspace) {
   check_shapes(B, T, H, Dh, form, block);
   AlignedVector<S> owned;
-  if (!workspace) {
-    owned.resize(static_cast<size_t>(path_forward_workspace_elems(T, Dh, form, block)));
-    workspace = owned.data();
-  }
+  workspace = workspace_or_owned(workspace, owned, path_forward_workspace_elems(T, Dh, form, block));
   if (form == PathForm::Direct)
     direct_forward(out, lse, q, k, v, w, beta, log_f, B, T, H, Dh, scale, workspace);
   else

@@ -263,10 +263,7 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, co
                              S* workspace) {
   check_shapes(B, T, H, Dh, form, block);
   AlignedVector<S> owned;
-  if (!workspace) {
-    owned.resize(static_cast<size_t>(path_backward_workspace_elems(T, Dh, form, block)));
-    workspace = owned.data();
-  }
+  workspace = workspace_or_owned(workspace, owned, path_backward_workspace_elems(T, Dh, form, block));
   if (form == PathForm::Direct)
     direct_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, out, lse, B, T, H,
                     Dh, scale, workspace);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/aligned_vector.hpp"
 #include "core/error.hpp"
 #include "nn/path_attention.hpp"
 
@@ -45,6 +46,14 @@ inline void check_shapes(int64_t B, int64_t T, int64_t H, int64_t Dh, PathForm f
   if (B < 1 || T < 1 || H < 1 || Dh < 1)
     fail("path attention: bad shape (B, T, H, Dh) = ({}, {}, {}, {})", B, T, H, Dh);
   if (form == PathForm::Blockwise && block < 1) fail("path attention: bad block size '{}'", block);
+}
+
+// The caller's workspace, or `owned` resized to `elems` when the caller passed none.
+template <class S>
+S* workspace_or_owned(S* workspace, AlignedVector<S>& owned, int64_t elems) {
+  if (workspace) return workspace;
+  owned.resize(static_cast<size_t>(elems));
+  return owned.data();
 }
 
 // Offset of element (b, t=0, h, 0) in a [B, T, H, Dh] tensor, and of (b, t=0, h) in [B, T, H].

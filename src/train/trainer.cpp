@@ -144,9 +144,6 @@ class Trainer {
     task_ = std::move(t.task);
     split_ = t.split;
     evals_ = std::move(t.evals);
-    const auto& target = cfg.train.target_eval;  // the entries the early stop reads (empty: every one)
-    for (const auto& e : evals_)
-      stop_on_.push_back(target.empty() || std::find(target.begin(), target.end(), e.key) != target.end());
     engine_ = make_engine(cfg, task_->vocab_size(), task_->seq_len());
     device_ = engine_->device_name();
   }
@@ -285,9 +282,10 @@ class Trainer {
       return;
     }
     const bool shuffled = cfg_.train.shuffle == Shuffle::epoch;
+    const auto N = static_cast<uint64_t>(n), seed = cfg_.train.seed;
     for (int64_t i = 0; i < B; ++i) {
-      const auto g = static_cast<uint64_t>(step * B + i), N = static_cast<uint64_t>(n);
-      task_->example(split_, cfg_.train.seed, shuffled ? epoch_shuffled_index(cfg_.train.seed, N, g) : g % N,
+      const auto g = static_cast<uint64_t>(step * B + i);
+      task_->example(split_, seed, shuffled ? epoch_shuffled_index(seed, N, g) : g % N,
                      {batch.ids.data() + i * T, batch.labels.data() + i * T, batch.mask.data() + i * T});
     }
   }
@@ -298,11 +296,11 @@ class Trainer {
     EvalMap all;
     reached = true;
     line.clear();
-    for (size_t i = 0; i < evals_.size(); ++i) {
-      const EvalSet& e = evals_[i];
+    const auto& target = cfg_.train.target_eval;  // the entries the early stop reads (empty: every one)
+    for (const EvalSet& e : evals_) {
       EvalSummary summary = evaluate_set(*engine_, e, cfg_.train.batch_size, task_->seq_len());
       const bool by_sequence = cfg_.train.target_metric == TargetMetric::sequence_accuracy;
-      if (stop_on_[i])
+      if (target.empty() || std::find(target.begin(), target.end(), e.key) != target.end())
         reached &= (by_sequence ? summary.sequence_accuracy : summary.token_accuracy) >= cfg_.train.target_accuracy;
       line += fmt::format("{} {:.4f} ", e.key, summary.token_accuracy);
       all.emplace_back(e.key, std::move(summary));
@@ -349,7 +347,6 @@ class Trainer {
   std::unique_ptr<Task> task_;
   int split_ = 0;
   std::vector<EvalSet> evals_;
-  std::vector<bool> stop_on_;  // per eval set: read by the early stop (train.target_eval)
   std::unique_ptr<TrainEngine> engine_;
   std::string device_;
 };
