@@ -186,7 +186,8 @@ if [[ $DEVICES == *cuda* ]]; then
 else
   DEVICE_NAME="CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads"
 fi
-COMMIT=$("$SB" --version | sed -n 's/.*(\(.*\)).*/\1/p')
+version=$("$SB" --version 2>&1) || { echo "reproduce.sh: error: '$SB' does not run: $(head -1 <<<"$version")" >&2; exit 2; }
+COMMIT=$(sed -n 's/.*(\(.*\)).*/\1/p' <<<"$version")
 if [ $MPS = 1 ]; then
   command -v nvidia-cuda-mps-control >/dev/null || { echo "reproduce.sh: error: --mps: nvidia-cuda-mps-control not found" >&2; exit 2; }
   export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/statebench-mps} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/statebench-mps-log}

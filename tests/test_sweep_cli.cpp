@@ -324,6 +324,25 @@ TEST(SweepCli, ReproduceCollectExportsAFinishedSweep) {
   EXPECT_CONTAINS(read_file(log.string()), "--collect: no sweep state");
 }
 
+// scripts/reproduce.sh with a statebench that does not start (e.g. a staged binary without its
+// libraries): exit 2 before any sweep, naming the binary and its first error line; no invocation is
+// recorded (a line without a commit would enter the study's provenance).
+TEST(SweepCli, ReproduceRefusesABinaryThatDoesNotRun) {
+  const fs::path root = fresh_dir("broken_binary"), build = root / "build", sweeps = root / "sweeps";
+  fs::create_directories(build);
+  const fs::path sb = build / "statebench";
+  write_file_atomic(sb.string(), "#!/bin/sh\necho 'statebench: error while loading shared libraries: libfmt.so.9' >&2\nexit 127\n");
+  fs::permissions(sb, fs::perms::owner_all);
+  const std::string script = std::string(SB_SOURCE_DIR) + "/scripts/reproduce.sh";
+  const fs::path log = root / "run.log";
+  const int rc = std::system(("SWEEPS='" + sweeps.string() + "' bash '" + script + "' --build '" + build.string() +
+                              "' --devices cpu quickstart > '" + log.string() + "' 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  const std::string err = read_file(log.string());
+  EXPECT_CONTAINS(err, "reproduce.sh: error: '" + sb.string() + "' does not run: statebench: error while loading");
+  EXPECT_FALSE(fs::exists(sweeps / "quickstart" / "invocations.tsv"));
+}
+
 // ---- plugins -------------------------------------------------------------------------------------
 
 const char* kPluginStudy =
