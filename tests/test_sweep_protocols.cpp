@@ -158,6 +158,21 @@ TEST(SweepManifest, RoundTrips) {
   EXPECT_EQ(manifest_text(m), text);
   EXPECT_NE(text.find("\n    {\"id\":\"" + plan.cells[1].id + "\""), std::string::npos) << text;  // a cell per line
 
+  // min_depth order deepest_first: written as an option, the depths in run order, read back alike.
+  const Plan deep = plan_of("grid: {model.attention: [path], model.n_layers: [1, 2, 3]}\nprotocol: min_depth\n"
+                            "min_depth: {axis: model.n_layers, threshold: 0.5, order: deepest_first}\n");
+  const fs::path deep_out = fresh("manifest_deepest_first");
+  FakeLauncher deep_launcher(deep);
+  run_sweep(deep, deep_launcher, options(deep_out));
+  const std::string deep_path = (deep_out / "manifest.json").string();
+  const Manifest dm = read_manifest(deep_path);
+  EXPECT_EQ(dm.options.order, "deepest_first");
+  ASSERT_EQ(dm.groups.size(), 1u);
+  EXPECT_EQ(dm.groups[0].labels, (std::vector<std::string>{"3", "1", "2"}));
+  EXPECT_EQ(manifest_text(dm), read_file(deep_path));
+  EXPECT_EQ(m.options.order, "");  // ascending: no key written
+  EXPECT_EQ(text.find("\"order\""), std::string::npos);
+
   const fs::path results = fs::path(SB_SOURCE_DIR) / "results";
   size_t n = 0;
   if (fs::exists(results))

@@ -194,6 +194,31 @@ TEST(Tables, MinDepthBestMeanAndUndecided) {
   EXPECT_EQ(csv.csv_rows[3], (std::vector<std::string>{"rope", "32", "", "> 2", "", ""}));
 }
 
+// min_depth order deepest_first: depths skipped below a deepest depth that fails are failures (the
+// protocol's reading); below one that passes they stay undecided.
+TEST(Tables, MinDepthSkippedBelowAFailingDeeperDepthFails) {
+  const std::vector<std::string> skipped = {"rope_d1_L16_s0_lr0.0003", "rope_d1_L16_s1_lr0.0003", "rope_d1_L32_s0_lr0.0003",
+                                            "rope_d1_L32_s1_lr0.0003"};
+  const fs::path dir = write_sweep("deepest_first", grid_runs(), skipped, "min_depth");
+  const fs::path manifest = dir / "manifest.json";
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string& id : skipped) {
+    const std::string key = "{\"id\": \"" + id + "\", ";
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << id;
+    text.insert(at + key.size(), "\"state\": \"skipped\", ");
+  }
+  write_file_atomic(manifest.string(), text);
+  const Study s = load_study(dir.string());
+  // rope depth 2: L=16 passes (0.93), L=32 fails (0.70): "?" below a pass, "> 2" below a failure.
+  EXPECT_EQ(row_of(min_depth_table(s, {}), {"rope"}), (std::vector<std::string>{"rope", "? (<= 2)", "> 2"}));
+  // Under a threshold depth 2 passes at L=32 too, the skipped depth 1 stays undecided there.
+  TableOptions lower;
+  lower.threshold = 0.65;
+  EXPECT_EQ(row_of(min_depth_table(s, lower), {"rope"}), (std::vector<std::string>{"rope", "? (<= 2)", "? (<= 2)"}));
+}
+
 // A depth study on sequence accuracy (the Merrill studies) also gets its token reading at 0.9.
 TEST(Tables, SequenceDepthStudyHasTheTokenReadingBesideIt) {
   const Study s = load_study(write_sweep("mindepth_seq", grid_runs(), {}, "min_depth",

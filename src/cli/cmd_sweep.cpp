@@ -115,10 +115,11 @@ void print_dry_run(const sweep::Plan& plan, const std::string& out, const std::v
   size_t first_stage = 0;  // staged protocols: the cells of every group's first stage
   for (const auto& g : plan.groups) first_stage += g.stages.front().size();
   if (s.protocol == sweep::Protocol::min_depth) {
-    fmt::print("  min_depth over {} ({}), reached when best {} >= {}{}: {} groups; depth by depth, {} to {} cells\n",
+    fmt::print("  min_depth over {} ({}), reached when best {} >= {}{}: {} groups; {}, {} to {} cells\n",
                s.min_depth.axis, fmt::join(plan.groups.front().labels, ", "), s.min_depth.metric, s.min_depth.threshold,
                s.min_depth.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(s.min_depth.best_over, ", ")),
-               plan.groups.size(), first_stage, plan.cells.size());
+               plan.groups.size(), plan.gate_first ? "the deepest depth first, then upward if it reaches" : "depth by depth",
+               first_stage, plan.cells.size());
     std::vector<std::string> per_depth;
     for (size_t d = 0; d < plan.groups.front().labels.size(); ++d) {
       size_t n = 0;

@@ -39,12 +39,17 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
     std::vector<std::string> row{model};
     const std::vector<int64_t> depths = grid.depths(model);
     for (int64_t L : grid.lengths()) {
-      std::string answer;
-      int passed = 0, n = 0;  // the runs of the answer's depth: passing / with a value
-      bool all_failed = true;
+      // Each depth's state and, where it passes, its counts. A depth skipped by the protocol below
+      // a depth that fails (min_depth order deepest_first: the deepest did not reach) fails too,
+      // as the protocol takes it; a skipped depth above a pass is never read.
+      std::vector<State> states;
+      std::vector<bool> skipped;
+      std::vector<std::pair<int, int>> counts;  // (passing, with a value) at each depth
       for (int64_t depth : depths) {
         const Cell* cell = grid.find(model, depth, L);
         State state = State::open;
+        bool only_skipped = false;
+        int passed = 0, n = 0;
         if (cell) {
           double value = kNaN;
           Cell scope = *cell;  // best: every run (all learning rates); mean: the chosen ones
@@ -61,9 +66,23 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
           const bool open = std::any_of(cell->runs.begin(), cell->runs.end(), [](const RunRecord* r) {
             return is_pending(r->status) || r->status == RunStatus::failed || r->status == RunStatus::skipped;
           });
+          only_skipped = !cell->runs.empty() && std::all_of(cell->runs.begin(), cell->runs.end(), [](const RunRecord* r) {
+            return r->status == RunStatus::skipped;
+          });
           state = pass ? State::pass : open ? State::open : State::fail;
         }
-        if (state == State::pass) {
+        states.push_back(state), skipped.push_back(only_skipped), counts.emplace_back(passed, n);
+      }
+      for (size_t i = depths.size(); i-- > 1;)
+        if (states[i] == State::fail)
+          for (size_t j = 0; j < i; ++j)
+            if (skipped[j]) states[j] = State::fail;
+      std::string answer;
+      bool all_failed = true;
+      for (size_t i = 0; i < depths.size(); ++i) {
+        const int64_t depth = depths[i];
+        const auto [passed, n] = counts[i];
+        if (states[i] == State::pass) {
           answer = all_failed ? fmt::format("{}", depth) : fmt::format("? (<= {})", depth);
           std::vector<std::string> csv{model, csv_integer(L)};
           append(csv, length_setting_values(study, L));
@@ -72,7 +91,7 @@ Table min_depth_table(const Study& study, const TableOptions& o) {
           if (all_failed) answer += fmt::format(" ({}/{})", passed, n);
           break;
         }
-        all_failed &= state == State::fail;
+        all_failed &= states[i] == State::fail;
       }
       if (answer.empty()) {
         answer = all_failed && !depths.empty() ? fmt::format("> {}", depths.back()) : "?";

@@ -88,9 +88,10 @@ void SweepDisplay::on_finish(const Cell& cell, const CellResult& r, const SweepC
 
 void SweepDisplay::on_skip(const Cell& cell, const SweepCounts& counts) {
   const bool by_depth = plan_.study.protocol == Protocol::min_depth;
-  event(fmt::format("[{}/{}] skip {} ({} reached {})", counts.finished + counts.skipped, counts.total, cell.label(),
-                    by_depth ? "a shallower depth" : fmt::format("an earlier {}", plan_.stage_axis),
-                    by_depth ? "the threshold" : fmt::format("stop_at {:g}", plan_.threshold)));
+  const std::string why = plan_.gate_first ? "the deepest depth did not reach the threshold, or a shallower one did"
+                          : by_depth       ? "a shallower depth reached the threshold"
+                                           : fmt::format("an earlier {} reached stop_at {:g}", plan_.stage_axis, plan_.threshold);
+  event(fmt::format("[{}/{}] skip {} ({})", counts.finished + counts.skipped, counts.total, cell.label(), why));
 }
 
 void SweepDisplay::on_waiting(const Cell& cell) {
@@ -159,8 +160,9 @@ void SweepDisplay::finish(const SweepResult& result) {
     const bool by_depth = plan_.study.protocol == Protocol::min_depth;
     if (by_depth) {
       const MinDepthOptions& o = plan_.study.min_depth;
-      fmt::print(stream_, "min {} with best {} >= {}{}:\n", o.axis, o.metric, o.threshold,
-                 o.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(o.best_over, ", ")));
+      fmt::print(stream_, "min {} with best {} >= {}{}{}:\n", o.axis, o.metric, o.threshold,
+                 o.best_over.empty() ? "" : fmt::format(" over {}", fmt::join(o.best_over, ", ")),
+                 o.deepest_first ? " (deepest first)" : "");
     } else {
       fmt::print(stream_, "first {} (in the order listed) whose mean {} >= {:g}:\n", plan_.stage_axis, plan_.metric,
                  plan_.threshold);
@@ -168,7 +170,8 @@ void SweepDisplay::finish(const SweepResult& result) {
     for (size_t g = 0; g < plan_.groups.size(); ++g) {
       const auto& status = result.groups[g];
       const auto& group = plan_.groups[g];
-      const std::string none = by_depth ? fmt::format("none up to {}", group.labels.back()) : "none (every value ran)";
+      const std::string deepest = plan_.gate_first ? group.labels.front() : group.labels.back();
+      const std::string none = by_depth ? fmt::format("none up to {}", deepest) : "none (every value ran)";
       fmt::print(stream_, "  {}: {}\n", group.key,
                  status.reached ? group.labels[*status.reached] : status.decided ? none : "undecided");
     }

@@ -40,6 +40,7 @@ ManifestOptions read_options(const Json& o) {
     if (t == t) out.threshold = t;
   });
   with(o, "best_over", [&](const Json& v) { out.best_over = texts(v); });
+  with(o, "order", [&](const Json& v) { out.order = json_text(v); });
   with(o, "stop_at", [&](const Json& v) {
     const double t = json_number(v, "options.stop_at");
     if (t == t) out.stop_at = t;
@@ -137,6 +138,7 @@ void to_json(Json& j, const Manifest& m) {
     options["threshold"] = number_or_null(m.options.threshold);
     options["metric"] = m.options.metric;
     options["best_over"] = m.options.best_over;
+    if (!m.options.order.empty()) options["order"] = m.options.order;  // absent: ascending
   } else if (m.protocol == "max_lr") {
     options["axis"] = m.options.axis;
     options["metric"] = m.options.metric;
@@ -259,6 +261,7 @@ Manifest make_manifest(const Plan& plan, const Scheduler& scheduler, const Manif
     m.options.threshold = study.min_depth.threshold;
     m.options.metric = study.min_depth.metric;
     m.options.best_over = study.min_depth.best_over;
+    if (study.min_depth.deepest_first) m.options.order = "deepest_first";
   } else if (study.protocol == Protocol::max_lr) {
     m.options.axis = study.max_lr.axis;
     m.options.metric = study.max_lr.metric;

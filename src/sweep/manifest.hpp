@@ -23,6 +23,7 @@ struct ManifestOptions {  // the protocol's options (which keys are written depe
   std::string axis, metric;
   std::optional<double> threshold;     // min_depth
   std::vector<std::string> best_over;  // min_depth
+  std::string order;                   // min_depth: "deepest_first", or empty (ascending)
   std::optional<double> stop_at;       // max_lr
 };
 

@@ -279,6 +279,8 @@ Plan make_plan(const Study& study, const TaskCheck& check) {
     for (const auto& v : study.find_axis(o.axis)->values) depths.push_back(v.label);
     std::stable_sort(depths.begin(), depths.end(),
                      [](const std::string& a, const std::string& b) { return depth_value(a) < depth_value(b); });
+    plan.gate_first = o.deepest_first && depths.size() > 1;
+    if (plan.gate_first) std::rotate(depths.rbegin(), depths.rbegin() + 1, depths.rend());  // deepest first
     make_stages(plan, o.axis, depths, o.best_over);
     plan.threshold = o.threshold;
   } else if (study.protocol == Protocol::max_lr && study.max_lr.stop_at) {
@@ -390,7 +392,8 @@ std::vector<size_t> Scheduler::finish(size_t cell, const CellResult& result) {
 
 // Evaluates the group's current stage while all of its cells have results: a stage whose best
 // (min_depth) or mean (max_lr) metric reaches the threshold decides the group (the pending cells
-// of later stages are skipped); otherwise the next stage becomes current.
+// of later stages are skipped); otherwise the next stage becomes current. With gate_first, stage 0
+// (the deepest depth) decides only by not reaching, and answers when no later stage reaches.
 std::vector<size_t> Scheduler::advance(size_t g) {
   std::vector<size_t> skipped;
   GroupStatus& gs = groups_[g];
@@ -407,19 +410,20 @@ std::vector<size_t> Scheduler::advance(size_t g) {
       if (m && (!best || (higher ? *m > *best : *m < *best))) best = m;
     }
     const std::optional<double> score = !plan_.stage_mean ? best : n ? std::optional(sum / static_cast<double>(n)) : std::nullopt;
-    if (score && (higher ? *score >= plan_.threshold : *score <= plan_.threshold)) {
+    const bool reaches = score && (higher ? *score >= plan_.threshold : *score <= plan_.threshold);
+    const bool gate = plan_.gate_first && gs.stage == 0;
+    if (reaches != gate || gs.stage + 1 == stages.size()) {  // decided: skip the later stages
       gs.decided = true;
-      gs.reached = gs.stage;
+      if (reaches) gs.reached = gs.stage;
+      else if (plan_.gate_first && !gate) gs.reached = 0;  // only the deepest depth reached
       for (size_t s = gs.stage + 1; s < stages.size(); ++s)
         for (const size_t c : stages[s])
           if (state_[c] == CellState::pending) {
             state_[c] = CellState::skipped;
             skipped.push_back(c);
           }
-    } else if (gs.stage + 1 < stages.size()) {
-      ++gs.stage;
     } else {
-      gs.decided = true;  // no depth reached the threshold
+      ++gs.stage;
     }
   }
   return skipped;

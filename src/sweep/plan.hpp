@@ -46,9 +46,12 @@ struct Plan {
   Study study;
   std::vector<Cell> cells;  // Cartesian order: first grid axis slowest, the zip index fastest
   // Staged protocols only (min_depth; max_lr with stop_at): per group, the cell indices of each
-  // stage in the order they run (depths increasing; learning rates as listed). A group stops at
-  // the first stage whose metric reaches `threshold` (best over the stage's cells for min_depth,
-  // their mean for max_lr) and skips its later stages.
+  // stage in the order they run (depths increasing, or with `gate_first` the deepest, then the
+  // others increasing; learning rates as listed). A group stops at the first stage whose metric
+  // reaches `threshold` (best over the stage's cells for min_depth, their mean for max_lr) and
+  // skips its later stages; with `gate_first`, stage 0 decides the group only when it does not
+  // reach (no depth reaches: the later stages are skipped), and when no later stage reaches, stage
+  // 0 is the group's answer.
   struct Group {
     std::string key;
     std::vector<std::string> labels;          // stage labels (axis value labels), in run order
@@ -57,6 +60,7 @@ struct Plan {
   std::vector<Group> groups;
   std::string stage_axis;        // the axis the stages walk ("" without stages)
   double threshold = 0;          // a stage reaches when its best (min_depth) / mean (max_lr) >= this
+  bool gate_first = false;       // min_depth order deepest_first (above)
   bool stage_mean = false;       // decide on the mean over the stage's cells instead of the best
   bool higher_is_better = true;  // false (error_rate, loss): best = lowest, reaching = <= threshold
   std::string metric;  // the protocol's metric (grid: val.token_accuracy, shown in progress)
@@ -119,7 +123,8 @@ class Scheduler {
   struct GroupStatus {
     size_t stage = 0;                   // index of the current stage
     bool decided = false;
-    std::optional<size_t> reached;      // the first stage index that reached the threshold
+    std::optional<size_t> reached;      // the stage that answers: the first that reached the threshold
+                                        // (gate_first: stage 0 when only it did)
   };
   const std::vector<GroupStatus>& groups() const { return groups_; }
 

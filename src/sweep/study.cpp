@@ -201,7 +201,7 @@ double number(const YAML::Node& node, const std::string& where) {
 void read_min_depth(const YAML::Node& node, Study& s) {
   if (!node.IsDefined() || node.IsNull()) fail("protocol min_depth needs `min_depth: {{axis: ..., threshold: ...}}`");
   if (!node.IsMap()) fail("min_depth: expected a map, got {}", describe(node));
-  check_known_keys(node, "min_depth", {"axis", "threshold", "metric", "best_over"});
+  check_known_keys(node, "min_depth", {"axis", "threshold", "metric", "best_over", "order"});
   MinDepthOptions& o = s.min_depth;
   if (!node["axis"]) fail("min_depth: missing 'axis' (the depth axis, e.g. model.n_layers)");
   o.axis = scalar(node["axis"], "min_depth.axis");
@@ -226,6 +226,12 @@ void read_min_depth(const YAML::Node& node, Study& s) {
   for (const auto& k : o.best_over) {
     if (!s.find_axis(k)) fail("min_depth.best_over: '{}' is not an axis of this study", k);
     if (k == o.axis) fail("min_depth.best_over: '{}' is the depth axis itself", k);
+  }
+  if (node["order"]) {
+    const std::string order = scalar(node["order"], "min_depth.order");
+    if (order != "ascending" && order != "deepest_first")
+      fail("min_depth.order: unknown order '{}' (known: ascending, deepest_first)", order);
+    o.deepest_first = order == "deepest_first";
   }
 }
 

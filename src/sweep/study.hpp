@@ -41,6 +41,11 @@ struct MinDepthOptions {
                                                 // (<= for error_rate and loss)
   std::string metric = "val.token_accuracy";    // <eval key>.<field> of summary.json's eval
   std::vector<std::string> best_over;           // axes the best is taken over (e.g. train.seed)
+  // Run order (`order`): ascending (false) runs the depths upward and stops at the first that
+  // reaches; deepest_first (true) runs the deepest depth first and, only if it reaches, the others
+  // upward: a group that cannot learn at the deepest depth costs one depth, not all of them (the
+  // shallower ones are taken as failing, as ascending takes the deeper ones as passing).
+  bool deepest_first = false;
 };
 
 struct MaxLrOptions {
