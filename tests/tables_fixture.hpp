@@ -1,6 +1,6 @@
 // tables_fixture.hpp: hand-written run and sweep directories for the `statebench table` tests
-// (test_tables.cpp, test_tables_labels.cpp): RunSpec -> summary.json, write_sweep -> manifest.json
-// + cells/, and lookups of a table's row and cell by leading labels and column header.
+// (test_tables*.cpp): RunSpec -> summary.json, write_sweep -> manifest.json + cells/, the shared
+// 2 x 2 x 2 x 2 grid of runs, and lookups of a table's row and cell by leading labels and column header.
 #pragma once
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -110,6 +111,28 @@ inline fs::path write_sweep(const std::string& name, const std::vector<RunSpec>&
                                 "\"cells\": [\n{}\n]}}\n",
                                 name, protocol, options, cells));
   return dir;
+}
+
+// 2 models x 2 depths x 2 lengths x 2 seeds; val token accuracies chosen by hand, val@64 = val / 2.
+inline const std::map<std::string, std::pair<double, double>> kAcc = {
+    {"path_d1_L16", {0.80, 0.90}}, {"path_d1_L32", {0.70, 0.80}}, {"path_d2_L16", {0.95, 1.00}},
+    {"path_d2_L32", {0.88, 0.94}}, {"rope_d1_L16", {0.50, 0.60}}, {"rope_d1_L32", {0.40, 0.50}},
+    {"rope_d2_L16", {0.85, 0.93}}, {"rope_d2_L32", {0.60, 0.70}}};
+
+inline std::vector<RunSpec> grid_runs() {
+  std::vector<RunSpec> runs;
+  for (const char* att : {"path", "rope"})
+    for (int depth : {1, 2})
+      for (int length : {16, 32})
+        for (int seed : {0, 1}) {
+          RunSpec r;
+          r.attention = att, r.depth = depth, r.length = length, r.seed = seed;
+          const auto acc = kAcc.at(fmt::format("{}_d{}_L{}", att, depth, length));
+          const double a = seed == 0 ? acc.first : acc.second;
+          r.evals = {{"val", {a}}, {"val@64", {a / 2}}};
+          runs.push_back(r);
+        }
+  return runs;
 }
 
 inline const std::vector<std::string>& row_of(const Table& t, const std::vector<std::string>& lead) {

@@ -200,6 +200,8 @@ TEST(SweepStudy, StructuralErrors) {
                   "max_lr.stop_at: 1.5 is out of range for sequence_accuracy");
   EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, x: 1}\n"),
                   "min_depth: unknown key 'x'");
+  EXPECT_CONTAINS(err(base + "grid: {model.n_layers: [1]}\nprotocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, order: deepest}\n"),
+                  "study 's.yaml': min_depth.order: unknown order 'deepest' (known: ascending, deepest_first)");
   EXPECT_CONTAINS(err(base + "grid: {train.seed: [0]}\nprotocol: max_lr\n"), "max_lr.axis: 'optim.lr' is not a grid axis");
   EXPECT_CONTAINS(err(base + "grid: {optim.lr: [1e-3]}\nprotocol: max_lr\nmax_lr: {stop_at: high}\n"),
                   "max_lr.stop_at: expected a number, got 'high'");
@@ -437,55 +439,6 @@ TEST(SweepScheduler, MaxLrWithoutStopAtHasNoStages) {
   const Plan p = plan_of("grid: {optim.lr: [1e-3, 3e-3]}\nprotocol: max_lr\nmax_lr: {axis: optim.lr}\n");
   EXPECT_TRUE(p.groups.empty());
   EXPECT_EQ(Scheduler(p).runnable().size(), 2u);
-}
-
-// min_depth order deepest_first: the deepest depth runs first; a group that does not reach there is
-// decided (no depth reaches) and runs nothing else; one that reaches runs the others upward and
-// stops at the first that reaches, the deepest answering when none does.
-TEST(SweepScheduler, MinDepthDeepestFirstGatesOnTheDeepestDepth) {
-  const std::string study = std::string(kMinDepth).replace(std::string(kMinDepth).find("best_over"), 0, "order: deepest_first, ");
-  const Plan p = plan_of(study);
-  EXPECT_TRUE(p.study.min_depth.deepest_first);
-  EXPECT_TRUE(p.gate_first);
-  EXPECT_EQ(p.groups[0].labels, (std::vector<std::string>{"3", "1", "2"}));  // run order
-  Scheduler s(p);
-  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=path,n_layers=3,seed=0", "attention=path,n_layers=3,seed=1",
-                                                            "attention=rope,n_layers=3,seed=0", "attention=rope,n_layers=3,seed=1"}));
-  // path: the deepest does not reach -> decided, depths 1 and 2 skipped without running.
-  s.finish(find_cell(p, "attention=path,n_layers=3,seed=0"), ok(0.5));
-  EXPECT_EQ(labels(p, s.finish(find_cell(p, "attention=path,n_layers=3,seed=1"), ok(0.89))),
-            (std::set<std::string>{"attention=path,n_layers=1,seed=0", "attention=path,n_layers=1,seed=1",
-                                   "attention=path,n_layers=2,seed=0", "attention=path,n_layers=2,seed=1"}));
-  EXPECT_TRUE(s.groups()[0].decided);
-  EXPECT_FALSE(s.groups()[0].reached.has_value());
-  // rope: the deepest reaches -> depth 1, then 2; neither reaches -> the deepest (stage 0) answers.
-  s.finish(find_cell(p, "attention=rope,n_layers=3,seed=0"), ok(0.95));
-  EXPECT_TRUE(s.finish(find_cell(p, "attention=rope,n_layers=3,seed=1"), ok(0.1)).empty());
-  EXPECT_FALSE(s.groups()[1].decided);
-  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=rope,n_layers=1,seed=0", "attention=rope,n_layers=1,seed=1"}));
-  s.finish(find_cell(p, "attention=rope,n_layers=1,seed=0"), ok(0.2));
-  s.finish(find_cell(p, "attention=rope,n_layers=1,seed=1"), ok(0.3));
-  EXPECT_EQ(labels(p, s.runnable()), (std::set<std::string>{"attention=rope,n_layers=2,seed=0", "attention=rope,n_layers=2,seed=1"}));
-  s.finish(find_cell(p, "attention=rope,n_layers=2,seed=0"), ok(0.2));
-  EXPECT_TRUE(s.finish(find_cell(p, "attention=rope,n_layers=2,seed=1"), ok(0.3)).empty());
-  EXPECT_TRUE(s.groups()[1].decided);
-  EXPECT_EQ(*s.groups()[1].reached, 0u);  // labels[0] = "3"
-  EXPECT_TRUE(s.done());
-  EXPECT_EQ(s.count(CellState::finished), 8u);
-  EXPECT_EQ(s.count(CellState::skipped), 4u);
-
-  // A shallower depth that reaches answers and skips the depths between it and the deepest.
-  Scheduler t(p);
-  for (const char* seed : {"0", "1"}) t.finish(find_cell(p, std::string("attention=path,n_layers=3,seed=") + seed), ok(0.99));
-  t.finish(find_cell(p, "attention=path,n_layers=1,seed=0"), ok(0.92));
-  EXPECT_EQ(labels(p, t.finish(find_cell(p, "attention=path,n_layers=1,seed=1"), ok(0.1))),
-            (std::set<std::string>{"attention=path,n_layers=2,seed=0", "attention=path,n_layers=2,seed=1"}));
-  EXPECT_EQ(*t.groups()[0].reached, 1u);  // labels[1] = "1"
-
-  // Ascending stays the default, and an unknown order is refused, naming the value.
-  EXPECT_FALSE(plan_of(kMinDepth).gate_first);
-  const std::string bad = std::string(kMinDepth).replace(std::string(kMinDepth).find("best_over"), 0, "order: deepest, ");
-  EXPECT_CONTAINS(plan_error(bad), "study 's.yaml': min_depth.order: unknown order 'deepest' (known: ascending, deepest_first)");
 }
 
 TEST(SweepScheduler, RestoreThenSettleReusesFinishedDepths) {

@@ -1,8 +1,9 @@
 // test_sweep_protocols.cpp: the staged protocols end to end through the sweep runner with the fake
-// launcher (sweep_runner_fixture.hpp): min_depth's depth-by-depth skips, max_lr with and without
-// stop_at (later rates skipped, resume), the manifest's format and round trip, and the device slots;
-// the early-stop rule (train.target_metric) through the real binary, and config fingerprints it
-// leaves unchanged; train.target_eval with scaled eval entries in a study; the constant learning rate after warm-up as logged.
+// launcher (sweep_runner_fixture.hpp): min_depth's depth-by-depth skips and its deepest-first order,
+// max_lr with and without stop_at (later rates skipped, resume), the manifest's format and round
+// trip, and the device slots; the early-stop rule (train.target_metric) through the real binary,
+// and config fingerprints it leaves unchanged; train.target_eval with scaled eval entries in a
+// study; the constant learning rate after warm-up as logged.
 #include "cli_run.hpp"
 #include "io/json.hpp"
 #include "sweep_runner_fixture.hpp"
@@ -99,6 +100,51 @@ TEST(SweepRunner, MaxLrStopAtSkipsLaterRatesAndResumes) {
   EXPECT_EQ(m["groups"][1]["reached"].as<std::string>(), "1e-2");
   const SweepResult r2 = rerun_starting_nothing(plan, outcome, out, 4);
   EXPECT_EQ(r2.counts.skipped, 2u);
+}
+
+// min_depth order deepest_first through the runner: a group that misses at the deepest depth runs
+// nothing else (path); one that reaches there runs the others upward and stops at the first that
+// reaches (rope: 2) or, when none does, is answered by the deepest (fox: 3). The manifest keeps the
+// order and the run order of the depths; a rerun starts nothing.
+TEST(SweepRunner, MinDepthDeepestFirstEndToEnd) {
+  const Plan plan = plan_of(
+      "grid:\n  model.attention: [path, rope, fox]\n  model.n_layers: [1, 2, 3]\n  train.seed: [0, 1]\n"
+      "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, best_over: [train.seed], order: deepest_first}\n");
+  const fs::path out = fresh("min_depth_deepest_first");
+  auto outcome = [](const Cell& c) {
+    Outcome o;
+    const Attention a = c.config.model.attention;
+    const int64_t depth = c.config.model.n_layers;
+    const bool seed0 = c.config.train.seed == 0;
+    o.metric = a == Attention::path ? 0.5 : a == Attention::rope ? (depth >= 2 && seed0 ? 0.92 : 0.3) : (depth == 3 && seed0 ? 0.95 : 0.2);
+    return o;
+  };
+  FakeLauncher launcher(plan);
+  launcher.outcome = outcome;
+  const SweepResult r = run_sweep(plan, launcher, options(out, 4));
+  std::set<std::string> want;
+  for (const char* seed : {"0", "1"}) {
+    want.insert(std::string("attention=path,n_layers=3,seed=") + seed);
+    for (const char* depth : {"1", "2", "3"}) {
+      want.insert(std::string("attention=fox,n_layers=") + depth + ",seed=" + seed);
+      want.insert(std::string("attention=rope,n_layers=") + depth + ",seed=" + seed);
+    }
+  }
+  EXPECT_EQ(launcher.started_labels(), want);
+  EXPECT_EQ(r.counts.skipped, 4u);  // path at depths 1 and 2
+  ASSERT_EQ(r.groups.size(), 3u);
+  EXPECT_FALSE(r.groups[0].reached.has_value());
+  EXPECT_EQ(*r.groups[1].reached, 2u);  // run order 3, 1, 2: depth 2
+  EXPECT_EQ(*r.groups[2].reached, 0u);  // depth 3
+  const YAML::Node m = manifest(out);
+  EXPECT_EQ(m["options"]["order"].as<std::string>(), "deepest_first");
+  EXPECT_EQ(m["groups"][0]["depths"][0].as<std::string>(), "3");
+  EXPECT_TRUE(m["groups"][0]["min_depth"].IsNull());
+  EXPECT_EQ(m["groups"][1]["min_depth"].as<std::string>(), "2");
+  EXPECT_EQ(m["groups"][2]["min_depth"].as<std::string>(), "3");
+  const SweepResult r2 = rerun_starting_nothing(plan, outcome, out, 4);
+  EXPECT_EQ(r2.counts.reused, 14u);
+  EXPECT_EQ(r2.counts.skipped, 4u);
 }
 
 TEST(SweepManifest, Format) {
