@@ -16,10 +16,14 @@ namespace {
 
 using namespace runner_test;
 
+// Depths 1-3 of the given models, seeds 0 and 1, min_depth at 0.9 best over seeds, plus `options`.
+Plan min_depth_plan(const std::string& models, const std::string& options = "") {
+  return plan_of("grid:\n  model.attention: [" + models + "]\n  model.n_layers: [1, 2, 3]\n  train.seed: [0, 1]\n"
+                 "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, best_over: [train.seed]" + options + "}\n");
+}
+
 TEST(SweepRunner, MinDepthEndToEnd) {
-  const Plan plan = plan_of(
-      "grid:\n  model.attention: [path, rope]\n  model.n_layers: [1, 2, 3]\n  train.seed: [0, 1]\n"
-      "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, best_over: [train.seed]}\n");
+  const Plan plan = min_depth_plan("path, rope");
   const fs::path out = fresh("min_depth");
   auto outcome = [](const Cell& c) {
     Outcome o;
@@ -107,9 +111,7 @@ TEST(SweepRunner, MaxLrStopAtSkipsLaterRatesAndResumes) {
 // reaches (rope: 2) or, when none does, is answered by the deepest (fox: 3). The manifest keeps the
 // order and the run order of the depths; a rerun starts nothing.
 TEST(SweepRunner, MinDepthDeepestFirstEndToEnd) {
-  const Plan plan = plan_of(
-      "grid:\n  model.attention: [path, rope, fox]\n  model.n_layers: [1, 2, 3]\n  train.seed: [0, 1]\n"
-      "protocol: min_depth\nmin_depth: {axis: model.n_layers, threshold: 0.9, best_over: [train.seed], order: deepest_first}\n");
+  const Plan plan = min_depth_plan("path, rope, fox", ", order: deepest_first");
   const fs::path out = fresh("min_depth_deepest_first");
   auto outcome = [](const Cell& c) {
     Outcome o;
