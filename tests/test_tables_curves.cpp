@@ -1,8 +1,8 @@
 // test_tables_curves.cpp: `statebench table --curves DIR` through the real binary: learning curves
 // (loss and accuracy against step, a line per seed) from a live sweep's cells/*/metrics.jsonl, the
-// same figures from the study's curves.jsonl.gz (tools/curves.sh pack) and from a committed study;
-// bad curve files and studies without curves are one-line errors; and errors name what the user
-// gave, also for a study whose cells all failed.
+// same figures from the study's curves.jsonl.gz (tools/curves.sh pack, which thins long training
+// logs) and from a committed study; bad curve files and studies without curves are one-line
+// errors; and errors name what the user gave, also for a study whose cells all failed.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -105,6 +105,31 @@ TEST(TableCurves, FromTheStudysPackedCurvesAsFromItsCells) {
   ASSERT_EQ(files_in(packed), files_in(live));
   for (const auto& f : files_in(live))  // 6 significant digits in the file: the same figure to 0.1 px
     EXPECT_EQ(read_file((packed / f).string()), read_file((live / f).string())) << f;
+}
+
+// A cell that logged more than 100 training lines is packed with every k-th of them (k = ceil(n /
+// 100)) and its last, every evaluation kept: 250 train lines -> every 3rd, 84 lines, steps 1 .. 250.
+TEST(TableCurves, PackKeepsEveryEvaluationAndAboutAHundredTrainingLines) {
+  const fs::path dir = sb::test::fresh_dir("curves_thinned"), cell = dir / "cells" / "long-0123abcd";
+  std::string text;
+  for (int step = 1; step <= 250; ++step) {
+    text += fmt::format(R"({{"kind":"train","step":{},"loss":0.5}})", step) + "\n";
+    if (step % 25 == 0) text += fmt::format(R"({{"kind":"eval","step":{},"eval":{{"val":{{"token_accuracy":0.5}}}}}})", step) + "\n";
+  }
+  fs::create_directories(cell);
+  write_file_atomic((cell / "metrics.jsonl").string(), text);
+  const std::string script = std::string(SB_SOURCE_DIR) + "/tools/curves.sh";
+  const fs::path packed = dir / "curves.jsonl.gz", out = dir / "unpacked";
+  ASSERT_EQ(std::system(("bash '" + script + "' pack '" + dir.string() + "' '" + packed.string() + "' 2> /dev/null && bash '" +
+                         script + "' unpack '" + packed.string() + "' '" + out.string() + "'").c_str()),
+            0);
+  const std::string back = read_file((out / "cells" / "long-0123abcd" / "metrics.jsonl").string());
+  EXPECT_EQ(count(back, "\"kind\":\"eval\""), 10u);
+  EXPECT_EQ(count(back, "\"kind\":\"train\""), 84u);
+  EXPECT_CONTAINS(back, "{\"kind\":\"train\",\"step\":1,");
+  EXPECT_CONTAINS(back, "{\"kind\":\"train\",\"step\":4,");
+  EXPECT_EQ(back.find("{\"kind\":\"train\",\"step\":2,"), std::string::npos);
+  EXPECT_CONTAINS(back, "{\"kind\":\"train\",\"step\":250,");
 }
 
 TEST(TableCurves, ACommittedStudysCurves) {

@@ -3,7 +3,8 @@
 # made from its cells' metrics.jsonl, and back. Needs only bash, awk and gzip.
 #
 #   tools/curves.sh pack SWEEP_DIR OUT.jsonl.gz   every SWEEP_DIR/cells/*/metrics.jsonl, cells in C-locale
-#                                                 name order, lines in their order
+#                                                 name order, lines in their order; every evaluation,
+#                                                 and at most ~100 training lines a cell (below)
 #   tools/curves.sh unpack CURVES.jsonl.gz DIR    writes DIR/cells/<id>/metrics.jsonl (the rounded lines)
 #   tools/curves.sh evals CURVES.jsonl.gz [TEXT]  one line per evaluation: cell, step, each eval key's
 #                                                 token_accuracy (cells whose id contains TEXT)
@@ -12,7 +13,8 @@
 # {"cell": "attention=path,seed=1-0f2a...", "kind": ..., ...}, and every non-integer number rounded
 # to 6 significant digits, except the timings, which vary more than that from run to run:
 # tokens_per_s to 3 significant digits, elapsed_s to 0.1 s. Integers (step, scored, errors, ...) are
-# unchanged. The file is written with `gzip -9n` (no name or time stamp), so packing the same cells
+# unchanged. A cell with more than 100 training lines keeps every k-th of them, k = ceil(n / 100),
+# and its last (a loss curve of ~100 points; the 20000-step studies log 400). The file is written with `gzip -9n` (no name or time stamp), so packing the same cells
 # twice gives the same bytes. Read it with `zcat`, Python's gzip module or zlib; `statebench table
 # STUDY --curves DIR` draws it.
 set -euo pipefail
@@ -37,7 +39,11 @@ function round_segment(seg, key,    out, tok) {
   }
   return out seg
 }
-BEGIN { cell = ENVIRON["CURVES_CELL"]; gsub(/\\/, "\\\\", cell); gsub(/"/, "\\\"", cell) }
+BEGIN {
+  cell = ENVIRON["CURVES_CELL"]; gsub(/\\/, "\\\\", cell); gsub(/"/, "\\\"", cell)
+  total = ENVIRON["CURVES_TRAIN"] + 0; every = int((total + 99) / 100); if (every < 1) every = 1
+}
+/"kind": *"train"/ && (n_train++ % every) != 0 && n_train != total { next }  # keeps the first and the last
 {
   n = split($0, p, "\"")
   line = ""; key = ""; inside = 0; str = ""
@@ -62,7 +68,8 @@ pack() {
   tmp=$(mktemp "${out}.XXXXXX")
   trap 'rm -f "$tmp"' EXIT
   for cell in "${files[@]}"; do
-    CURVES_CELL=$(basename "$(dirname "$cell")") awk "$ROUND_AWK" "$cell"
+    CURVES_CELL=$(basename "$(dirname "$cell")") CURVES_TRAIN=$(grep -c '"kind": *"train"' "$cell") \
+      awk "$ROUND_AWK" "$cell"
   done | gzip -9n > "$tmp"
   chmod 644 "$tmp"
   mv "$tmp" "$out"
