@@ -65,7 +65,7 @@ constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
 // Dh <= 32 (at Dh 64 a warp's 56 KiB of shared memory leaves too few warps per SM to beat the CTA
 // kernels), lane i owning row i of every operand and T x T matrix, each warp of a CTA its own (b, h)
 // with its own region of shared memory. A region in floats: the gate's prefix sums (double [32]),
-// beta [32], the operands q (scaled), k, w as [32, Dh + 4] and three 32 x 32 slots s1..s3 (row
+// beta [32], the operands q, k, w as [32, Dh + 4] and three 32 x 32 slots s1..s3 (row
 // stride 36; both strides are an odd number of float4s, so the lanes' own-row float4 reads are free
 // of bank conflicts); the forward loads v over s1..s2 once they are dead. The backward appends a region
 // that holds v (from its start) and dout (from `dout`) first, then the slots s4 (at its start) and

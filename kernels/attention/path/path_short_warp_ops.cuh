@@ -1,7 +1,7 @@
 // path_short_warp_ops.cuh: the lane-per-row building blocks of the warp-per-head short PaTH kernels
 // (path_short_warp_sm80.cu; internal): vector loads and stores, the triangles two matrices share in
-// a 32 x 36 slot, a lane's row of X Y^T over Dh (dot_rows), rank-1 updates of a lane's row over a
-// contraction index (axpy), and a lane's row or column into a slot (store_row, store_col).
+// a 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), and the tensor-core
+// products (tf32 mma.sync, one or three passes) from shared memory into fragments and out of them.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -79,69 +79,6 @@ __device__ __forceinline__ float4 own4(const float* slot, int k4, int lane) {
   return v;
 }
 
-// acc[r][j] = x_r,lane . y_j over Dh for j < 4 nc, r < R (x_r, y: [32, Dh + 4] operands; acc 0
-// beyond): this lane's rows of X_r Y^T, each y_j chunk read once by broadcast for all R.
-template <int Dh, int R>
-__device__ __forceinline__ void dot_rows(float (&acc)[R][TP], const float* const (&x)[R], const float* y, int nc,
-                                         int lane) {
-  constexpr int L = Dh + 4;
-#pragma unroll
-  for (int r = 0; r < R; ++r) zero(acc[r]);
-#pragma unroll 2
-  for (int c = 0; c < Dh; c += 4) {
-    float4 a[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) a[r] = ld4(x[r] + lane * L + c);
-#pragma unroll
-    for (int n4 = 0; n4 < TP / 4; ++n4) {
-      if (n4 >= nc) break;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int j = 4 * n4 + u;
-        const float4 b = ld4(y + j * L + c);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          acc[r][j] = fmaf(a[r].w, b.w, fmaf(a[r].z, b.z, fmaf(a[r].y, b.y, fmaf(a[r].x, b.x, acc[r][j]))));
-      }
-    }
-  }
-}
-
-// acc[n] += sum_{k < T} a_k B[k][n]: the coefficients a_k from own(k4) (k = 4 k4 .. 4 k4 + 3, this
-// lane's row of the left factor), B's rows (stride ldb) read by broadcast where they hold entries of
-// S (the rest reads as 0), columns in chunks of 4 below nch. Rows past T up to 4 k4 + 3 are read
-// with coefficient 0 (they hold zeros or finite leftovers: every region is zeroed at the start).
-template <int N, Tri S, class Own>
-__device__ __forceinline__ void axpy(float (&acc)[N], Own own, const float* B, int ldb, int T, int nch) {
-  constexpr bool upper = S == Tri::Upper || S == Tri::StrictUpper, lower = S == Tri::Lower || S == Tri::StrictLower;
-  const int nk4 = (T + 3) >> 2;
-#pragma unroll 1
-  for (int k4 = 0; k4 < nk4; ++k4) {
-    float4 a = own(k4);
-    const int k = 4 * k4;
-    a.y = k + 1 < T ? a.y : 0.f, a.z = k + 2 < T ? a.z : 0.f, a.w = k + 3 < T ? a.w : 0.f;
-    const float* b = B + k * ldb;
-#pragma unroll
-    for (int n4 = 0; n4 < N / 4; ++n4) {
-      if (n4 >= nch) break;
-      if ((upper && n4 < k4) || (lower && n4 > k4)) continue;  // no entry of S in rows k .. k + 3
-      float4 v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = ld4(b + u * ldb + 4 * n4);
-      if (S != Tri::Full && n4 == k4) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = mask4<S>(v[u], k + u, 4 * n4);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float au = at4(a, u);
-        acc[4 * n4] = fmaf(au, v[u].x, acc[4 * n4]), acc[4 * n4 + 1] = fmaf(au, v[u].y, acc[4 * n4 + 1]);
-        acc[4 * n4 + 2] = fmaf(au, v[u].z, acc[4 * n4 + 2]), acc[4 * n4 + 3] = fmaf(au, v[u].w, acc[4 * n4 + 3]);
-      }
-    }
-  }
-}
-
 // This lane's row of a slot: entries of S get v (0 at rows or columns >= T), the rest 0 (KEEP: the
 // rest keeps its value, another matrix's). Chunks below nc.
 template <Tri S, bool KEEP = false>
@@ -171,12 +108,148 @@ __device__ __forceinline__ void store_col(float* slot, const float (&v)[TP], int
   }
 }
 
-// Row `lane` (< T) of a [T, Dh] head tensor (o times mul) into global memory.
-template <int Dh, bool BF>
-__device__ __forceinline__ void store_grow(void* p, int64_t row, const float (&o)[Dh], float mul) {
+// Tensor-core products over m16n8k8 tf32 tiles. A [32, N] result lives in fragments: f.v[mt][nt][e]
+// is entry (frag_row(mt, e), frag_col(nt, e)), so a lane holds rows g, g + 8, g + 16, g + 24
+// (g = lane / 4) at columns 8 nt + 2 t, 8 nt + 2 t + 1 (t = lane % 4): a row is spread over a quad.
+template <int N>
+struct Frag {
+  float v[2][N / 8][4];
+};
+__device__ __forceinline__ int frag_row(int mt, int e, int lane) { return 16 * mt + (lane >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int frag_col(int nt, int e, int lane) { return 8 * nt + 2 * (lane & 3) + (e & 1); }
+template <int N>
+__device__ __forceinline__ void zero(Frag<N>& f) {
 #pragma unroll
-  for (int c = 0; c < Dh; c += 4)
-    store4<BF>(p, row + c, make_float4(mul * o[c], mul * o[c + 1], mul * o[c + 2], mul * o[c + 3]));
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f.v[mt][nt][e] = 0.f;
+}
+
+// Entry (r, c) of a matrix in shared memory stored by rows at p (stride ld), or with TR its
+// transpose (read at (c, r)); entries outside S (in storage coordinates) read as 0, NEG negated.
+template <Tri S, bool TR = false, bool NEG = false>
+struct View {
+  const float* p;
+  int ld;
+  __device__ __forceinline__ float operator()(int r, int c) const {
+    const int sr = TR ? c : r, sc = TR ? r : c;
+    const float v = p[sr * ld + sc];
+    return tri_in<S>(sr, sc) ? (NEG ? -v : v) : 0.f;
+  }
+};
+
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// x as hi + lo, both tf32 (lo only for three passes).
+template <int PASSES>
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_bits(x);
+  if constexpr (PASSES == 3) lo = tf32_bits(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// f += A B over k < K <= KMAX (A [32, K] read as a(i, k), B [K, N] as b(k, j); entries of A at
+// k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi + hi lo + lo hi (about
+// fp32 accuracy); 1: one tf32 product (relative error about 2^-11).
+template <int PASSES, int KMAX, int N, class OA, class OB>
+__device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane) {
+  static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k0 = 0; k0 < KMAX; k0 += 8) {
+    if (k0 >= K) break;
+    uint32_t ah[2][4], al[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+        const int i = 16 * mt + g + 8 * (e & 1), k = k0 + t + 4 * (e >> 1);
+        split_tf32<PASSES>(k < K ? a(i, k) : 0.f, ah[mt][e], al[mt][e]);
+      }
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt) {
+      uint32_t bh[2], bl[2];  // b0, b1: (t, g), (t + 4, g)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) split_tf32<PASSES>(b(k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        if constexpr (PASSES == 3) {
+          mma_tf32(f.v[mt][nt], al[mt], bh);
+          mma_tf32(f.v[mt][nt], ah[mt], bl);
+        }
+        mma_tf32(f.v[mt][nt], ah[mt], bh);
+      }
+    }
+  }
+}
+
+// Entries (i, j) of a [32, 32] result into a slot, at (i, j) or with TR at (j, i): those inside S
+// (storage coordinates) get the value (0 at i or j >= T), the rest 0 (KEEP: left alone).
+template <Tri S, bool TR = false, bool KEEP = false>
+__device__ __forceinline__ void store_frag(float* slot, const Frag<TP>& f, int T, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = frag_row(mt, e, lane), j = frag_col(nt, e, lane);
+        const int sr = TR ? j : i, sc = TR ? i : j;
+        if (tri_in<S>(sr, sc)) slot[sr * LT + sc] = i < T && j < T ? f.v[mt][nt][e] : 0.f;
+        else if (!KEEP) slot[sr * LT + sc] = 0.f;
+      }
+}
+
+// Rows i < T of a [32, Dh] result, times mul, into a [T, Dh] head tensor (row i at e0 + i es).
+template <bool BF, int Dh>
+__device__ __forceinline__ void store_frag_global(void* p, int64_t e0, int64_t es, const Frag<Dh>& f, float mul,
+                                                  int T, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = frag_row(mt, 2 * h, lane);
+      if (i >= T) continue;
+#pragma unroll
+      for (int nt = 0; nt < Dh / 8; ++nt) {
+        const int64_t at = e0 + i * es + frag_col(nt, 0, lane);
+        const float x = mul * f.v[mt][nt][2 * h], y = mul * f.v[mt][nt][2 * h + 1];
+        if constexpr (BF)
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p) + at) = __floats2bfloat162_rn(x, y);
+        else
+          *reinterpret_cast<float2*>(static_cast<float*>(p) + at) = make_float2(x, y);
+      }
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f.v[mt][nt][e] *= mul;
+}
+
+// Sum and maximum over a quad (the four lanes that hold a row).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kAll, x, 1);
+  return x + __shfl_xor_sync(kAll, x, 2);
+}
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kAll, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kAll, x, 2));
 }
 
 }  // namespace sb::cuda::detail::short_warp

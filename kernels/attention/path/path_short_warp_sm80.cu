@@ -1,8 +1,8 @@
 // path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh 16 or 32 (plan.hpp path_short_warp), forward
-// and backward: one warp per (b, h), lane i owning row i of q, k, v, w and of every T x T matrix, the
-// other rows read from shared memory by broadcast; only __syncwarp between phases, each warp of a CTA
-// its own head. The math of path_short_sm80.cu (docs/path-backward.md's own block, fp32 FMAs, the
-// backward recomputing the forward from lse), with the triangular solves a lane per column.
+// and backward: one warp per (b, h), each a CTA's own head, only __syncwarp between phases. The math
+// of path_short_sm80.cu (docs/path-backward.md's own block, the backward recomputing the forward from
+// lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
+// softmax and its backward in fragments, the triangular solves a lane per column.
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/path/path_short_warp_ops.cuh"
@@ -33,15 +33,15 @@ __device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, flo
   }
 }
 
-// Zeroes the warp's region, loads Qs = scale q, K and W, beta (0 past T) and the gate's prefix sums
-// G_t = sum_{s=1..t} log f_s (double, 0 without a gate); returns G_lane.
+// Zeroes the warp's region, loads q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
+// beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate).
 template <int Dh, bool BF>
-__device__ double load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int lane) {
+__device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int lane) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
   for (int64_t i = 4 * lane; i < floats; i += 128) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
   __syncwarp();
   const int64_t es = a.H * Dh;
-  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, a.scale, lane);
+  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, 1.f, lane);
   fill<Dh, BF>(s + L.k, a.k, e0, es, T, 1.f, lane);
   fill<Dh, false>(s + L.w, a.w, e0, es, T, 1.f, lane);
   s[L.beta + lane] = lane < T ? a.beta[s0 + lane * a.H] : 0.f;
@@ -52,7 +52,6 @@ __device__ double load_head(float* s, int64_t floats, const WarpArgs& a, int64_t
     if (lane >= o) g += y;
   }
   reinterpret_cast<double*>(s + L.g)[lane] = g;
-  return g;
 }
 
 // Column `lane` of Tinv = (I + strictLower(D Gram))^-1 D by forward substitution (zero above the
@@ -93,44 +92,67 @@ __device__ __forceinline__ void r_column(float (&x)[TP], const float* gram, cons
   }
 }
 
+// Passes of the tensor-core products: the factor chain (Gram, C, Z, A and every product through
+// Tinv or R) in three (about fp32: Tinv amplifies its inputs' errors where W annihilates); the
+// attention-like products of bf16 inputs (Q K^T, dO V^T, P V, P^T dO, dS K, dS^T Q) in one.
+constexpr int kFactorPasses = 3;
+template <bool BF>
+constexpr int kAttnPasses = BF ? 1 : 3;
+
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
-// lower(Qs W^T) (s3, lower), Tinv (s2, stored transposed: row l = column l of Tinv), C (s1's
-// strictly upper part, transposed: row j = column j of C), Z = Tinv C (s2's strictly lower part),
-// and this lane's row of the logits S = lower(Qs K^T) - A Z + G_i - G_j (columns > lane: undefined).
-template <int Dh>
-__device__ void own_block(float (&S)[TP], float* s, const WarpArgs& a, double g_lane, int T, int lane) {
+// lower(Q W^T) (s3, lower; q unscaled here and below), Tinv (s2, stored transposed: row l = column
+// l of Tinv), C (s1's strictly upper part, transposed: row j = column j of C), Z = Tinv C (s2's
+// strictly lower part), and the logits S = scale lower(Q K^T - A Z) + G_i - G_j in fragments
+// (entries above the diagonal: undefined).
+template <int Dh, bool BF>
+__device__ void own_block(Frag<TP>& S, float* s, int T, int lane, float scale, bool gate) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
+  constexpr int LX = Dh + 4;
   const int nc = (T + 3) >> 2;
   float* s1 = s + L.s1;
   float* s2 = s + L.s2;
   float* s3 = s + L.s3;
-  const float* const own_rows[2] = {s + L.w, s + L.qs};
-  float v[2][TP];
-  dot_rows<Dh, 2>(v, own_rows, s + L.w, nc, lane);  // Gram_lane,p = w_lane . w_p; A_lane,r = qs_lane . w_r
-  store_row<Tri::StrictLower>(s1, v[0], nc, T, lane);
-  store_row<Tri::Lower>(s3, v[1], nc, T, lane);
+  const View<Tri::Full> qs{s + L.qs, LX}, w{s + L.w, LX};
+  const View<Tri::Full, true> wT{s + L.w, LX}, kT{s + L.k, LX};
+  Frag<TP> f;
+  zero(f);
+  mma_acc<kFactorPasses, Dh>(f, w, wT, Dh, lane);  // Gram = W W^T
+  store_frag<Tri::StrictLower>(s1, f, T, lane);
+  zero(f);
+  mma_acc<kFactorPasses, Dh>(f, qs, wT, Dh, lane);  // A = Q W^T
+  store_frag<Tri::Lower>(s3, f, T, lane);
   __syncwarp();
-  tinv_column(v[0], s1, s + L.beta, T, lane);
-  store_row<Tri::Full>(s2, v[0], nc, T, lane);
+  float x[TP];
+  tinv_column(x, s1, s + L.beta, T, lane);
+  store_row<Tri::Full>(s2, x, nc, T, lane);
   __syncwarp();
-  dot_rows<Dh, 2>(v, own_rows, s + L.k, nc, lane);  // C_lane,j = w_lane . k_j (j < lane); Qs K^T
-  store_col<Tri::StrictUpper>(s1, v[0], nc, T, lane);
-#pragma unroll
-  for (int j = 0; j < TP; ++j) S[j] = v[1][j];
+  zero(f);
+  mma_acc<kFactorPasses, Dh>(f, w, kT, Dh, lane);  // C = W K^T, its strictly lower part into s1 transposed
+  store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane);
   __syncwarp();
-  // Z_r,lane = sum_{lane<l<=r} Tinv_rl C_l,lane: the row of Tinv^T at l broadcast.
-  float z[TP] = {};
-  axpy<TP, Tri::Upper>(z, [&](int k4) { return own4<Tri::StrictUpper>(s1, k4, lane); }, s2, LT, T, nc);
+  // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
+  zero(f);
+  mma_acc<kFactorPasses, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane);
   __syncwarp();
-  store_col<Tri::StrictLower>(s2, z, nc, T, lane);
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
   __syncwarp();
-  // S -= A Z (r in (j, lane]).
-  axpy<TP, Tri::StrictLower>(S, [&](int k4) { return own4<Tri::Lower, true>(s3, k4, lane); }, s2, LT, T, nc);
-  if (a.log_f) {
+  zero(S);
+  mma_acc<kAttnPasses<BF>, Dh>(S, qs, kT, Dh, lane);
+  mma_acc<kFactorPasses, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  scale_frag(S, scale);
+  if (gate) {
     const double* G = reinterpret_cast<const double*>(s + L.g);
 #pragma unroll
-    for (int j = 0; j < TP; ++j)
-      if (j <= lane) S[j] += static_cast<float>(g_lane - G[j]);
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = frag_row(mt, 2 * h, lane);
+        const double gi = G[i];
+#pragma unroll
+        for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+          for (int u = 0; u < 2; ++u) S.v[mt][nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
+      }
   }
 }
 
@@ -142,92 +164,127 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_fwd_kernel(
   const int64_t bh = static_cast<int64_t>(blockIdx.x) * a.warps + warp;
   if (bh >= a.BH) return;  // whole warps only
   float* s = smem + warp * L.fwd_floats;
-  const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
+  const int T = static_cast<int>(a.T);
   const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
-  const double g = load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, lane);
+  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, lane);
   __syncwarp();
-  float S[TP];
-  own_block<Dh>(S, s, a, g, T, lane);
-  // Softmax of this lane's row: P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
-  float mx = -INFINITY, l = 0.f;
+  Frag<TP> S;
+  own_block<Dh, BF>(S, s, T, lane, a.scale, a.log_f != nullptr);
+  // Softmax of each row: P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
 #pragma unroll
-  for (int j = 0; j < TP; ++j)
-    if (j <= lane) mx = fmaxf(mx, S[j]);
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-  for (int j = 0; j < TP; ++j)
-    if (j <= lane) l += expf(S[j] - mx);
-  const float lse = mx + logf(l);
+    for (int h = 0; h < 2; ++h) {
+      const int i = frag_row(mt, 2 * h, lane);
+      float mx = -INFINITY, l = 0.f;
 #pragma unroll
-  for (int j = 0; j < TP; ++j) S[j] = j <= lane && lane < T ? expf(S[j] - lse) : 0.f;
-  if (lane < T) a.lse[bh * a.T + lane] = lse;
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[mt][nt][2 * h + u]);
+      mx = quad_max(mx);
+#pragma unroll
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+          if (frag_col(nt, u, lane) <= i) l += expf(S.v[mt][nt][2 * h + u] - mx);
+      const float lse = mx + logf(quad_sum(l));
+#pragma unroll
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float& p = S.v[mt][nt][2 * h + u];
+          p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
+        }
+      if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
+    }
   __syncwarp();  // s1..s3 are no longer read: P into s3, v over s1..s2
-  store_row<Tri::Lower>(s + L.s3, S, nc, T, lane);
+  store_frag<Tri::Lower>(s + L.s3, S, T, lane);
   fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, 1.f, lane);
   __syncwarp();
-  float o[Dh];  // out = P V
+  Frag<Dh> o;  // out = P V
   zero(o);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Full>(s + L.s3, k4, lane); }, s + L.fwd_v, Dh + 4, T, Dh / 4);
-  if (lane < T) store_grow<Dh, BF>(a.out, e0 + lane * es, o, 1.f);
+  mma_acc<kAttnPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane);
+  store_frag_global<BF>(a.out, e0, es, o, 1.f, T, lane);
 }
 
-// The backward: phases in order, each lane a row (or, where noted, a column) of each result; the
-// slots' contents as in own_block, then s4 = P^T, then dS (both triangles: row j = dS row j on and
-// below the diagonal, dS column j above), s5 = dA likewise, s2's strictly lower part dZ, then R,
-// s3's upper part dTinv^T, its strictly lower part dC, s1's strictly upper part dC^T, and finally
-// s2 = E in both triangles.
+// The backward: phases in order, the slots' contents as in own_block, then s4 = P, then dS (both
+// lower), s5 = dA (lower, over dout once it is dead), s2's strictly lower part dZ, then R, then E;
+// s3's upper part dTinv^T, its strictly lower part dC. The gate's and dbeta's row sums go through
+// the prefix sums' region (dead after own_block).
 template <int Dh, bool BF>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(const WarpArgs a) {
   extern __shared__ __align__(16) float smem[];
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
-  constexpr int LX = Dh + 4;
+  constexpr int LX = Dh + 4, PA = kAttnPasses<BF>, PF = kFactorPasses;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t bh = static_cast<int64_t>(blockIdx.x) * a.warps + warp;
   if (bh >= a.BH) return;
   float* s = smem + warp * L.bwd_floats;
-  float *s1 = s + L.s1, *s2 = s + L.s2, *s3 = s + L.s3, *s4 = s + L.s4, *s5 = s + L.s5;
+  float *s1 = s + L.s1, *s2 = s + L.s2, *s3 = s + L.s3, *s4 = s + L.s4, *s5 = s + L.s5, *scr = s + L.g;
   const float* beta = s + L.beta;
+  const View<Tri::Full> qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
-  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh, row = e0 + lane * es;
-  const double g = load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, lane);
+  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, lane);
   fill<Dh, BF>(s + L.v, a.v, e0, es, T, 1.f, lane);
   fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, 1.f, lane);
-  const float lse = lane < T ? a.lse_in[bh * a.T + lane] : 0.f;
   __syncwarp();
-  float P[TP];
-  own_block<Dh>(P, s, a, g, T, lane);
+  Frag<TP> P;
+  own_block<Dh, BF>(P, s, T, lane, a.scale, a.log_f != nullptr);
+  // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta), in dS.
+  Frag<TP> dS;
+  zero(dS);
+  mma_acc<PA, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane);
+  float rowsum[2][2];
 #pragma unroll
-  for (int j = 0; j < TP; ++j) P[j] = j <= lane && lane < T ? expf(P[j] - lse) : 0.f;
-  // dP_lane,j = dout_lane . v_j; delta = sum_j P dP; dS = P (dP - delta), kept in dS.
-  float dP[1][TP];
-  const float* const dout_row[1] = {s + L.dout};
-  dot_rows<Dh, 1>(dP, dout_row, s + L.v, nc, lane);
-  float(&dS)[TP] = dP[0];
-  float delta = 0.f;
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-  for (int j = 0; j < TP; ++j) delta = fmaf(P[j], dS[j], delta);
-  float rowsum = 0.f;
+    for (int h = 0; h < 2; ++h) {
+      const int i = frag_row(mt, 2 * h, lane);
+      const float lse = i < T ? a.lse_in[bh * a.T + i] : 0.f;
+      float delta = 0.f;
 #pragma unroll
-  for (int j = 0; j < TP; ++j) dS[j] = P[j] * (dS[j] - delta), rowsum += dS[j];
-  __syncwarp();  // v is no longer read: P^T into s4
-  store_col<Tri::Full>(s4, P, nc, T, lane);
-  __syncwarp();
-  float o[Dh];  // dv_lane = sum_i P_i,lane dout_i
-  zero(o);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Full>(s4, k4, lane); }, s + L.dout, LX, T, Dh / 4);
-  if (lane < T) store_grow<Dh, BF>(a.dv, row, o, 1.f);
-  __syncwarp();  // dout and P^T are no longer read: dS into s4
-  store_row<Tri::Lower>(s4, dS, nc, T, lane);
-  __syncwarp();
-  store_col<Tri::StrictUpper>(s4, dS, nc, T, lane);
-  __syncwarp();
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float& p = P.v[mt][nt][2 * h + u];
+          p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
+          delta = fmaf(p, dS.v[mt][nt][2 * h + u], delta);
+        }
+      delta = quad_sum(delta);
+      float rs = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float& d = dS.v[mt][nt][2 * h + u];
+          d = P.v[mt][nt][2 * h + u] * (d - delta), rs += d;
+        }
+      rowsum[mt][h] = quad_sum(rs);
+    }
+  __syncwarp();  // v and the prefix sums are no longer read: P into s4
+  store_frag<Tri::Lower>(s4, P, T, lane);
   // Gate: dG_t = sum_j dS_tj - sum_i dS_it; dlog_f_s = sum_{t>=s} dG_t (s >= 1; position 0 gets 0).
   if (a.log_f) {
-    float colsum = 0.f;
-    for (int k4 = 0; k4 < nc; ++k4) {
-      const float4 c = own4<Tri::Upper>(s4, k4, lane);
-      colsum += ((c.x + c.y) + (c.z + c.w));
-    }
-    float x = lane < T ? rowsum - colsum : 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float c = 0.f;  // this lane's rows of column j, then the column's sum over the lanes holding it
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) c += dS.v[mt][nt][u] + dS.v[mt][nt][2 + u];
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) c += __shfl_xor_sync(kAll, c, o);
+        if (lane < 4) scr[32 + frag_col(nt, u, lane)] = c;
+      }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if ((lane & 3) == 0) scr[frag_row(mt, 2 * h, lane)] = rowsum[mt][h];
+    __syncwarp();
+    float x = lane < T ? scr[lane] - scr[32 + lane] : 0.f;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const float y = __shfl_down_sync(kAll, x, d);
@@ -235,40 +292,46 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
     }
     if (lane < T) a.dlog_f[s0 + lane * a.H] = lane == 0 ? 0.f : x;
   }
-  // S = lower(Qs K^T) - A Z. dA = lower(-dS Z^T), a column per lane: dA_i,lane = -sum_j Z_lane,j dS_ij.
-  float t[TP] = {};
-  axpy<TP, Tri::Upper>(t, [&](int k4) { return own4<Tri::StrictLower, true>(s2, k4, lane); }, s4, LT, T, nc);
-  store_row<Tri::Upper>(s5, t, nc, T, lane);
+  scale_frag(dS, a.scale);  // from here dS is the gradient of Q K^T - A Z (the gate's term is unscaled)
   __syncwarp();
-  store_col<Tri::StrictLower>(s5, t, nc, T, lane);
-  // dZ = strictLower(-A^T dS), a column per lane: dZ_r,lane = -sum_i dS_i,lane A_ir; into s2 below Tinv^T.
-  zero(t);
-  axpy<TP, Tri::Lower>(t, [&](int k4) { return own4<Tri::Upper, true>(s4, k4, lane); }, s3, LT, T, nc);
-  __syncwarp();
-  store_col<Tri::StrictLower>(s2, t, nc, T, lane);
-  __syncwarp();
-  // dq = scale (dS K + dA W).
+  Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Lower>(s4, k4, lane); }, s + L.k, LX, T, Dh / 4);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Lower>(s5, k4, lane); }, s + L.w, LX, T, Dh / 4);
-  if (lane < T) store_grow<Dh, BF>(a.dq, row, o, a.scale);
-  // Z = Tinv C: dTinv = lower(dZ C^T) (rows), into s3's upper part transposed (A is no longer read).
-  zero(t);
-  axpy<TP, Tri::StrictUpper>(t, [&](int k4) { return own4<Tri::StrictLower>(s2, k4, lane); }, s1, LT, T, nc);
-  store_col<Tri::Upper>(s3, t, nc, T, lane);
+  mma_acc<PA, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane);
+  store_frag_global<BF>(a.dv, e0, es, o, 1.f, T, lane);
+  __syncwarp();  // dout and P are no longer read: dS into s4
+  store_frag<Tri::Lower>(s4, dS, T, lane);
   __syncwarp();
-  // dC = strictLower(Tinv^T dZ) (rows): into s3's strictly lower part and transposed into s1's
-  // strictly upper part (C is no longer read).
-  zero(t);
-  axpy<TP, Tri::StrictLower>(t, [&](int k4) { return own4<Tri::Upper>(s2, k4, lane); }, s2, LT, T, nc);
-  store_row<Tri::StrictLower, true>(s3, t, nc, T, lane);
-  store_col<Tri::StrictUpper>(s1, t, nc, T, lane);
+  // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
+  Frag<TP> f;
+  zero(f);
+  mma_acc<PF, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane);
+  store_frag<Tri::Lower>(s5, f, T, lane);
+  // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
+  zero(f);
+  mma_acc<PF, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane);
   __syncwarp();
-  // dk = dS^T Qs + dC^T W.
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
+  __syncwarp();
+  // dq = dS K + dA W.
   zero(o);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Upper>(s4, k4, lane); }, s + L.qs, LX, T, Dh / 4);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::StrictUpper>(s1, k4, lane); }, s + L.w, LX, T, Dh / 4);
-  if (lane < T) store_grow<Dh, BF>(a.dk, row, o, 1.f);
+  mma_acc<PA, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane);
+  mma_acc<PF, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane);
+  store_frag_global<BF>(a.dq, e0, es, o, 1.f, T, lane);
+  // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
+  zero(f);
+  mma_acc<PF, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane);
+  Frag<TP> f2;
+  zero(f2);
+  mma_acc<PF, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  // A is no longer read: dTinv^T into s3's upper part, dC into its strictly lower part.
+  store_frag<Tri::Upper, true, true>(s3, f, T, lane);
+  store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane);
+  __syncwarp();
+  // dk = dS^T Q + dC^T W.
+  zero(o);
+  mma_acc<PA, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane);
+  mma_acc<PF, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane);
+  store_frag_global<BF>(a.dk, e0, es, o, 1.f, T, lane);
   // R = M^-T dTinv, a column per lane (only its strictly lower part and diagonal are used), the
   // strictly lower part into s2 below Tinv^T (dZ is no longer read).
   float x[TP];
@@ -283,40 +346,43 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   for (int r = 0; r < TP; ++r) select_if_eq(rr, x[r], r, lane);
   store_col<Tri::StrictLower>(s2, x, nc, T, lane);
   __syncwarp();
-  // E = strictLower(-R Tinv^T) (rows); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
-  zero(t);
-  axpy<TP, Tri::Upper>(t, [&](int k4) { return own4<Tri::StrictLower, true>(s2, k4, lane); }, s2, LT, T, nc);
-  float db = rr;
+  // E = strictLower(-R Tinv^T) (Tinv_pm = s2(m, p)); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
+  zero(f);
+  mma_acc<PF, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane);
 #pragma unroll
-  for (int n4 = 0; n4 < TP / 4; ++n4) {
-    if (n4 >= nc) break;
-    const float4 gr = ld4(s1 + lane * LT + 4 * n4);
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (4 * n4 + u < lane) db = fmaf(t[4 * n4 + u], at4(gr, u), db);
-  }
-  if (lane < T) a.dbeta[s0 + lane * a.H] = db;
-  __syncwarp();  // Tinv^T and R are no longer read: E into s2, both triangles
-  store_row<Tri::StrictLower>(s2, t, nc, T, lane);
+    for (int h = 0; h < 2; ++h) {
+      const int i = frag_row(mt, 2 * h, lane);
+      float d = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int j = frag_col(nt, u, lane);
+          if (j < i) d = fmaf(f.v[mt][nt][2 * h + u], s1[i * LT + j], d);
+        }
+      d = quad_sum(d);
+      if ((lane & 3) == 0) scr[i] = d;
+    }
+  __syncwarp();  // R is no longer read: E into s2's strictly lower part
+  if (lane < T) a.dbeta[s0 + lane * a.H] = rr + scr[lane];
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
   __syncwarp();
-  store_col<Tri::StrictUpper>(s2, t, nc, T, lane);
-  __syncwarp();
-  // dw = dA^T Qs + dC K + (dGram + dGram^T) W, dGram = D E: row lane of the last factor is
-  // beta_lane E_lane,p (p < lane) + beta_p E_p,lane (p > lane).
+  // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
+  // beta_i E_ip (p < i) or beta_p E_pi (p > i).
   zero(o);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::Upper>(s5, k4, lane); }, s + L.qs, LX, T, Dh / 4);
-  axpy<Dh, Tri::Full>(o, [&](int k4) { return own4<Tri::StrictLower>(s3, k4, lane); }, s + L.k, LX, T, Dh / 4);
-  const float beta_lane = beta[lane];
-  axpy<Dh, Tri::Full>(
+  mma_acc<PF, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane);
+  mma_acc<PF, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane);
+  const float* E = s2;
+  mma_acc<PF, TP>(
       o,
-      [&](int k4) {
-        const float4 e = ld4(s2 + lane * LT + 4 * k4), b = ld4(beta + 4 * k4);
-        const int p = 4 * k4;
-        return make_float4(e.x * (p < lane ? beta_lane : b.x), e.y * (p + 1 < lane ? beta_lane : b.y),
-                           e.z * (p + 2 < lane ? beta_lane : b.z), e.w * (p + 3 < lane ? beta_lane : b.w));
+      [&](int i, int p) {
+        const float e = E[(p < i ? i : p) * LT + (p < i ? p : i)];
+        return p == i ? 0.f : e * beta[p < i ? i : p];
       },
-      s + L.w, LX, T, Dh / 4);
-  if (lane < T) store_grow<Dh, false>(a.dw, row, o, 1.f);
+      w, T, lane);
+  store_frag_global<false>(a.dw, e0, es, o, 1.f, T, lane);
 }
 
 WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {

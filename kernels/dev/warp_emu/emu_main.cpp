@@ -17,6 +17,7 @@ void emu_launch(K kernel, int64_t floats, WarpArgs a, int warps) {
     std::vector<float> shm(warps * floats, NAN);
     std::vector<std::unique_ptr<std::barrier<>>> bars;
     std::vector<std::vector<double>> xchg(warps, std::vector<double>(32));
+    std::vector<std::vector<float>> frag(warps, std::vector<float>(32 * 6));
     for (int w = 0; w < warps; ++w) bars.emplace_back(new std::barrier<>(32));
     std::vector<std::thread> th;
     for (int t = 0; t < 32 * warps; ++t)
@@ -26,6 +27,7 @@ void emu_launch(K kernel, int64_t floats, WarpArgs a, int warps) {
         emu::t_smem = shm.data();
         emu::t_bar = bars[t / 32].get();
         emu::t_xchg = xchg[t / 32].data();
+        emu::t_frag = frag[t / 32].data();
         kernel(a);
       });
     for (auto& x : th) x.join();

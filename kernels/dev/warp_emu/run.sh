@@ -21,6 +21,8 @@ body = '#include "shim.hpp"\n' + cu[:cu.index('WarpArgs warp_args(')].replace(
 body = body.replace('extern __shared__ __align__(16) float smem[];', 'float* smem = emu::t_smem;')
 body = re.sub(r'__launch_bounds__\([^()]*\)', '', body)
 body = re.sub(r'asm\("\{.*?\);', 'if (a == b) y = x;', body, flags=re.S)  # select_if_eq
+body = re.sub(r'asm\("cvt\.rna\.tf32.*?\);', 'r = emu::tf32_bits(x);', body, flags=re.S)
+body = re.sub(r'asm volatile\(\s*"mma\.sync.*?\);', 'emu::mma_tf32(d, a, b);', body, flags=re.S)
 body = body.replace('__global__ ', '').replace('__device__ ', '').replace('__forceinline__ ', 'inline ')
 for left in ('__launch_bounds__', 'asm(', '__shared__'):
     assert left not in body, left

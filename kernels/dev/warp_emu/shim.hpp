@@ -1,17 +1,20 @@
 // shim.hpp: host stand-ins for what the warp-per-head short PaTH kernels use on the device (run.sh):
 // a thread per lane, a 32-thread barrier per warp for __syncwarp, shuffles through a per-warp
-// exchange array; threadIdx / blockIdx per thread.
+// exchange array; tf32 rounding and mma.sync m16n8k8 through a per-warp fragment array (exact
+// products of tf32 inputs, summed in fp32); threadIdx / blockIdx per thread.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 namespace emu {
 inline thread_local uint3 t_thread, t_block;
 inline thread_local float* t_smem;
 inline thread_local std::barrier<>* t_bar;
 inline thread_local double* t_xchg;
+inline thread_local float* t_frag;  // [32 lanes][6]: a0..a3, b0, b1
 inline void syncwarp() { t_bar->arrive_and_wait(); }
 template <class T>
 T shfl(T v, int src_delta, bool up) {
@@ -23,9 +26,49 @@ T shfl(T v, int src_delta, bool up) {
   syncwarp();
   return r;
 }
+template <class T>
+T shfl_xor(T v, int mask) {
+  const int lane = t_thread.x & 31;
+  t_xchg[lane] = static_cast<double>(v);
+  syncwarp();
+  const T r = static_cast<T>(t_xchg[lane ^ mask]);
+  syncwarp();
+  return r;
+}
+inline float u2f(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero.
+inline uint32_t tf32_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isfinite(x)) u = (u + 0x1000u) & 0xffffe000u;
+  return u;
+}
+inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const int lane = t_thread.x & 31, g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) t_frag[lane * 6 + e] = u2f(a[e]);
+  for (int e = 0; e < 2; ++e) t_frag[lane * 6 + 4 + e] = u2f(b[e]);
+  syncwarp();
+  for (int e = 0; e < 4; ++e) {
+    const int i = g + 8 * (e >> 1), j = 2 * t + (e & 1);
+    float acc = d[e];
+    for (int k = 0; k < 8; ++k) {
+      const float A = t_frag[((i % 8) * 4 + k % 4) * 6 + (i >= 8) + 2 * (k >= 4)];
+      const float B = t_frag[(j * 4 + k % 4) * 6 + 4 + (k >= 4)];
+      acc += A * B;
+    }
+    d[e] = acc;
+  }
+  syncwarp();
+}
 }  // namespace emu
 #define __syncwarp() emu::syncwarp()
 #define __shfl_up_sync(m, v, o) emu::shfl(v, o, true)
 #define __shfl_down_sync(m, v, o) emu::shfl(v, o, false)
+#define __shfl_xor_sync(m, v, o) emu::shfl_xor(v, o)
+#define __uint_as_float(u) emu::u2f(u)
 #define threadIdx emu::t_thread
 #define blockIdx emu::t_block
