@@ -22,14 +22,21 @@ struct WarpArgs : PathShortArgs {
   int warps;
 };
 
-// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es), times mul, into an operand.
+// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand: every load of the lane
+// in flight before the first store.
 template <int Dh, bool BF>
-__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, float mul, int lane) {
-  constexpr int C4 = Dh / 4;
-  for (int idx = lane; idx < T * C4; idx += 32) {
-    const int t = idx / C4, c = 4 * (idx % C4);
-    const float4 v = load4<BF>(g, e0 + t * es + c);
-    st4(x + t * (Dh + 4) + c, make_float4(mul * v.x, mul * v.y, mul * v.z, mul * v.w));
+__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int lane) {
+  constexpr int C4 = Dh / 4;  // float4 chunks a row; 32 rows of them are C4 a lane
+  float4 v[C4];
+#pragma unroll
+  for (int it = 0; it < C4; ++it) {
+    const int idx = lane + 32 * it, t = idx / C4, c = 4 * (idx % C4);
+    if (t < T) v[it] = load4<BF>(g, e0 + t * es + c);
+  }
+#pragma unroll
+  for (int it = 0; it < C4; ++it) {
+    const int idx = lane + 32 * it, t = idx / C4, c = 4 * (idx % C4);
+    if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
   }
 }
 
@@ -41,9 +48,9 @@ __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s
   for (int64_t i = 4 * lane; i < floats; i += 128) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
   __syncwarp();
   const int64_t es = a.H * Dh;
-  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, 1.f, lane);
-  fill<Dh, BF>(s + L.k, a.k, e0, es, T, 1.f, lane);
-  fill<Dh, false>(s + L.w, a.w, e0, es, T, 1.f, lane);
+  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, lane);
+  fill<Dh, BF>(s + L.k, a.k, e0, es, T, lane);
+  fill<Dh, false>(s + L.w, a.w, e0, es, T, lane);
   s[L.beta + lane] = lane < T ? a.beta[s0 + lane * a.H] : 0.f;
   double g = a.log_f && lane >= 1 && lane < T ? static_cast<double>(a.log_f[s0 + lane * a.H]) : 0.0;
 #pragma unroll
@@ -92,12 +99,10 @@ __device__ __forceinline__ void r_column(float (&x)[TP], const float* gram, cons
   }
 }
 
-// Passes of the tensor-core products: the factor chain (Gram, C, Z, A and every product through
-// Tinv or R) in three (about fp32: Tinv amplifies its inputs' errors where W annihilates); the
-// attention-like products of bf16 inputs (Q K^T, dO V^T, P V, P^T dO, dS K, dS^T Q) in one.
-constexpr int kFactorPasses = 3;
+// Passes of the tensor-core products: three in fp32 (hi/lo split, about fp32 accuracy), one in bf16
+// (tf32, 2^-11: finer than the bf16 inputs and outputs; bf16 q, k, v, dout are exact in it).
 template <bool BF>
-constexpr int kAttnPasses = BF ? 1 : 3;
+constexpr int kPasses = BF ? 1 : 3;
 
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
 // lower(Q W^T) (s3, lower; q unscaled here and below), Tinv (s2, stored transposed: row l = column
@@ -116,10 +121,10 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, float scale, b
   const View<Tri::Full, true> wT{s + L.w, LX}, kT{s + L.k, LX};
   Frag<TP> f;
   zero(f);
-  mma_acc<kFactorPasses, Dh>(f, w, wT, Dh, lane);  // Gram = W W^T
+  mma_acc<kPasses<BF>, Dh>(f, w, wT, Dh, lane);  // Gram = W W^T
   store_frag<Tri::StrictLower>(s1, f, T, lane);
   zero(f);
-  mma_acc<kFactorPasses, Dh>(f, qs, wT, Dh, lane);  // A = Q W^T
+  mma_acc<kPasses<BF>, Dh>(f, qs, wT, Dh, lane);  // A = Q W^T
   store_frag<Tri::Lower>(s3, f, T, lane);
   __syncwarp();
   float x[TP];
@@ -127,18 +132,18 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, float scale, b
   store_row<Tri::Full>(s2, x, nc, T, lane);
   __syncwarp();
   zero(f);
-  mma_acc<kFactorPasses, Dh>(f, w, kT, Dh, lane);  // C = W K^T, its strictly lower part into s1 transposed
+  mma_acc<kPasses<BF>, Dh>(f, w, kT, Dh, lane);  // C = W K^T, its strictly lower part into s1 transposed
   store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane);
   __syncwarp();
   // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
   zero(f);
-  mma_acc<kFactorPasses, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane);
+  mma_acc<kPasses<BF>, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane);
   __syncwarp();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
   __syncwarp();
   zero(S);
-  mma_acc<kAttnPasses<BF>, Dh>(S, qs, kT, Dh, lane);
-  mma_acc<kFactorPasses, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  mma_acc<kPasses<BF>, Dh>(S, qs, kT, Dh, lane);
+  mma_acc<kPasses<BF>, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
   scale_frag(S, scale);
   if (gate) {
     const double* G = reinterpret_cast<const double*>(s + L.g);
@@ -200,11 +205,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_fwd_kernel(
     }
   __syncwarp();  // s1..s3 are no longer read: P into s3, v over s1..s2
   store_frag<Tri::Lower>(s + L.s3, S, T, lane);
-  fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, 1.f, lane);
+  fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, lane);
   __syncwarp();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kAttnPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane);
+  mma_acc<kPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane);
   store_frag_global<BF>(a.out, e0, es, o, 1.f, T, lane);
 }
 
@@ -216,7 +221,7 @@ template <int Dh, bool BF>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(const WarpArgs a) {
   extern __shared__ __align__(16) float smem[];
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
-  constexpr int LX = Dh + 4, PA = kAttnPasses<BF>, PF = kFactorPasses;
+  constexpr int LX = Dh + 4, NP = kPasses<BF>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t bh = static_cast<int64_t>(blockIdx.x) * a.warps + warp;
   if (bh >= a.BH) return;
@@ -227,15 +232,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
   const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, lane);
-  fill<Dh, BF>(s + L.v, a.v, e0, es, T, 1.f, lane);
-  fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, 1.f, lane);
+  fill<Dh, BF>(s + L.v, a.v, e0, es, T, lane);
+  fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, lane);
   __syncwarp();
   Frag<TP> P;
   own_block<Dh, BF>(P, s, T, lane, a.scale, a.log_f != nullptr);
   // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta), in dS.
   Frag<TP> dS;
   zero(dS);
-  mma_acc<PA, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane);
+  mma_acc<NP, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane);
   float rowsum[2][2];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -296,7 +301,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   __syncwarp();
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  mma_acc<PA, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane);
   store_frag_global<BF>(a.dv, e0, es, o, 1.f, T, lane);
   __syncwarp();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane);
@@ -304,33 +309,33 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);
-  mma_acc<PF, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane);
   store_frag<Tri::Lower>(s5, f, T, lane);
   // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
   zero(f);
-  mma_acc<PF, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane);
   __syncwarp();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
   __syncwarp();
   // dq = dS K + dA W.
   zero(o);
-  mma_acc<PA, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane);
-  mma_acc<PF, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane);
   store_frag_global<BF>(a.dq, e0, es, o, 1.f, T, lane);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
-  mma_acc<PF, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane);
   Frag<TP> f2;
   zero(f2);
-  mma_acc<PF, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  mma_acc<NP, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
   // A is no longer read: dTinv^T into s3's upper part, dC into its strictly lower part.
   store_frag<Tri::Upper, true, true>(s3, f, T, lane);
   store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane);
   __syncwarp();
   // dk = dS^T Q + dC^T W.
   zero(o);
-  mma_acc<PA, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane);
-  mma_acc<PF, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane);
   store_frag_global<BF>(a.dk, e0, es, o, 1.f, T, lane);
   // R = M^-T dTinv, a column per lane (only its strictly lower part and diagonal are used), the
   // strictly lower part into s2 below Tinv^T (dZ is no longer read).
@@ -348,7 +353,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   __syncwarp();
   // E = strictLower(-R Tinv^T) (Tinv_pm = s2(m, p)); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
   zero(f);
-  mma_acc<PF, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane);
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -372,10 +377,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
   // beta_i E_ip (p < i) or beta_p E_pi (p > i).
   zero(o);
-  mma_acc<PF, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane);
-  mma_acc<PF, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane);
   const float* E = s2;
-  mma_acc<PF, TP>(
+  mma_acc<NP, TP>(
       o,
       [&](int i, int p) {
         const float e = E[(p < i ? i : p) * LT + (p < i ? p : i)];
