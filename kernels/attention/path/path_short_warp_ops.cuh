@@ -1,4 +1,4 @@
-// path_short_warp_ops.cuh: the lane-per-row building blocks of the warp-per-head short PaTH kernels
+// path_short_warp_ops.cuh: the building blocks of the two-warps-per-head short PaTH kernels
 // (path_short_warp_sm80.cu; internal): vector loads and stores, the triangles two matrices share in
 // a 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), and the tensor-core
 // products (tf32 mma.sync, one or three passes) from shared memory into fragments and out of them.
@@ -108,23 +108,29 @@ __device__ __forceinline__ void store_col(float* slot, const float (&v)[TP], int
   }
 }
 
-// Tensor-core products over m16n8k8 tf32 tiles. A [32, N] result lives in fragments: f.v[mt][nt][e]
-// is entry (frag_row(mt, e), frag_col(nt, e)), so a lane holds rows g, g + 8, g + 16, g + 24
-// (g = lane / 4) at columns 8 nt + 2 t, 8 nt + 2 t + 1 (t = lane % 4): a row is spread over a quad.
+// Tensor-core products over m16n8k8 tf32 tiles, each warp of a head its m-tile mt (rows 16 mt ..
+// 16 mt + 15) of a [32, N] result, in fragments: f.v[nt][e] is entry (frag_row(mt, e),
+// frag_col(nt, e)), so a lane holds rows 16 mt + g and 16 mt + g + 8 (g = lane / 4) at columns
+// 8 nt + 2 t, 8 nt + 2 t + 1 (t = lane % 4): a row is spread over a quad.
 template <int N>
 struct Frag {
-  float v[2][N / 8][4];
+  float v[N / 8][4];
 };
 __device__ __forceinline__ int frag_row(int mt, int e, int lane) { return 16 * mt + (lane >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int frag_col(int nt, int e, int lane) { return 8 * nt + 2 * (lane & 3) + (e & 1); }
 template <int N>
 __device__ __forceinline__ void zero(Frag<N>& f) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int nt = 0; nt < N / 8; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt)
+    for (int e = 0; e < 4; ++e) f.v[nt][e] = 0.f;
+}
+template <int N>
+__device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) f.v[mt][nt][e] = 0.f;
+  for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f.v[nt][e] *= mul;
 }
 
 // Entry (r, c) of a matrix in shared memory stored by rows at p (stride ld), or with TR its
@@ -158,88 +164,70 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// f += A B over k < K <= KMAX (A [32, K] read as a(i, k), B [K, N] as b(k, j); entries of A at
-// k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi + hi lo + lo hi (about
-// fp32 accuracy); 1: one tf32 product (relative error about 2^-11).
+// f += A B over k < K <= KMAX for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
+// b(k, j); entries of A at k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi
+// + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product (relative error about 2^-11).
 template <int PASSES, int KMAX, int N, class OA, class OB>
-__device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane) {
+__device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane, int mt) {
   static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k0 = 0; k0 < KMAX; k0 += 8) {
     if (k0 >= K) break;
-    uint32_t ah[2][4], al[2][4];
+    uint32_t ah[4], al[4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-        const int i = 16 * mt + g + 8 * (e & 1), k = k0 + t + 4 * (e >> 1);
-        split_tf32<PASSES>(k < K ? a(i, k) : 0.f, ah[mt][e], al[mt][e]);
-      }
+    for (int e = 0; e < 4; ++e) {  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+      const int i = 16 * mt + g + 8 * (e & 1), k = k0 + t + 4 * (e >> 1);
+      split_tf32<PASSES>(k < K ? a(i, k) : 0.f, ah[e], al[e]);
+    }
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt) {
       uint32_t bh[2], bl[2];  // b0, b1: (t, g), (t + 4, g)
 #pragma unroll
       for (int e = 0; e < 2; ++e) split_tf32<PASSES>(b(k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        if constexpr (PASSES == 3) {
-          mma_tf32(f.v[mt][nt], al[mt], bh);
-          mma_tf32(f.v[mt][nt], ah[mt], bl);
-        }
-        mma_tf32(f.v[mt][nt], ah[mt], bh);
+      if constexpr (PASSES == 3) {
+        mma_tf32(f.v[nt], al, bh);
+        mma_tf32(f.v[nt], ah, bl);
       }
+      mma_tf32(f.v[nt], ah, bh);
     }
   }
 }
 
-// Entries (i, j) of a [32, 32] result into a slot, at (i, j) or with TR at (j, i): those inside S
-// (storage coordinates) get the value (0 at i or j >= T), the rest 0 (KEEP: left alone).
+// The entries (i, j) of m-tile mt of a [32, 32] result into a slot, at (i, j) or with TR at (j, i):
+// those inside S (storage coordinates) get the value (0 at i or j >= T), the rest 0 (KEEP: left
+// alone).
 template <Tri S, bool TR = false, bool KEEP = false>
-__device__ __forceinline__ void store_frag(float* slot, const Frag<TP>& f, int T, int lane) {
+__device__ __forceinline__ void store_frag(float* slot, const Frag<TP>& f, int T, int lane, int mt) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = frag_row(mt, e, lane), j = frag_col(nt, e, lane);
-        const int sr = TR ? j : i, sc = TR ? i : j;
-        if (tri_in<S>(sr, sc)) slot[sr * LT + sc] = i < T && j < T ? f.v[mt][nt][e] : 0.f;
-        else if (!KEEP) slot[sr * LT + sc] = 0.f;
-      }
-}
-
-// Rows i < T of a [32, Dh] result, times mul, into a [T, Dh] head tensor (row i at e0 + i es).
-template <bool BF, int Dh>
-__device__ __forceinline__ void store_frag_global(void* p, int64_t e0, int64_t es, const Frag<Dh>& f, float mul,
-                                                  int T, int lane) {
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = frag_row(mt, 2 * h, lane);
-      if (i >= T) continue;
-#pragma unroll
-      for (int nt = 0; nt < Dh / 8; ++nt) {
-        const int64_t at = e0 + i * es + frag_col(nt, 0, lane);
-        const float x = mul * f.v[mt][nt][2 * h], y = mul * f.v[mt][nt][2 * h + 1];
-        if constexpr (BF)
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p) + at) = __floats2bfloat162_rn(x, y);
-        else
-          *reinterpret_cast<float2*>(static_cast<float*>(p) + at) = make_float2(x, y);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int i = frag_row(mt, e, lane), j = frag_col(nt, e, lane);
+      const int sr = TR ? j : i, sc = TR ? i : j;
+      if (tri_in<S>(sr, sc)) slot[sr * LT + sc] = i < T && j < T ? f.v[nt][e] : 0.f;
+      else if (!KEEP) slot[sr * LT + sc] = 0.f;
     }
 }
 
-template <int N>
-__device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
+// Rows i < T of m-tile mt of a [32, Dh] result into a [T, Dh] head tensor (row i at e0 + i es).
+template <bool BF, int Dh>
+__device__ __forceinline__ void store_frag_global(void* p, int64_t e0, int64_t es, const Frag<Dh>& f, int T,
+                                                  int lane, int mt) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    if (i >= T) continue;
 #pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) f.v[mt][nt][e] *= mul;
+    for (int nt = 0; nt < Dh / 8; ++nt) {
+      const int64_t at = e0 + i * es + frag_col(nt, 0, lane);
+      const float x = f.v[nt][2 * h], y = f.v[nt][2 * h + 1];
+      if constexpr (BF)
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p) + at) = __floats2bfloat162_rn(x, y);
+      else
+        *reinterpret_cast<float2*>(static_cast<float*>(p) + at) = make_float2(x, y);
+    }
+  }
 }
 
 // Sum and maximum over a quad (the four lanes that hold a row).

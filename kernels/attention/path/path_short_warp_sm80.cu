@@ -1,8 +1,8 @@
 // path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh 16 or 32 (plan.hpp path_short_warp), forward
-// and backward: one warp per (b, h), each a CTA's own head, only __syncwarp between phases. The math
+// and backward: a CTA of two warps per (b, h), each warp one 16-row half of every result. The math
 // of path_short_sm80.cu (docs/path-backward.md's own block, the backward recomputing the forward from
 // lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
-// softmax and its backward in fragments, the triangular solves a lane per column.
+// softmax and its backward in fragments, the triangular solves a lane per column (warp 0).
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/path/path_short_warp_ops.cuh"
@@ -11,54 +11,57 @@ namespace sb::cuda::detail {
 namespace {
 
 using namespace short_warp;
-// Warps per CTA at most (plan.hpp path_short_warps); one CTA per SM as the launch bound's floor:
-// shared memory sets the residency, and without a floor ptxas caps the registers for an occupancy
-// that cannot be reached (and spills at Dh 32).
-constexpr int kMaxWarps = 4;
+constexpr int kThreads = 64;  // two warps a head
 
-// The tensors of path_short_args.hpp, plus the heads (B H) and the warps per CTA.
+// CTAs resident per SM for a region of `floats` (228 KiB of shared memory, 1 KiB reserved a CTA: an
+// H100's), the launch bound's floor, so that ptxas keeps the registers within that residency.
+constexpr int resident(int64_t floats) { return static_cast<int>((228 * 1024) / (floats * 4 + 1024)); }
+
+// The tensors of path_short_args.hpp, plus the heads (B H).
 struct WarpArgs : PathShortArgs {
   int64_t BH;
-  int warps;
 };
 
-// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand: every load of the lane
-// in flight before the first store.
+// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand: every load of a thread
+// in flight before its first store.
 template <int Dh, bool BF>
-__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int lane) {
-  constexpr int C4 = Dh / 4;  // float4 chunks a row; 32 rows of them are C4 a lane
-  float4 v[C4];
+__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int tid) {
+  constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
+  float4 v[N];
 #pragma unroll
-  for (int it = 0; it < C4; ++it) {
-    const int idx = lane + 32 * it, t = idx / C4, c = 4 * (idx % C4);
+  for (int it = 0; it < N; ++it) {
+    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
     if (t < T) v[it] = load4<BF>(g, e0 + t * es + c);
   }
 #pragma unroll
-  for (int it = 0; it < C4; ++it) {
-    const int idx = lane + 32 * it, t = idx / C4, c = 4 * (idx % C4);
+  for (int it = 0; it < N; ++it) {
+    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
     if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
   }
 }
 
-// Zeroes the warp's region, loads q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
+// Zeroes the head's region, loads q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
 // beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate).
 template <int Dh, bool BF>
-__device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int lane) {
+__device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int tid) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
-  for (int64_t i = 4 * lane; i < floats; i += 128) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
-  __syncwarp();
+  for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
+  __syncthreads();
   const int64_t es = a.H * Dh;
-  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, lane);
-  fill<Dh, BF>(s + L.k, a.k, e0, es, T, lane);
-  fill<Dh, false>(s + L.w, a.w, e0, es, T, lane);
-  s[L.beta + lane] = lane < T ? a.beta[s0 + lane * a.H] : 0.f;
-  double g = a.log_f && lane >= 1 && lane < T ? static_cast<double>(a.log_f[s0 + lane * a.H]) : 0.0;
+  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, tid);
+  fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
+  fill<Dh, false>(s + L.w, a.w, e0, es, T, tid);
+  if (tid < 32) {
+    const int lane = tid;
+    s[L.beta + lane] = lane < T ? a.beta[s0 + lane * a.H] : 0.f;
+    double g = a.log_f && lane >= 1 && lane < T ? static_cast<double>(a.log_f[s0 + lane * a.H]) : 0.0;
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const double y = __shfl_up_sync(kAll, g, o);
-    if (lane >= o) g += y;
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(kAll, g, o);
+      if (lane >= o) g += y;
+    }
+    reinterpret_cast<double*>(s + L.g)[lane] = g;
   }
-  reinterpret_cast<double*>(s + L.g)[lane] = g;
 }
 
 // Column `lane` of Tinv = (I + strictLower(D Gram))^-1 D by forward substitution (zero above the
@@ -107,13 +110,12 @@ constexpr int kPasses = BF ? 1 : 3;
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
 // lower(Q W^T) (s3, lower; q unscaled here and below), Tinv (s2, stored transposed: row l = column
 // l of Tinv), C (s1's strictly upper part, transposed: row j = column j of C), Z = Tinv C (s2's
-// strictly lower part), and the logits S = scale lower(Q K^T - A Z) + G_i - G_j in fragments
-// (entries above the diagonal: undefined).
+// strictly lower part), and m-tile mt of the logits S = scale lower(Q K^T - A Z) + G_i - G_j in
+// fragments (entries above the diagonal: undefined).
 template <int Dh, bool BF>
-__device__ void own_block(Frag<TP>& S, float* s, int T, int lane, float scale, bool gate) {
+__device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float scale, bool gate) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
-  constexpr int LX = Dh + 4;
-  const int nc = (T + 3) >> 2;
+  constexpr int LX = Dh + 4, NP = kPasses<BF>;
   float* s1 = s + L.s1;
   float* s2 = s + L.s2;
   float* s3 = s + L.s3;
@@ -121,175 +123,165 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, float scale, b
   const View<Tri::Full, true> wT{s + L.w, LX}, kT{s + L.k, LX};
   Frag<TP> f;
   zero(f);
-  mma_acc<kPasses<BF>, Dh>(f, w, wT, Dh, lane);  // Gram = W W^T
-  store_frag<Tri::StrictLower>(s1, f, T, lane);
+  mma_acc<NP, Dh>(f, w, wT, Dh, lane, mt);  // Gram = W W^T
+  store_frag<Tri::StrictLower>(s1, f, T, lane, mt);
   zero(f);
-  mma_acc<kPasses<BF>, Dh>(f, qs, wT, Dh, lane);  // A = Q W^T
-  store_frag<Tri::Lower>(s3, f, T, lane);
-  __syncwarp();
-  float x[TP];
-  tinv_column(x, s1, s + L.beta, T, lane);
-  store_row<Tri::Full>(s2, x, nc, T, lane);
-  __syncwarp();
+  mma_acc<NP, Dh>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
+  store_frag<Tri::Lower>(s3, f, T, lane, mt);
+  __syncthreads();
+  if (mt == 0) {
+    float x[TP];
+    tinv_column(x, s1, s + L.beta, T, lane);
+    store_row<Tri::Full>(s2, x, (T + 3) >> 2, T, lane);
+  }
+  __syncthreads();
   zero(f);
-  mma_acc<kPasses<BF>, Dh>(f, w, kT, Dh, lane);  // C = W K^T, its strictly lower part into s1 transposed
-  store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane);
-  __syncwarp();
+  mma_acc<NP, Dh>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
+  store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane, mt);
+  __syncthreads();
   // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
   zero(f);
-  mma_acc<kPasses<BF>, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane);
-  __syncwarp();
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
-  __syncwarp();
+  mma_acc<NP, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
+  __syncthreads();
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  __syncthreads();
   zero(S);
-  mma_acc<kPasses<BF>, Dh>(S, qs, kT, Dh, lane);
-  mma_acc<kPasses<BF>, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  mma_acc<NP, Dh>(S, qs, kT, Dh, lane, mt);
+  mma_acc<NP, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   scale_frag(S, scale);
   if (gate) {
     const double* G = reinterpret_cast<const double*>(s + L.g);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int h = 0; h < 2; ++h) {
+      const double gi = G[frag_row(mt, 2 * h, lane)];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = frag_row(mt, 2 * h, lane);
-        const double gi = G[i];
+      for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-          for (int u = 0; u < 2; ++u) S.v[mt][nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
-      }
+        for (int u = 0; u < 2; ++u) S.v[nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
+    }
   }
 }
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_fwd_kernel(const WarpArgs a) {
-  extern __shared__ __align__(16) float smem[];
+__global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).fwd_floats))
+    path_short_warp_fwd_kernel(const WarpArgs a) {
+  extern __shared__ __align__(16) float s[];
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t bh = static_cast<int64_t>(blockIdx.x) * a.warps + warp;
-  if (bh >= a.BH) return;  // whole warps only
-  float* s = smem + warp * L.fwd_floats;
+  const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
+  const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
-  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, lane);
-  __syncwarp();
+  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid);
+  __syncthreads();
   Frag<TP> S;
-  own_block<Dh, BF>(S, s, T, lane, a.scale, a.log_f != nullptr);
+  own_block<Dh, BF>(S, s, T, lane, mt, a.scale, a.log_f != nullptr);
   // Softmax of each row: P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float mx = -INFINITY, l = 0.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = frag_row(mt, 2 * h, lane);
-      float mx = -INFINITY, l = 0.f;
+    for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[nt][2 * h + u]);
+    mx = quad_max(mx);
 #pragma unroll
-        for (int u = 0; u < 2; ++u)
-          if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[mt][nt][2 * h + u]);
-      mx = quad_max(mx);
+    for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) l += expf(S.v[nt][2 * h + u] - mx);
+    const float lse = mx + logf(quad_sum(l));
 #pragma unroll
-        for (int u = 0; u < 2; ++u)
-          if (frag_col(nt, u, lane) <= i) l += expf(S.v[mt][nt][2 * h + u] - mx);
-      const float lse = mx + logf(quad_sum(l));
+    for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          float& p = S.v[mt][nt][2 * h + u];
-          p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
-        }
-      if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
-    }
-  __syncwarp();  // s1..s3 are no longer read: P into s3, v over s1..s2
-  store_frag<Tri::Lower>(s + L.s3, S, T, lane);
-  fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, lane);
-  __syncwarp();
+      for (int u = 0; u < 2; ++u) {
+        float& p = S.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
+      }
+    if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
+  }
+  __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
+  store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
+  fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, tid);
+  __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane);
-  store_frag_global<BF>(a.out, e0, es, o, 1.f, T, lane);
+  mma_acc<kPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane, mt);
+  store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
 }
 
-// The backward: phases in order, the slots' contents as in own_block, then s4 = P, then dS (both
-// lower), s5 = dA (lower, over dout once it is dead), s2's strictly lower part dZ, then R, then E;
-// s3's upper part dTinv^T, its strictly lower part dC. The gate's and dbeta's row sums go through
-// the prefix sums' region (dead after own_block).
+// The backward: phases in order, the slots' contents as in own_block, then s4 = P, then dS (lower;
+// scaled: the gradient of Q K^T - A Z), s5 = dA (lower, over dout once it is dead), s2's strictly
+// lower part dZ, then R, then E; s3's upper part dTinv^T, its strictly lower part dC. dbeta's row
+// sums go through the prefix sums' region (dead after own_block).
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(const WarpArgs a) {
-  extern __shared__ __align__(16) float smem[];
+__global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).bwd_floats))
+    path_short_warp_bwd_kernel(const WarpArgs a) {
+  extern __shared__ __align__(16) float s[];
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
   constexpr int LX = Dh + 4, NP = kPasses<BF>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t bh = static_cast<int64_t>(blockIdx.x) * a.warps + warp;
-  if (bh >= a.BH) return;
-  float* s = smem + warp * L.bwd_floats;
+  const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
+  const int64_t bh = blockIdx.x;
   float *s1 = s + L.s1, *s2 = s + L.s2, *s3 = s + L.s3, *s4 = s + L.s4, *s5 = s + L.s5, *scr = s + L.g;
   const float* beta = s + L.beta;
   const View<Tri::Full> qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
   const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
-  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, lane);
-  fill<Dh, BF>(s + L.v, a.v, e0, es, T, lane);
-  fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, lane);
-  __syncwarp();
+  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
+  fill<Dh, BF>(s + L.v, a.v, e0, es, T, tid);
+  fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, tid);
+  float lse[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    lse[h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
+  }
+  __syncthreads();
   Frag<TP> P;
-  own_block<Dh, BF>(P, s, T, lane, a.scale, a.log_f != nullptr);
-  // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta), in dS.
+  own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta) scale, in dS.
   Frag<TP> dS;
   zero(dS);
-  mma_acc<NP, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane);
-  float rowsum[2][2];
+  mma_acc<NP, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = frag_row(mt, 2 * h, lane);
-      const float lse = i < T ? a.lse_in[bh * a.T + i] : 0.f;
-      float delta = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          float& p = P.v[mt][nt][2 * h + u];
-          p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
-          delta = fmaf(p, dS.v[mt][nt][2 * h + u], delta);
-        }
-      delta = quad_sum(delta);
-      float rs = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          float& d = dS.v[mt][nt][2 * h + u];
-          d = P.v[mt][nt][2 * h + u] * (d - delta), rs += d;
-        }
-      rowsum[mt][h] = quad_sum(rs);
-    }
-  __syncwarp();  // v and the prefix sums are no longer read: P into s4
-  store_frag<Tri::Lower>(s4, P, T, lane);
-  // Gate: dG_t = sum_j dS_tj - sum_i dS_it; dlog_f_s = sum_{t>=s} dG_t (s >= 1; position 0 gets 0).
-  if (a.log_f) {
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float delta = 0.f;
 #pragma unroll
     for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        float c = 0.f;  // this lane's rows of column j, then the column's sum over the lanes holding it
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) c += dS.v[mt][nt][u] + dS.v[mt][nt][2 + u];
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) c += __shfl_xor_sync(kAll, c, o);
-        if (lane < 4) scr[32 + frag_col(nt, u, lane)] = c;
+        float& p = P.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse[h]) : 0.f;
+        delta = fmaf(p, dS.v[nt][2 * h + u], delta);
       }
+    delta = quad_sum(delta);
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if ((lane & 3) == 0) scr[frag_row(mt, 2 * h, lane)] = rowsum[mt][h];
-    __syncwarp();
-    float x = lane < T ? scr[lane] - scr[32 + lane] : 0.f;
+      for (int u = 0; u < 2; ++u) dS.v[nt][2 * h + u] = a.scale * P.v[nt][2 * h + u] * (dS.v[nt][2 * h + u] - delta);
+  }
+  __syncthreads();  // v and the prefix sums are no longer read: P into s4
+  store_frag<Tri::Lower>(s4, P, T, lane, mt);
+  __syncthreads();
+  Frag<Dh> o;  // dv = P^T dout
+  zero(o);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
+  store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
+  __syncthreads();  // dout and P are no longer read: dS into s4
+  store_frag<Tri::Lower>(s4, dS, T, lane, mt);
+  __syncthreads();
+  // Gate: dG_t = (sum_j dS_tj - sum_i dS_it) / scale (its term is unscaled); dlog_f_s = sum_{t>=s}
+  // dG_t (s >= 1; position 0 gets 0).
+  if (a.log_f && mt == 0) {
+    float x = 0.f;
+    for (int n4 = 0; n4 < nc; ++n4) {
+      const float4 r = ld4(s4 + lane * LT + 4 * n4);
+      x += (r.x + r.y) + (r.z + r.w);
+    }
+    for (int j = 0; j < T; ++j) x -= s4[j * LT + lane];
+    x = lane < T ? x / a.scale : 0.f;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const float y = __shfl_down_sync(kAll, x, d);
@@ -297,88 +289,79 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
     }
     if (lane < T) a.dlog_f[s0 + lane * a.H] = lane == 0 ? 0.f : x;
   }
-  scale_frag(dS, a.scale);  // from here dS is the gradient of Q K^T - A Z (the gate's term is unscaled)
-  __syncwarp();
-  Frag<Dh> o;  // dv = P^T dout
-  zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane);
-  store_frag_global<BF>(a.dv, e0, es, o, 1.f, T, lane);
-  __syncwarp();  // dout and P are no longer read: dS into s4
-  store_frag<Tri::Lower>(s4, dS, T, lane);
-  __syncwarp();
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane);
-  store_frag<Tri::Lower>(s5, f, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
+  store_frag<Tri::Lower>(s5, f, T, lane, mt);
   // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane);
-  __syncwarp();
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
-  __syncwarp();
+  mma_acc<NP, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane, mt);
+  __syncthreads();
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  __syncthreads();
   // dq = dS K + dA W.
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane);
-  mma_acc<NP, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane);
-  store_frag_global<BF>(a.dq, e0, es, o, 1.f, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane, mt);
+  mma_acc<NP, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane, mt);
+  store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane, mt);
   Frag<TP> f2;
   zero(f2);
-  mma_acc<NP, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane);
+  mma_acc<NP, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   // A is no longer read: dTinv^T into s3's upper part, dC into its strictly lower part.
-  store_frag<Tri::Upper, true, true>(s3, f, T, lane);
-  store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane);
-  __syncwarp();
+  store_frag<Tri::Upper, true, true>(s3, f, T, lane, mt);
+  store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane, mt);
+  __syncthreads();
   // dk = dS^T Q + dC^T W.
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane);
-  mma_acc<NP, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane);
-  store_frag_global<BF>(a.dk, e0, es, o, 1.f, T, lane);
-  // R = M^-T dTinv, a column per lane (only its strictly lower part and diagonal are used), the
-  // strictly lower part into s2 below Tinv^T (dZ is no longer read).
-  float x[TP];
-#pragma unroll
-  for (int n4 = 0; n4 < TP / 4; ++n4) {
-    const float4 c = n4 < nc ? own4<Tri::Upper>(s3, n4, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
-    x[4 * n4] = c.x, x[4 * n4 + 1] = c.y, x[4 * n4 + 2] = c.z, x[4 * n4 + 3] = c.w;
-  }
-  r_column(x, s1, beta, T);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
+  mma_acc<NP, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
+  store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
+  // R = M^-T dTinv, a column per lane of warp 0 (only its strictly lower part and diagonal are
+  // used), the strictly lower part into s2 below Tinv^T (dZ is no longer read).
   float rr = 0.f;  // R_lane,lane
+  if (mt == 0) {
+    float x[TP];
 #pragma unroll
-  for (int r = 0; r < TP; ++r) select_if_eq(rr, x[r], r, lane);
-  store_col<Tri::StrictLower>(s2, x, nc, T, lane);
-  __syncwarp();
+    for (int n4 = 0; n4 < TP / 4; ++n4) {
+      const float4 c = n4 < nc ? own4<Tri::Upper>(s3, n4, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[4 * n4] = c.x, x[4 * n4 + 1] = c.y, x[4 * n4 + 2] = c.z, x[4 * n4 + 3] = c.w;
+    }
+    r_column(x, s1, beta, T);
+#pragma unroll
+    for (int r = 0; r < TP; ++r) select_if_eq(rr, x[r], r, lane);
+    store_col<Tri::StrictLower>(s2, x, nc, T, lane);
+  }
+  __syncthreads();
   // E = strictLower(-R Tinv^T) (Tinv_pm = s2(m, p)); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane);
+  mma_acc<NP, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane, mt);
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float d = 0.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = frag_row(mt, 2 * h, lane);
-      float d = 0.f;
+    for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = frag_col(nt, u, lane);
-          if (j < i) d = fmaf(f.v[mt][nt][2 * h + u], s1[i * LT + j], d);
-        }
-      d = quad_sum(d);
-      if ((lane & 3) == 0) scr[i] = d;
-    }
-  __syncwarp();  // R is no longer read: E into s2's strictly lower part
-  if (lane < T) a.dbeta[s0 + lane * a.H] = rr + scr[lane];
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane);
-  __syncwarp();
+      for (int u = 0; u < 2; ++u) {
+        const int j = frag_col(nt, u, lane);
+        if (j < i) d = fmaf(f.v[nt][2 * h + u], s1[i * LT + j], d);
+      }
+    d = quad_sum(d);
+    if ((lane & 3) == 0) scr[i] = d;
+  }
+  __syncthreads();  // R is no longer read: E into s2's strictly lower part
+  if (mt == 0 && lane < T) a.dbeta[s0 + lane * a.H] = rr + scr[lane];
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  __syncthreads();
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
   // beta_i E_ip (p < i) or beta_p E_pi (p > i).
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane);
-  mma_acc<NP, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane);
+  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
+  mma_acc<NP, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
   const float* E = s2;
   mma_acc<NP, TP>(
       o,
@@ -386,8 +369,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) path_short_warp_bwd_kernel(
         const float e = E[(p < i ? i : p) * LT + (p < i ? p : i)];
         return p == i ? 0.f : e * beta[p < i ? i : p];
       },
-      w, T, lane);
-  store_frag_global<false>(a.dw, e0, es, o, 1.f, T, lane);
+      w, T, lane, mt);
+  store_frag_global<false>(a.dw, e0, es, o, T, lane, mt);
 }
 
 WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
@@ -398,14 +381,12 @@ WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
 }
 
 template <class Kernel>
-void launch(Kernel kernel, int64_t floats, const AttnDims& d, WarpArgs a, const DeviceLimits& dev,
-            cudaStream_t stream) {
-  a.warps = path_short_warps(floats, dev);
-  const int bytes = static_cast<int>(a.warps * floats * 4);
+void launch(Kernel kernel, int64_t floats, const WarpArgs& a, const DeviceLimits& dev, cudaStream_t stream) {
+  const int64_t bytes = floats * 4;
+  if (bytes > dev.max_smem) throw_error("path_short_warp: a head's shared memory exceeds the device's");
   if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
-  const int64_t blocks = (d.B * d.H + a.warps - 1) / a.warps;
-  kernel<<<static_cast<unsigned>(blocks), 32 * a.warps, bytes, stream>>>(a);
+  kernel<<<static_cast<unsigned>(a.BH), kThreads, static_cast<size_t>(bytes), stream>>>(a);
   SB_CUDA_CHECK_LAUNCH();
 }
 
@@ -427,8 +408,7 @@ void path_short_warp_forward(void* out, float* lse, const void* q, const void* k
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).fwd_floats;
-    launch(bf16 ? path_short_warp_fwd_kernel<D, true> : path_short_warp_fwd_kernel<D, false>, floats, d, a, dev,
-           stream);
+    launch(bf16 ? path_short_warp_fwd_kernel<D, true> : path_short_warp_fwd_kernel<D, false>, floats, a, dev, stream);
   });
 }
 
@@ -441,8 +421,7 @@ void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* db
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).bwd_floats;
-    launch(bf16 ? path_short_warp_bwd_kernel<D, true> : path_short_warp_bwd_kernel<D, false>, floats, d, a, dev,
-           stream);
+    launch(bf16 ? path_short_warp_bwd_kernel<D, true> : path_short_warp_bwd_kernel<D, false>, floats, a, dev, stream);
   });
 }
 

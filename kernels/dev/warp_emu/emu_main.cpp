@@ -8,24 +8,25 @@
 #include <thread>
 #include <vector>
 #include "kernel_emu.inc"
-// One launch: its CTAs in turn, each a thread per lane with the CTA's shared memory (NaN-filled).
+// One launch: its CTAs (a head each) in turn, each a thread per lane of its two warps with the CTA's
+// shared memory (NaN-filled).
 template <class K>
-void emu_launch(K kernel, int64_t floats, WarpArgs a, int warps) {
-  a.warps = warps;
-  const int64_t blocks = (a.BH + warps - 1) / warps;
-  for (int64_t b = 0; b < blocks; ++b) {
-    std::vector<float> shm(warps * floats, NAN);
+void emu_launch(K kernel, int64_t floats, WarpArgs a) {
+  for (int64_t b = 0; b < a.BH; ++b) {
+    std::vector<float> shm(floats, NAN);
+    std::barrier<> cta(kThreads);
     std::vector<std::unique_ptr<std::barrier<>>> bars;
-    std::vector<std::vector<double>> xchg(warps, std::vector<double>(32));
-    std::vector<std::vector<float>> frag(warps, std::vector<float>(32 * 6));
-    for (int w = 0; w < warps; ++w) bars.emplace_back(new std::barrier<>(32));
+    std::vector<std::vector<double>> xchg(kThreads / 32, std::vector<double>(32));
+    std::vector<std::vector<float>> frag(kThreads / 32, std::vector<float>(32 * 6));
+    for (int w = 0; w < kThreads / 32; ++w) bars.emplace_back(new std::barrier<>(32));
     std::vector<std::thread> th;
-    for (int t = 0; t < 32 * warps; ++t)
+    for (int t = 0; t < kThreads; ++t)
       th.emplace_back([&, t] {
         emu::t_thread = {static_cast<unsigned>(t), 0, 0};
         emu::t_block = {static_cast<unsigned>(b), 0, 0};
         emu::t_smem = shm.data();
         emu::t_bar = bars[t / 32].get();
+        emu::t_cta_bar = &cta;
         emu::t_xchg = xchg[t / 32].data();
         emu::t_frag = frag[t / 32].data();
         kernel(a);
@@ -35,11 +36,11 @@ void emu_launch(K kernel, int64_t floats, WarpArgs a, int warps) {
 }
 }  // namespace
 void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* w, const float* beta,
-             const float* log_f, const AttnDims& d, float scale, bool bf16, int warps) {
+             const float* log_f, const AttnDims& d, float scale, bool bf16) {
   WarpArgs a{};
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
   a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
-  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, warps); };
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a); };
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_fwd_kernel<16, true> : path_short_warp_fwd_kernel<16, false>, path_short_warp_layout(16).fwd_floats); break;
     case 32: go(bf16 ? path_short_warp_fwd_kernel<32, true> : path_short_warp_fwd_kernel<32, false>, path_short_warp_layout(32).fwd_floats); break;
@@ -47,12 +48,12 @@ void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v,
 }
 void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout, const void* q,
              const void* k, const void* v, const float* w, const float* beta, const float* log_f, const float* lse,
-             const AttnDims& d, float scale, bool bf16, int warps) {
+             const AttnDims& d, float scale, bool bf16) {
   WarpArgs a{};
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
-  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, warps); };
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a); };
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_bwd_kernel<16, true> : path_short_warp_bwd_kernel<16, false>, path_short_warp_layout(16).bwd_floats); break;
     case 32: go(bf16 ? path_short_warp_bwd_kernel<32, true> : path_short_warp_bwd_kernel<32, false>, path_short_warp_layout(32).bwd_floats); break;
@@ -109,7 +110,7 @@ double rel_err(const Vec& got, const Vec& ref) {
   return std::sqrt(d) / std::max(std::sqrt(r), 1e-2 * std::sqrt(static_cast<double>(ref.size())));
 }
 int failures = 0;
-void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, int warps, uint64_t seed,
+void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint64_t seed,
            double blo = 0.05, double bhi = 1.95) {
   using namespace sb;
   test::PathInputs in = test::make_inputs(B, T, H, Dh, gate, seed, blo, bhi);
@@ -122,9 +123,9 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, int 
   const cuda::AttnDims d{B, T, H, Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const float* lfp = gate ? lf.f.data() : nullptr;
-  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf, warps);
+  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf);
   cuda::detail::emu_bwd(dq.p(bf), dk.p(bf), dv.p(bf), dw.f.data(), db.f.data(), df.f.data(), dO.p(bf), q.p(bf), k.p(bf),
-                        v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, warps);
+                        v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf);
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
   const double* rlf = gate ? in.log_f.data() : nullptr;
   const int64_t blk = nn::path_default_block(Dh);
@@ -145,8 +146,8 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, int 
   bool ok = bad == 0;
   std::string line;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "(%ld,%ld,%ld,%ld) %s%s w%d beta[%.2f,%.3f]:", (long)B, (long)T, (long)H, (long)Dh,
-                bf ? "bf16" : "fp32", gate ? " gate" : "", warps, blo, bhi);
+  std::snprintf(buf, sizeof buf, "(%ld,%ld,%ld,%ld) %s%s beta[%.2f,%.3f]:", (long)B, (long)T, (long)H, (long)Dh,
+                bf ? "bf16" : "fp32", gate ? " gate" : "", blo, bhi);
   line = buf;
   for (auto& it : items) {
     const double e = rel_err(it.g, *it.r);
@@ -172,20 +173,20 @@ int main(int argc, char** argv) {
     for (bool bf : {false, true})
       for (int64_t Dh : {16, 32})
         for (int64_t T : {1, 2, 7, 16, 31, 32})
-          for (bool gate : {false, true}) check(3, T, 3, Dh, gate, bf, Dh == 32 ? 2 : 1, seed += 7);
+          for (bool gate : {false, true}) check(3, T, 3, Dh, gate, bf, seed += 7);
     for (bool bf : {false, true}) {
-      check(2, 32, 2, 16, true, bf, 1, seed += 7, 1.9, 1.999);
-      check(2, 32, 2, 32, false, bf, 4, seed += 7, 1.9, 1.999);
-      check(1, 32, 3, 32, true, bf, 2, seed += 7, 1.9, 1.999);
-      check(2, 31, 1, 16, false, bf, 1, seed += 7, 0.0, 2.0);
-      check(4, 32, 4, 32, true, bf, 1, seed += 7);
-      check(4, 22, 8, 32, false, bf, 2, seed += 7);
-      check(4, 21, 8, 16, true, bf, 4, seed += 7);
+      check(2, 32, 2, 16, true, bf, seed += 7, 1.9, 1.999);
+      check(2, 32, 2, 32, false, bf, seed += 7, 1.9, 1.999);
+      check(1, 32, 3, 32, true, bf, seed += 7, 1.9, 1.999);
+      check(2, 31, 1, 16, false, bf, seed += 7, 0.0, 2.0);
+      check(4, 32, 4, 32, true, bf, seed += 7);
+      check(4, 22, 8, 32, false, bf, seed += 7);
+      check(4, 21, 8, 16, true, bf, seed += 7);
     }
   } else {  // a few small cases (for the thread sanitizer)
-    check(1, 7, 3, 16, true, false, 2, seed += 7);
-    check(1, 32, 1, 32, true, true, 1, seed += 7);
-    check(1, 13, 1, 32, false, false, 4, seed += 7);
+    check(1, 7, 3, 16, true, false, seed += 7);
+    check(1, 32, 1, 32, true, true, seed += 7);
+    check(1, 13, 1, 32, false, false, seed += 7);
   }
   std::printf("%d failures\n", failures);
   return failures != 0;

@@ -18,8 +18,12 @@ ops = open(f'{src}/kernels/attention/path/path_short_warp_ops.cuh').read()
 ops = ops.replace('#pragma once', '').replace('#include <cuda_bf16.h>', '')
 body = '#include "shim.hpp"\n' + cu[:cu.index('WarpArgs warp_args(')].replace(
     '#include "kernels/attention/path/path_short_warp_ops.cuh"', ops)
-body = body.replace('extern __shared__ __align__(16) float smem[];', 'float* smem = emu::t_smem;')
-body = re.sub(r'__launch_bounds__\([^()]*\)', '', body)
+body = body.replace('extern __shared__ __align__(16) float s[];', 'float* s = emu::t_smem;')
+while '__launch_bounds__(' in body:  # its argument list, nested parentheses and all
+    i = body.index('__launch_bounds__('); j = i + len('__launch_bounds__('); depth = 1
+    while depth:
+        depth += {'(': 1, ')': -1}.get(body[j], 0); j += 1
+    body = body[:i] + body[j:]
 body = re.sub(r'asm\("\{.*?\);', 'if (a == b) y = x;', body, flags=re.S)  # select_if_eq
 body = re.sub(r'asm\("cvt\.rna\.tf32.*?\);', 'r = emu::tf32_bits(x);', body, flags=re.S)
 body = re.sub(r'asm volatile\(\s*"mma\.sync.*?\);', 'emu::mma_tf32(d, a, b);', body, flags=re.S)

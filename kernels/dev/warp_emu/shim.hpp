@@ -1,5 +1,5 @@
 // shim.hpp: host stand-ins for what the warp-per-head short PaTH kernels use on the device (run.sh):
-// a thread per lane, a 32-thread barrier per warp for __syncwarp, shuffles through a per-warp
+// a thread per lane, a 32-thread barrier per warp for __syncwarp and one per CTA for __syncthreads, shuffles through a per-warp
 // exchange array; tf32 rounding and mma.sync m16n8k8 through a per-warp fragment array (exact
 // products of tf32 inputs, summed in fp32); threadIdx / blockIdx per thread.
 #pragma once
@@ -13,9 +13,11 @@ namespace emu {
 inline thread_local uint3 t_thread, t_block;
 inline thread_local float* t_smem;
 inline thread_local std::barrier<>* t_bar;
+inline thread_local std::barrier<>* t_cta_bar;
 inline thread_local double* t_xchg;
 inline thread_local float* t_frag;  // [32 lanes][6]: a0..a3, b0, b1
 inline void syncwarp() { t_bar->arrive_and_wait(); }
+inline void syncthreads() { t_cta_bar->arrive_and_wait(); }
 template <class T>
 T shfl(T v, int src_delta, bool up) {
   const int lane = t_thread.x & 31;
@@ -66,6 +68,7 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
 }
 }  // namespace emu
 #define __syncwarp() emu::syncwarp()
+#define __syncthreads() emu::syncthreads()
 #define __shfl_up_sync(m, v, o) emu::shfl(v, o, true)
 #define __shfl_down_sync(m, v, o) emu::shfl(v, o, false)
 #define __shfl_xor_sync(m, v, o) emu::shfl_xor(v, o)
