@@ -1,7 +1,7 @@
 // test_cuda_path_short.cpp: parity of PaTH attention at short T (the one-CTA-per-head kernels,
 // kernels/attention/path/path_short_sm80.cu, which the plan picks for T <= 64 where shared memory
-// allows, and the warp-per-head kernels, path_short_warp_sm80.cu, which it picks at T <= 32 and
-// Dh <= 64) with the CPU reference in double (nn::path_attention_*, Blockwise form): out, lse, dq,
+// allows, and the two-warps-per-head kernels, path_short_warp_sm80.cu, which it picks at T <= 32 and
+// Dh <= 32) with the CPU reference in double (nn::path_attention_*, Blockwise form): out, lse, dq,
 // dk, dv, dw, dbeta and dlog_f each checked and printed separately, per shape, fp32 and bf16, gate
 // on and off, beta up to 2; the CTA kernels also at the warp kernels' shapes
 // (AttentionOptions::path_short_warp = false), longer T checked to fall back to the blockwise

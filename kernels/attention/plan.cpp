@@ -128,19 +128,6 @@ bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const Attention
          path_short_warp_layout(d.Dh).bwd_floats * 4 <= dev.max_smem;
 }
 
-int path_short_warps(int64_t floats, const DeviceLimits& dev) {
-  constexpr int64_t kReserved = 1024;  // per CTA
-  int best_warps = 1;
-  int64_t best = 0;
-  for (int warps : {1, 2, 4}) {
-    const int64_t bytes = warps * floats * 4;
-    if (bytes > dev.max_smem) break;
-    const int64_t resident = warps * ((dev.max_smem + kReserved) / (bytes + kReserved));
-    if (resident > best) best = resident, best_warps = warps;
-  }
-  return best_warps;
-}
-
 bool uses_wgmma(int64_t Dh, DType dt, const DeviceLimits& dev, const AttentionOptions& opt) {
   return opt.sm90 && dev.sm90 && dt == DType::BF16 && (Dh == 64 || Dh == 128);
 }

@@ -61,15 +61,15 @@ constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
   L.bwd_floats = L.dw + x;
   return L;
 }
-// Short sequences, a warp per head (kernels/attention/path/path_short_warp_sm80.cu): T <= 32 and
-// Dh <= 32 (at Dh 64 a warp's 56 KiB of shared memory leaves too few warps per SM to beat the CTA
-// kernels), lane i owning row i of every operand and T x T matrix, each warp of a CTA its own (b, h)
-// with its own region of shared memory. A region in floats: the gate's prefix sums (double [32]),
-// beta [32], the operands q, k, w as [32, Dh + 4] and three 32 x 32 slots s1..s3 (row
-// stride 36; both strides are an odd number of float4s, so the lanes' own-row float4 reads are free
-// of bank conflicts); the forward loads v over s1..s2 once they are dead. The backward appends a region
-// that holds v (from its start) and dout (from `dout`) first, then the slots s4 (at its start) and
-// s5 (one slot further). Zero-filled at the start (rows past T read as 0).
+// Short sequences, two warps per head (kernels/attention/path/path_short_warp_sm80.cu): T <= 32 and
+// Dh <= 32 (at Dh 64 a head's 56 KiB of shared memory leaves too few heads per SM to beat the CTA
+// kernels), a CTA per (b, h), each warp a 16-row half of every result. A head's region in floats:
+// the gate's prefix sums (double [32]), beta [32], the operands q, k, w as [32, Dh + 4] and three
+// 32 x 32 slots s1..s3 (row stride 36; both strides are an odd number of float4s, so a lane's
+// own-row float4 reads are free of bank conflicts); the forward loads v over s1..s2 once they are
+// dead. The backward appends a region that holds v (from its start) and dout (from `dout`) first,
+// then the slots s4 (at its start) and s5 (one slot further). Zero-filled at the start (rows past T
+// read as 0).
 constexpr int64_t kShortWarpT = 32;
 struct PathShortWarpLayout {
   int64_t ldx = 0, ldt = 0;  // row strides of the operands and of the slots
@@ -92,15 +92,11 @@ constexpr PathShortWarpLayout path_short_warp_layout(int64_t Dh) {
 
 // Whether a PaTH call runs the short kernels (forward and backward together, so the plan keys on
 // the backward's shared memory): opt.path_short, T <= kBlock, and that memory within the device's
-// for the CTA kernels or for one warp of the warp kernels (path_short_warp).
+// for the CTA kernels or for one head of the warp kernels (path_short_warp).
 bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
 // Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
-// Dh <= 32, and one warp's backward region within the device's shared memory.
+// Dh <= 32, and one head's backward region within the device's shared memory.
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
-// Warps per CTA (1, 2 or 4) of a warp kernel with `floats` of shared memory per warp: the most
-// warps resident per SM, taking the SM's shared memory as max_smem + 1 KiB and 1 KiB reserved per
-// CTA (H100, A100); the fewest warps per CTA among ties.
-int path_short_warps(int64_t floats, const DeviceLimits& dev);
 
 // Throws sb::Error naming the first option out of range.
 void check_options(const AttentionOptions& opt);

@@ -1,5 +1,5 @@
 // path_short_args.hpp: the kernel arguments shared by the short-sequence PaTH kernels
-// (path_short_sm80.cu: a CTA per head; path_short_warp_sm80.cu: a warp per head) and their filling
+// (path_short_sm80.cu: a CTA per head; path_short_warp_sm80.cu: two warps per head) and their filling
 // from a forward or backward call's operands.
 #pragma once
 #include <cstdint>

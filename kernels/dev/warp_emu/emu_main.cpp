@@ -1,4 +1,4 @@
-// emu_main.cpp: the warp-per-head short PaTH kernels run on the CPU (run.sh generates
+// emu_main.cpp: the short PaTH warp kernels run on the CPU (run.sh generates
 // kernel_emu.inc from their source; shim.hpp stands in for the device) against the double CPU
 // reference nn::path_attention_* (Blockwise), every output and gradient with the parity tests'
 // tolerances (tests/cuda_attention_test_util.hpp), at the shapes of tests/test_cuda_path_short.cpp.

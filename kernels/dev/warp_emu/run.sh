@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# run.sh CPU_BUILD_DIR [grid|small] [--tsan]: runs the warp-per-head short PaTH kernels
+# run.sh CPU_BUILD_DIR [grid|small] [--tsan]: runs the two-warps-per-head short PaTH kernels
 # (kernels/attention/path/path_short_warp_*) on the CPU, a thread per lane (shim.hpp), against the
 # double reference nn::path_attention_* with the parity tests' tolerances (emu_main.cpp); with
-# --tsan under ThreadSanitizer, where a missing __syncwarp between lanes shows as a data race.
+# --tsan under ThreadSanitizer, where a missing barrier between lanes shows as a data race.
 # Needs a CPU build's libsb_grad_f64.a and libsb_nn.a (the double reference: cmake --build
 # CPU_BUILD_DIR --target sb_grad_f64). No GPU; the device compiler's code generation and the
 # device's math functions are not what runs here.

@@ -1,4 +1,4 @@
-// shim.hpp: host stand-ins for what the warp-per-head short PaTH kernels use on the device (run.sh):
+// shim.hpp: host stand-ins for what the short PaTH warp kernels use on the device (run.sh):
 // a thread per lane, a 32-thread barrier per warp for __syncwarp and one per CTA for __syncthreads, shuffles through a per-warp
 // exchange array; tf32 rounding and mma.sync m16n8k8 through a per-warp fragment array (exact
 // products of tf32 inputs, summed in fp32); threadIdx / blockIdx per thread.
