@@ -164,16 +164,15 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// f += A B over k < K <= KMAX for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
+// f += A B over k < K for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
 // b(k, j); entries of A at k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi
 // + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product (relative error about 2^-11).
-template <int PASSES, int KMAX, int N, class OA, class OB>
+template <int PASSES, int N, class OA, class OB>
 __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane, int mt) {
   static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
   const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int k0 = 0; k0 < KMAX; k0 += 8) {
-    if (k0 >= K) break;
+#pragma unroll 1  // the k-steps in a loop: unrolled, the kernels outgrow the instruction cache
+  for (int k0 = 0; k0 < K; k0 += 8) {
     uint32_t ah[4], al[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)

@@ -123,10 +123,10 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   const View<Tri::Full, true> wT{s + L.w, LX}, kT{s + L.k, LX};
   Frag<TP> f;
   zero(f);
-  mma_acc<NP, Dh>(f, w, wT, Dh, lane, mt);  // Gram = W W^T
+  mma_acc<NP>(f, w, wT, Dh, lane, mt);  // Gram = W W^T
   store_frag<Tri::StrictLower>(s1, f, T, lane, mt);
   zero(f);
-  mma_acc<NP, Dh>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
+  mma_acc<NP>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
   store_frag<Tri::Lower>(s3, f, T, lane, mt);
   __syncthreads();
   if (mt == 0) {
@@ -136,18 +136,18 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   }
   __syncthreads();
   zero(f);
-  mma_acc<NP, Dh>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
+  mma_acc<NP>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
   store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane, mt);
   __syncthreads();
   // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
+  mma_acc<NP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
   __syncthreads();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   zero(S);
-  mma_acc<NP, Dh>(S, qs, kT, Dh, lane, mt);
-  mma_acc<NP, TP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(S, qs, kT, Dh, lane, mt);
+  mma_acc<NP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   scale_frag(S, scale);
   if (gate) {
     const double* G = reinterpret_cast<const double*>(s + L.g);
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>, TP>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane, mt);
+  mma_acc<kPasses<BF>>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane, mt);
   store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
 }
 
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta) scale, in dS.
   Frag<TP> dS;
   zero(dS);
-  mma_acc<NP, Dh>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
+  mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = frag_row(mt, 2 * h, lane);
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
   store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
   __syncthreads();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane, mt);
@@ -292,33 +292,33 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
   store_frag<Tri::Lower>(s5, f, T, lane, mt);
   // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane, mt);
+  mma_acc<NP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane, mt);
   __syncthreads();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   // dq = dS K + dA W.
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower>{s4, LT}, k, T, lane, mt);
-  mma_acc<NP, TP>(o, View<Tri::Lower>{s5, LT}, w, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::Lower>{s4, LT}, k, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::Lower>{s5, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane, mt);
+  mma_acc<NP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane, mt);
   Frag<TP> f2;
   zero(f2);
-  mma_acc<NP, TP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   // A is no longer read: dTinv^T into s3's upper part, dC into its strictly lower part.
   store_frag<Tri::Upper, true, true>(s3, f, T, lane, mt);
   store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane, mt);
   __syncthreads();
   // dk = dS^T Q + dC^T W.
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
-  mma_acc<NP, TP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
   // R = M^-T dTinv, a column per lane of warp 0 (only its strictly lower part and diagonal are
   // used), the strictly lower part into s2 below Tinv^T (dZ is no longer read).
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   // E = strictLower(-R Tinv^T) (Tinv_pm = s2(m, p)); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
   zero(f);
-  mma_acc<NP, TP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane, mt);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = frag_row(mt, 2 * h, lane);
@@ -360,10 +360,10 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
   // beta_i E_ip (p < i) or beta_p E_pi (p > i).
   zero(o);
-  mma_acc<NP, TP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
-  mma_acc<NP, TP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
+  mma_acc<NP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
   const float* E = s2;
-  mma_acc<NP, TP>(
+  mma_acc<NP>(
       o,
       [&](int i, int p) {
         const float e = E[(p < i ? i : p) * LT + (p < i ? p : i)];
