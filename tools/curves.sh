@@ -14,9 +14,9 @@
 # to 6 significant digits, except the timings, which vary more than that from run to run:
 # tokens_per_s to 3 significant digits, elapsed_s to 0.1 s. Integers (step, scored, errors, ...) are
 # unchanged. A cell with more than 100 training lines keeps every k-th of them, k = ceil(n / 100),
-# and its last (a loss curve of ~100 points; the 20000-step studies log 400). The file is written with `gzip -9n` (no name or time stamp), so packing the same cells
-# twice gives the same bytes. Read it with `zcat`, Python's gzip module or zlib; `statebench table
-# STUDY --curves DIR` draws it.
+# and its last (a loss curve of ~100 points; the 20000-step studies log 400). The file is written
+# with `gzip -9n` (no name or time stamp), so packing the same cells twice gives the same bytes.
+# Read it with `zcat`, Python's gzip module or zlib; `statebench table STUDY --curves DIR` draws it.
 set -euo pipefail
 export LC_ALL=C
 

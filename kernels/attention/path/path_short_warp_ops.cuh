@@ -22,7 +22,7 @@ __device__ __forceinline__ void zero(float (&o)[N]) {
   for (int c = 0; c < N; ++c) o[c] = 0.f;
 }
 
-// Four consecutive elements of a global fp32 or bf16 tensor (i a multiple of 4), and their store.
+// Four consecutive elements of a global fp32 or bf16 tensor (i a multiple of 4).
 template <bool BF>
 __device__ __forceinline__ float4 load4(const void* p, int64_t i) {
   if constexpr (BF) {
@@ -34,18 +34,6 @@ __device__ __forceinline__ float4 load4(const void* p, int64_t i) {
     return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
   }
 }
-template <bool BF>
-__device__ __forceinline__ void store4(void* p, int64_t i, float4 v) {
-  if constexpr (BF) {
-    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    uint2 u;
-    u.x = *reinterpret_cast<const uint32_t*>(&a), u.y = *reinterpret_cast<const uint32_t*>(&b);
-    *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p) + i) = u;
-  } else {
-    *reinterpret_cast<float4*>(static_cast<float*>(p) + i) = v;
-  }
-}
-
 // y = x where a == b. In PTX so that a loop of these over a register array stays selects (the
 // compiler may otherwise index the array by b through local memory).
 __device__ __forceinline__ void select_if_eq(float& y, float x, int a, int b) {
@@ -71,24 +59,21 @@ __device__ __forceinline__ float4 mask4(float4 v, int r, int c0) {
   }
   return v;
 }
-// Coefficients k = 4 k4 .. 4 k4 + 3 of this lane's row of a slot (entries of S, negated with NEG).
-template <Tri S, bool NEG = false>
+// Entries 4 k4 .. 4 k4 + 3 of this lane's row of a slot (those of S; the rest read as 0).
+template <Tri S>
 __device__ __forceinline__ float4 own4(const float* slot, int k4, int lane) {
-  float4 v = mask4<S>(ld4(slot + lane * LT + 4 * k4), lane, 4 * k4);
-  if constexpr (NEG) v.x = -v.x, v.y = -v.y, v.z = -v.z, v.w = -v.w;
-  return v;
+  return mask4<S>(ld4(slot + lane * LT + 4 * k4), lane, 4 * k4);
 }
 
-// This lane's row of a slot: entries of S get v (0 at rows or columns >= T), the rest 0 (KEEP: the
-// rest keeps its value, another matrix's). Chunks below nc.
-template <Tri S, bool KEEP = false>
+// This lane's row of a slot: entries of S get v (0 at rows or columns >= T), the rest 0. Chunks
+// below nc.
+template <Tri S>
 __device__ __forceinline__ void store_row(float* slot, const float (&v)[TP], int nc, int T, int lane) {
   float* row = slot + lane * LT;
 #pragma unroll
   for (int n4 = 0; n4 < TP / 4; ++n4) {
     if (n4 >= nc) break;
-    float4 o = KEEP ? ld4(row + 4 * n4) : make_float4(0.f, 0.f, 0.f, 0.f);
-    float e[4] = {o.x, o.y, o.z, o.w};
+    float e[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int j = 4 * n4 + u;
