@@ -274,32 +274,34 @@ TEST_F(CudaOps, Norms) {
     }
 }
 
+// n = 4099: the scalar kernels; 4096: four elements per thread.
 TEST_F(CudaOps, Activations) {
-  const int64_t n = 4099;
-  auto x = randn(n, 17, 4.f);
-  x[0] = 0.f, x[1] = 60.f, x[2] = -60.f, x[3] = 1e-3f;
-  const auto dy = randn(n, 18);
-  Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n);
-  using Fwd = void (*)(float*, const float*, int64_t);
-  using Bwd = void (*)(float*, const float*, const float*, int64_t);
-  struct Case {
-    cuda::Act act;
-    Fwd fwd;
-    Bwd bwd;
-    const char* name;
-  };
-  for (const Case& c : {Case{cuda::Act::silu, nn::silu_forward<float>, nn::silu_backward<float>, "silu"},
-                        Case{cuda::Act::gelu, nn::gelu_forward<float>, nn::gelu_backward<float>, "gelu"},
-                        Case{cuda::Act::sigmoid, nn::sigmoid_forward<float>, nn::sigmoid_backward<float>, "sigmoid"},
-                        Case{cuda::Act::logsigmoid, nn::logsigmoid_forward<float>, nn::logsigmoid_backward<float>,
-                             "logsigmoid"}}) {
-    std::vector<float> out(n), dx(n, 0.f);
-    c.fwd(out.data(), x.data(), n);
-    c.bwd(dx.data(), dy.data(), x.data(), n);
-    cuda::act_forward_cuda(c.act, d_out.p, d_x.p, n, s);
-    cuda::act_backward_cuda(c.act, d_dx.p, d_dy.p, d_x.p, n, s);
-    expect_close(d_out.host(), out, 1e-5, 1e-6, std::string(c.name) + " forward");
-    expect_close(d_dx.host(), dx, 1e-5, 1e-6, std::string(c.name) + " backward");
+  for (int64_t n : {int64_t{4099}, int64_t{4096}}) {
+    auto x = randn(n, 17, 4.f);
+    x[0] = 0.f, x[1] = 60.f, x[2] = -60.f, x[3] = 1e-3f;
+    const auto dy = randn(n, 18);
+    Dev<float> d_x(x), d_dy(dy), d_out(n), d_dx(n);
+    using Fwd = void (*)(float*, const float*, int64_t);
+    using Bwd = void (*)(float*, const float*, const float*, int64_t);
+    struct Case {
+      cuda::Act act;
+      Fwd fwd;
+      Bwd bwd;
+      const char* name;
+    };
+    for (const Case& c : {Case{cuda::Act::silu, nn::silu_forward<float>, nn::silu_backward<float>, "silu"},
+                          Case{cuda::Act::gelu, nn::gelu_forward<float>, nn::gelu_backward<float>, "gelu"},
+                          Case{cuda::Act::sigmoid, nn::sigmoid_forward<float>, nn::sigmoid_backward<float>, "sigmoid"},
+                          Case{cuda::Act::logsigmoid, nn::logsigmoid_forward<float>, nn::logsigmoid_backward<float>,
+                               "logsigmoid"}}) {
+      std::vector<float> out(n), dx(n, 0.f);
+      c.fwd(out.data(), x.data(), n);
+      c.bwd(dx.data(), dy.data(), x.data(), n);
+      cuda::act_forward_cuda(c.act, d_out.p, d_x.p, n, s);
+      cuda::act_backward_cuda(c.act, d_dx.p, d_dy.p, d_x.p, n, s);
+      expect_close(d_out.host(), out, 1e-5, 1e-6, std::string(c.name) + " forward n " + std::to_string(n));
+      expect_close(d_dx.host(), dx, 1e-5, 1e-6, std::string(c.name) + " backward n " + std::to_string(n));
+    }
   }
   for (int64_t N : kTs)
     for (int64_t F : {37, 40}) {  // 40: the four-column kernels

@@ -83,9 +83,10 @@ TEST_F(CudaOps, Bf16NormsEqualRoundedFp32) {
     }
 }
 
-// n = 2^21 + 5: more elements than one pass of the grid-stride kernels.
+// n = 2^21 + 5: more elements than one pass of the grid-stride kernels; 4096 and 2^21 + 8: eight
+// elements per thread (fp32: four).
 TEST_F(CudaOps, Bf16ActivationsEqualRoundedFp32) {
-  for (int64_t n : {int64_t{4099}, (int64_t{1} << 21) + 5}) {
+  for (int64_t n : {int64_t{4099}, int64_t{4096}, (int64_t{1} << 21) + 5, (int64_t{1} << 21) + 8}) {
     auto x = randn(n, 17, 4.f);
     x[0] = 0.f, x[1] = 60.f, x[2] = -60.f, x[3] = 1e-3f;
     const auto xb = to_bf16(x), dyb = to_bf16(randn(n, 18));

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/ops/ops_bf16.hpp"
@@ -138,12 +139,68 @@ __global__ void swiglu_backward_bf16_kernel(uint16_t* dinp, const uint16_t* dout
 
 constexpr int kSwigluVec = 8;  // bf16 per 16 bytes
 
+// ---- activations, 16 bytes a thread ----------------------------------------------------------------
+// W = 16 / sizeof(S) consecutive elements per thread (4 fp32 or 8 bf16), one 16-byte access per operand,
+// where act_vectorised(n, S, pointers); per element the scalar kernels' math, so the results are
+// identical. A thread reads all its elements before it writes, so the backward may still run in place.
+template <class S>
+constexpr int kActVec = 16 / static_cast<int>(sizeof(S));
+
+__device__ __forceinline__ void load16(float (&v)[4], const float* p) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load16(float (&v)[8], const uint16_t* p) { load_bf16<8>(v, p); }
+__device__ __forceinline__ void store16(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store16(uint16_t* p, const float (&v)[8]) { store_bf16<8>(p, v); }
+
+template <Act A, class S>
+__global__ void act_forward_vec_kernel(S* out, const S* inp, uint32_t nv) {
+  constexpr int W = kActVec<S>;
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= nv) return;
+  float x[W], y[W];
+  load16(x, inp + static_cast<int64_t>(i) * W);
+#pragma unroll
+  for (int k = 0; k < W; ++k) y[k] = act_value<A>(x[k]);
+  store16(out + static_cast<int64_t>(i) * W, y);
+}
+
+template <Act A, class S>
+__global__ void act_backward_vec_kernel(S* dinp, const S* dout, const S* inp, uint32_t nv) {
+  constexpr int W = kActVec<S>;
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= nv) return;
+  float dy[W], x[W], dx[W];
+  load16(dy, dout + static_cast<int64_t>(i) * W);
+  load16(x, inp + static_cast<int64_t>(i) * W);
+#pragma unroll
+  for (int k = 0; k < W; ++k) dx[k] = act_grad<A>(dy[k], x[k]);
+  store16(dinp + static_cast<int64_t>(i) * W, dx);
+}
+
+template <class S>
+bool act_vectorised(int64_t n, std::initializer_list<const void*> ptrs) {
+  if (n % kActVec<S> != 0 || n / kActVec<S> >= (int64_t{1} << 32)) return false;
+  for (const void* p : ptrs)
+    if (!aligned_to(p, 16)) return false;
+  return true;
+}
+
 
 template <class S>
 void act_forward(Act act, S* out, const S* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
+  const bool vec = act_vectorised<S>(n, {out, inp});
+  const int64_t nv = n / kActVec<S>;
   with_act(act, [&](auto a) {
-    act_forward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
+    constexpr Act A = decltype(a)::value;
+    if (vec)
+      act_forward_vec_kernel<A><<<blocks_for(nv), kThreads, 0, stream>>>(out, inp, static_cast<uint32_t>(nv));
+    else
+      act_forward_kernel<A><<<blocks_for(n), kThreads, 0, stream>>>(out, inp, n);
   });
   SB_CUDA_CHECK_LAUNCH();
 }
@@ -151,8 +208,14 @@ void act_forward(Act act, S* out, const S* inp, int64_t n, cudaStream_t stream) 
 template <class S>
 void act_backward(Act act, S* dinp, const S* dout, const S* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
+  const bool vec = act_vectorised<S>(n, {dinp, dout, inp});
+  const int64_t nv = n / kActVec<S>;
   with_act(act, [&](auto a) {
-    act_backward_kernel<decltype(a)::value><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n);
+    constexpr Act A = decltype(a)::value;
+    if (vec)
+      act_backward_vec_kernel<A><<<blocks_for(nv), kThreads, 0, stream>>>(dinp, dout, inp, static_cast<uint32_t>(nv));
+    else
+      act_backward_kernel<A><<<blocks_for(n), kThreads, 0, stream>>>(dinp, dout, inp, n);
   });
   SB_CUDA_CHECK_LAUNCH();
 }
