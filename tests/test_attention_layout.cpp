@@ -511,6 +511,20 @@ TEST(AttentionLayout, PathShortWarpChoice) {
   EXPECT_LE(8 * (path_short_warp_layout(32).fwd_floats * 4 + 1024), dev.max_smem + 1024);
 }
 
+// Softmax's two-warps-per-head kernels: T <= 32 and Dh 16, 32 or 64 with softmax_short on; the
+// blockwise kernels otherwise.
+TEST(AttentionLayout, SoftmaxShortWarpChoice) {
+  using cuda::detail::softmax_short_warp;
+  for (int64_t Dh : {16, 32, 64})
+    for (int64_t T : {1, 7, 21, 32}) EXPECT_TRUE(softmax_short_warp({1024, T, 4, Dh}, {})) << T << " " << Dh;
+  for (int64_t T : {33, 64, 512}) EXPECT_FALSE(softmax_short_warp({8, T, 4, 32}, {})) << T;
+  EXPECT_FALSE(softmax_short_warp({8, 32, 2, 128}, {}));
+  EXPECT_FALSE(softmax_short_warp({8, 32, 2, 8}, {}));
+  AttentionOptions off;
+  off.softmax_short = false;
+  EXPECT_FALSE(softmax_short_warp({1024, 32, 4, 32}, off));
+}
+
 // The scale is checked before anything touches the device (the backward divides the gate gradient
 // by it): zero, negative and non-finite scales are errors naming the call.
 TEST(AttentionLayout, ScaleMustBePositive) {

@@ -356,6 +356,25 @@ TEST(CudaAttention, SoftmaxBf16) {
   for (const Shape& s : softmax_shapes()) check_case(s, DType::BF16, false, seed += 10);
 }
 
+// The two-warps-per-head kernels at T <= 32 (the plan's default there) at awkward lengths, every head
+// dim they take, gate and RoPE on and off; with softmax_short off, the blockwise kernels at some of
+// the same shapes.
+TEST(CudaAttention, SoftmaxShortKernels) {
+  SKIP_WITHOUT_DEVICE();
+  AttentionOptions blockwise;
+  blockwise.softmax_short = false;
+  EXPECT_TRUE(cuda::detail::softmax_short_warp({3, 32, 3, 64}, {}));
+  EXPECT_FALSE(cuda::detail::softmax_short_warp({3, 32, 3, 64}, blockwise));
+  uint64_t seed = 3000;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (int64_t Dh : {16, 32, 64})
+      for (int64_t T : {1, 2, 7, 21, 31, 32})
+        for (bool gate : {false, true}) check_case({3, T, 3, Dh, gate, 0.05, 1.95, T == 21}, dt, false, seed += 10);
+    for (const Shape& s : {Shape{64, 32, 4, 32, false}, Shape{32, 21, 8, 64, true, 0.05, 1.95, true}})
+      check_case(s, dt, false, seed += 10, false, blockwise);
+  }
+}
+
 TEST(CudaAttention, WgmmaBuildingBlocks) {
   SKIP_WITHOUT_DEVICE();
   const double err = cuda::attention_wgmma_selftest();

@@ -204,6 +204,11 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
       detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
     return;
   }
+  if (!path && detail::softmax_short_warp(d, opt)) {  // the whole head in one CTA, no scratch
+    detail::check_workspace(workspace, workspace_bytes, L.total, what);
+    detail::softmax_short_warp_forward(out, lse, q, k, v, log_f, d, scale, dt == DType::BF16, stream);
+    return;
+  }
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
   const bool bf16 = dt == DType::BF16;
   const int nb = static_cast<int>((d.T + 63) / 64);
@@ -312,6 +317,12 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
     else
       detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
                                   dt == DType::BF16, stream);
+    return;
+  }
+  if (!path && detail::softmax_short_warp(d, opt)) {
+    detail::check_workspace(workspace, workspace_bytes, L.total, what);
+    detail::softmax_short_warp_backward(dq, dk, dv, dlog_f, dout, q, k, v, log_f, lse, d, scale, dt == DType::BF16,
+                                        stream);
     return;
   }
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path, P.dev, opt);

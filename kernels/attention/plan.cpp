@@ -123,6 +123,10 @@ bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptio
          (path_short_layout(d.T, d.Dh).bwd_floats * 4 <= dev.max_smem || path_short_warp(d, dev, opt));
 }
 
+bool softmax_short_warp(const AttnDims& d, const AttentionOptions& opt) {
+  return opt.softmax_short && d.T <= kShortWarpT && (d.Dh == 16 || d.Dh == 32 || d.Dh == 64);
+}
+
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
   return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 32 &&
          path_short_warp_layout(d.Dh).bwd_floats * 4 <= dev.max_smem;

@@ -97,6 +97,10 @@ bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptio
 // Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
 // Dh <= 32, and one head's backward region within the device's shared memory.
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
+// Whether softmax attention runs the two-warps-per-head kernels (softmax/softmax_short_warp_sm80.cu):
+// opt.softmax_short, T <= 32 and Dh 16, 32 or 64 (a head's region is at most 39 KiB: no opt-in
+// shared memory).
+bool softmax_short_warp(const AttnDims& d, const AttentionOptions& opt);
 
 // Throws sb::Error naming the first option out of range.
 void check_options(const AttentionOptions& opt);

@@ -5,13 +5,12 @@
 // softmax and its backward in fragments, the triangular solves a lane per column (warp 0).
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
-#include "kernels/attention/path/path_short_warp_ops.cuh"
+#include "kernels/attention/common/short_warp_ops.cuh"
 
 namespace sb::cuda::detail {
 namespace {
 
 using namespace short_warp;
-constexpr int kThreads = 64;  // two warps a head
 
 // CTAs resident per SM for a region of `floats` (228 KiB of shared memory, 1 KiB reserved a CTA: an
 // H100's), the launch bound's floor, so that ptxas keeps the registers within that residency.
@@ -21,24 +20,6 @@ constexpr int resident(int64_t floats) { return static_cast<int>((228 * 1024) / 
 struct WarpArgs : PathShortArgs {
   int64_t BH;
 };
-
-// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand: every load of a thread
-// in flight before its first store.
-template <int Dh, bool BF>
-__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int tid) {
-  constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
-  float4 v[N];
-#pragma unroll
-  for (int it = 0; it < N; ++it) {
-    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
-    if (t < T) v[it] = load4<BF>(g, e0 + t * es + c);
-  }
-#pragma unroll
-  for (int it = 0; it < N; ++it) {
-    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
-    if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
-  }
-}
 
 // Zeroes the head's region, loads q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
 // beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate).
@@ -51,17 +32,8 @@ __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s
   fill<Dh, BF>(s + L.qs, a.q, e0, es, T, tid);
   fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
   fill<Dh, false>(s + L.w, a.w, e0, es, T, tid);
-  if (tid < 32) {
-    const int lane = tid;
-    s[L.beta + lane] = lane < T ? a.beta[s0 + lane * a.H] : 0.f;
-    double g = a.log_f && lane >= 1 && lane < T ? static_cast<double>(a.log_f[s0 + lane * a.H]) : 0.0;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const double y = __shfl_up_sync(kAll, g, o);
-      if (lane >= o) g += y;
-    }
-    reinterpret_cast<double*>(s + L.g)[lane] = g;
-  }
+  if (tid < 32) s[L.beta + tid] = tid < T ? a.beta[s0 + tid * a.H] : 0.f;
+  gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
 // Column `lane` of Tinv = (I + strictLower(D Gram))^-1 D by forward substitution (zero above the
@@ -101,11 +73,6 @@ __device__ __forceinline__ void r_column(float (&x)[TP], const float* gram, cons
     }
   }
 }
-
-// Passes of the tensor-core products: three in fp32 (hi/lo split, about fp32 accuracy), one in bf16
-// (tf32, 2^-11: finer than the bf16 inputs and outputs; bf16 q, k, v, dout are exact in it).
-template <bool BF>
-constexpr int kPasses = BF ? 1 : 3;
 
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
 // lower(Q W^T) (s3, lower; q unscaled here and below), Tinv (s2, stored transposed: row l = column

@@ -1,7 +1,8 @@
-// emu_main.cpp: the short PaTH warp kernels run on the CPU (run.sh generates
-// kernel_emu.inc from their source; shim.hpp stands in for the device) against the double CPU
-// reference nn::path_attention_* (Blockwise), every output and gradient with the parity tests'
-// tolerances (tests/cuda_attention_test_util.hpp), at the shapes of tests/test_cuda_path_short.cpp.
+// emu_main.cpp: the short warp kernels run on the CPU (run.sh generates kernel_emu.inc from their
+// source; shim.hpp stands in for the device) against the double CPU references (PaTH:
+// nn::path_attention_*, Blockwise; softmax: nn::softmax_attention_*), every output and gradient with
+// the parity tests' tolerances (tests/cuda_attention_test_util.hpp), at the shapes of
+// tests/test_cuda_path_short.cpp and tests/test_cuda_attention.cpp's short softmax grid.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,9 +11,9 @@
 #include "kernel_emu.inc"
 // One launch: its CTAs (a head each) in turn, each a thread per lane of its two warps with the CTA's
 // shared memory (NaN-filled).
-template <class K>
-void emu_launch(K kernel, int64_t floats, WarpArgs a) {
-  for (int64_t b = 0; b < a.BH; ++b) {
+template <class K, class A>
+void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
+  for (int64_t b = 0; b < BH; ++b) {
     std::vector<float> shm(floats, NAN);
     std::barrier<> cta(kThreads);
     std::vector<std::unique_ptr<std::barrier<>>> bars;
@@ -40,7 +41,7 @@ void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v,
   WarpArgs a{};
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
   a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
-  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a); };
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, a.BH); };
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_fwd_kernel<16, true> : path_short_warp_fwd_kernel<16, false>, path_short_warp_layout(16).fwd_floats); break;
     case 32: go(bf16 ? path_short_warp_fwd_kernel<32, true> : path_short_warp_fwd_kernel<32, false>, path_short_warp_layout(32).fwd_floats); break;
@@ -53,14 +54,38 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
-  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a); };
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, a.BH); };
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_bwd_kernel<16, true> : path_short_warp_bwd_kernel<16, false>, path_short_warp_layout(16).bwd_floats); break;
     case 32: go(bf16 ? path_short_warp_bwd_kernel<32, true> : path_short_warp_bwd_kernel<32, false>, path_short_warp_layout(32).bwd_floats); break;
   }
 }
+void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
+                     const AttnDims& d, float scale, bool bf16) {
+  SoftmaxShortArgs a;
+  a.T = d.T, a.H = d.H, a.scale = scale, a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
+  switch (d.Dh) {
+    case 16: go(bf16 ? softmax_short_warp_fwd_kernel<16, true> : softmax_short_warp_fwd_kernel<16, false>, layout(16).fwd_floats); break;
+    case 32: go(bf16 ? softmax_short_warp_fwd_kernel<32, true> : softmax_short_warp_fwd_kernel<32, false>, layout(32).fwd_floats); break;
+    case 64: go(bf16 ? softmax_short_warp_fwd_kernel<64, true> : softmax_short_warp_fwd_kernel<64, false>, layout(64).fwd_floats); break;
+  }
+}
+void emu_softmax_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q, const void* k,
+                     const void* v, const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16) {
+  SoftmaxShortArgs a;
+  a.T = d.T, a.H = d.H, a.scale = scale, a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
+  a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
+  auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
+  switch (d.Dh) {
+    case 16: go(bf16 ? softmax_short_warp_bwd_kernel<16, true> : softmax_short_warp_bwd_kernel<16, false>, layout(16).bwd_floats); break;
+    case 32: go(bf16 ? softmax_short_warp_bwd_kernel<32, true> : softmax_short_warp_bwd_kernel<32, false>, layout(32).bwd_floats); break;
+    case 64: go(bf16 ? softmax_short_warp_bwd_kernel<64, true> : softmax_short_warp_bwd_kernel<64, false>, layout(64).bwd_floats); break;
+  }
+}
 }  // namespace sb::cuda::detail
 
+#include "nn/ops_attention.hpp"
 #include "nn/path_attention.hpp"
 #include "path_test_util.hpp"
 
@@ -164,6 +189,50 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
   failures += !ok;
 }
+// Softmax (NoPE / FoX gate) against nn::softmax_attention_* in double; position 0's dlog_f is 0.
+void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint64_t seed) {
+  using namespace sb;
+  test::PathInputs in = test::make_inputs(B, T, H, Dh, gate, seed, 0.05, 1.95);
+  Vec dout = test::randn(in.nx(), seed + 99);
+  const size_t nx = in.nx(), ns = in.ns();
+  Buf q = up(in.q, bf), k = up(in.k, bf), v = up(in.v, bf), dO = up(dout, bf), lf = up(in.log_f, false);
+  Buf out = out_buf(nx, bf), lse = out_buf(ns, false), dq = out_buf(nx, bf), dk = out_buf(nx, bf), dv = out_buf(nx, bf);
+  Buf df = out_buf(ns, false);
+  const cuda::AttnDims d{B, T, H, Dh};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+  const float* lfp = gate ? lf.f.data() : nullptr;
+  cuda::detail::emu_softmax_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), lfp, d, scale, bf);
+  cuda::detail::emu_softmax_bwd(dq.p(bf), dk.p(bf), dv.p(bf), df.f.data(), dO.p(bf), q.p(bf), k.p(bf), v.p(bf), lfp,
+                                lse.f.data(), d, scale, bf);
+  Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_df(ns, 0.0);
+  const double* rlf = gate ? in.log_f.data() : nullptr;
+  nn::softmax_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(), rlf, B, T,
+                                        H, Dh, scale);
+  nn::softmax_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), gate ? r_df.data() : nullptr,
+                                         dout.data(), in.q.data(), in.k.data(), in.v.data(), rlf, r_out.data(),
+                                         r_lse.data(), B, T, H, Dh, scale);
+  const double tout = bf ? 1e-2 : 1e-4, tlse = bf ? 1e-3 : 1e-4, tg = bf ? 2e-2 : 1e-3;
+  int64_t bad = 0;
+  struct It { const char* n; Vec g; const Vec* r; double tol; };
+  std::vector<It> items = {{"out", down(out, nx, bf, bad), &r_out, tout}, {"lse", down(lse, ns, false, bad), &r_lse, tlse},
+                           {"dq", down(dq, nx, bf, bad), &r_dq, tg}, {"dk", down(dk, nx, bf, bad), &r_dk, tg},
+                           {"dv", down(dv, nx, bf, bad), &r_dv, tg}};
+  if (gate) items.push_back({"dlog_f", down(df, ns, false, bad), &r_df, tg});
+  bool ok = bad == 0;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "softmax (%ld,%ld,%ld,%ld) %s%s:", (long)B, (long)T, (long)H, (long)Dh,
+                bf ? "bf16" : "fp32", gate ? " gate" : "");
+  std::string line = buf;
+  for (auto& it : items) {
+    const double e = rel_err(it.g, *it.r);
+    ok = ok && e <= it.tol;
+    std::snprintf(buf, sizeof buf, " %s %.2e%s", it.n, e, e <= it.tol ? "" : "(!)");
+    line += buf;
+  }
+  if (bad) line += " NONFINITE=" + std::to_string(bad);
+  std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
+  failures += !ok;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,10 +252,16 @@ int main(int argc, char** argv) {
       check(4, 22, 8, 32, false, bf, seed += 7);
       check(4, 21, 8, 16, true, bf, seed += 7);
     }
+    for (bool bf : {false, true})
+      for (int64_t Dh : {16, 32, 64})
+        for (int64_t T : {1, 2, 7, 21, 31, 32})
+          for (bool gate : {false, true}) check_softmax(3, T, 3, Dh, gate, bf, seed += 7);
   } else {  // a few small cases (for the thread sanitizer)
     check(1, 7, 3, 16, true, false, seed += 7);
     check(1, 32, 1, 32, true, true, seed += 7);
     check(1, 13, 1, 32, false, false, seed += 7);
+    check_softmax(1, 21, 1, 64, true, true, seed += 7);
+    check_softmax(1, 32, 2, 16, false, false, seed += 7);
   }
   std::printf("%d failures\n", failures);
   return failures != 0;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# run.sh CPU_BUILD_DIR [grid|small] [--tsan]: runs the two-warps-per-head short PaTH kernels
-# (kernels/attention/path/path_short_warp_*) on the CPU, a thread per lane (shim.hpp), against the
-# double reference nn::path_attention_* with the parity tests' tolerances (emu_main.cpp); with
-# --tsan under ThreadSanitizer, where a missing barrier between lanes shows as a data race.
-# Needs a CPU build's libsb_grad_f64.a and libsb_nn.a (the double reference: cmake --build
-# CPU_BUILD_DIR --target sb_grad_f64). No GPU; the device compiler's code generation and the
-# device's math functions are not what runs here.
+# run.sh CPU_BUILD_DIR [grid|small] [--tsan]: runs the two-warps-per-head short kernels (PaTH:
+# kernels/attention/path/path_short_warp_sm80.cu, softmax: kernels/attention/softmax/
+# softmax_short_warp_sm80.cu; building blocks in kernels/attention/common/short_warp_ops.cuh) on the
+# CPU, a thread per lane (shim.hpp), against the double references nn::path_attention_* and
+# nn::softmax_attention_* with the parity tests' tolerances (emu_main.cpp); with --tsan under
+# ThreadSanitizer, where a missing barrier between lanes shows as a data race. Needs a CPU build's
+# libsb_grad_f64.a and libsb_nn.a (the double reference: cmake --build CPU_BUILD_DIR --target
+# sb_grad_f64). No GPU; the device compiler's code generation and the device's math functions are
+# not what runs here.
 set -euo pipefail
 build=$(cd "$1" && pwd) mode=${2:-grid} tsan=${3:-}
 here=$(cd "$(dirname "$0")" && pwd) src=$(cd "$here/../../.." && pwd)
@@ -13,11 +15,16 @@ out="$build/warp_emu" && mkdir -p "$out"
 python3 - "$src" "$out/kernel_emu.inc" <<'PY'
 import re, sys
 src, dest = sys.argv[1], sys.argv[2]
-cu = open(f'{src}/kernels/attention/path/path_short_warp_sm80.cu').read()
-ops = open(f'{src}/kernels/attention/path/path_short_warp_ops.cuh').read()
+ops = open(f'{src}/kernels/attention/common/short_warp_ops.cuh').read()
 ops = ops.replace('#pragma once', '').replace('#include <cuda_bf16.h>', '')
-body = '#include "shim.hpp"\n' + cu[:cu.index('WarpArgs warp_args(')].replace(
-    '#include "kernels/attention/path/path_short_warp_ops.cuh"', ops)
+include = '#include "kernels/attention/common/short_warp_ops.cuh"'
+def kernels(rel, cut):  # a kernel file up to its host code
+    cu = open(f'{src}/{rel}').read()
+    return cu[:cu.index(cut)]
+body = ('#include "shim.hpp"\n' + ops  # emu_main.cpp goes on inside the last file's namespaces
+        + kernels('kernels/attention/path/path_short_warp_sm80.cu', 'WarpArgs warp_args(').replace(include, '')
+        + '}  // namespace\n}  // namespace sb::cuda::detail\n'
+        + kernels('kernels/attention/softmax/softmax_short_warp_sm80.cu', 'SoftmaxShortArgs short_args(').replace(include, ''))
 body = body.replace('extern __shared__ __align__(16) float s[];', 'float* s = emu::t_smem;')
 while '__launch_bounds__(' in body:  # its argument list, nested parentheses and all
     i = body.index('__launch_bounds__('); j = i + len('__launch_bounds__('); depth = 1

@@ -1,7 +1,8 @@
-// path_short_warp_ops.cuh: the building blocks of the two-warps-per-head short PaTH kernels
-// (path_short_warp_sm80.cu; internal): vector loads and stores, the triangles two matrices share in
-// a 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), and the tensor-core
-// products (tf32 mma.sync, one or three passes) from shared memory into fragments and out of them.
+// short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
+// path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
+// and stores, a head tensor's rows into shared memory, the triangles two matrices share in a 32 x 36
+// slot, a lane's row or column into a slot (store_row, store_col), and the tensor-core products (tf32
+// mma.sync, one or three passes) from shared memory into fragments and out of them.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -12,6 +13,7 @@ namespace sb::cuda::detail::short_warp {
 constexpr int TP = static_cast<int>(kShortWarpT);  // lanes = padded rows
 constexpr int LT = TP + 4;                         // slot row stride
 constexpr unsigned kAll = 0xffffffffu;
+constexpr int kThreads = 64;                       // two warps a head
 
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
@@ -34,6 +36,38 @@ __device__ __forceinline__ float4 load4(const void* p, int64_t i) {
     return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
   }
 }
+// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand with rows of Dh + 4
+// floats: every load of a thread in flight before its first store.
+template <int Dh, bool BF>
+__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int tid) {
+  constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
+  float4 v[N];
+#pragma unroll
+  for (int it = 0; it < N; ++it) {
+    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
+    if (t < T) v[it] = load4<BF>(g, e0 + t * es + c);
+  }
+#pragma unroll
+  for (int it = 0; it < N; ++it) {
+    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
+    if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
+  }
+}
+
+// The prefix sums G_t = sum_{s=1..t} log f_s (double, 0 past T and without a gate) of the head whose
+// position 0 is at s0 (stride H) into G[32], by warp 0.
+__device__ __forceinline__ void gate_prefix(double* G, const float* log_f, int64_t s0, int64_t H, int T, int tid) {
+  if (tid >= 32) return;
+  const int lane = tid;
+  double g = log_f && lane >= 1 && lane < T ? static_cast<double>(log_f[s0 + lane * H]) : 0.0;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(kAll, g, o);
+    if (lane >= o) g += y;
+  }
+  G[lane] = g;
+}
+
 // y = x where a == b. In PTX so that a loop of these over a register array stays selects (the
 // compiler may otherwise index the array by b through local memory).
 __device__ __forceinline__ void select_if_eq(float& y, float x, int a, int b) {
@@ -148,6 +182,11 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// Passes of the tensor-core products: three in fp32 (hi/lo split, about fp32 accuracy), one in bf16
+// (tf32, 2^-11: finer than the bf16 inputs and outputs; bf16 q, k, v, dout are exact in it).
+template <bool BF>
+constexpr int kPasses = BF ? 1 : 3;
 
 // f += A B over k < K for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
 // b(k, j); entries of A at k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi

@@ -1,0 +1,253 @@
+// softmax_short_warp_sm80.cu: causal softmax attention (NoPE, RoPE-applied q and k, FoX gate) at
+// T <= 32 and Dh 16, 32 or 64 (plan.hpp softmax_short_warp), forward and backward: a CTA of two
+// warps per (b, h), each warp one 16-row half of every result, the whole head in shared memory;
+// every product on tensor cores (common/short_warp_ops.cuh), the softmax and its backward (delta
+// from P and dP) in fragments. No workspace, no delta, accumulator or conversion launches.
+#include "kernels/attention/common/short_warp_ops.cuh"
+#include "kernels/attention/internal.hpp"
+
+namespace sb::cuda::detail {
+namespace {
+
+using namespace short_warp;
+
+struct SoftmaxShortArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // [B, T, H, Dh]
+  const float* log_f = nullptr;                                          // [B, T, H] or nullptr
+  const float* lse_in = nullptr;                                         // [B, H, T] (backward)
+  void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;      // [B, T, H, Dh]
+  float *lse = nullptr, *dlog_f = nullptr;                               // [B, H, T], [B, T, H]
+  int64_t T = 1, H = 1;
+  float scale = 1.f;
+};
+
+// A head's region in floats: the gate's prefix sums (double [32]), q, k, v and (backward) dout as
+// [32, Dh + 4], and one 32 x 36 slot (P, then dS). Zero-filled first (rows past T read as 0). At
+// most 39 KiB (Dh 64, backward): no opt-in shared memory.
+struct Layout {
+  int64_t g = 0, q = 0, k = 0, v = 0, dout = 0, p = 0, fwd_floats = 0, bwd_floats = 0;
+};
+constexpr Layout layout(int64_t Dh) {
+  Layout L;
+  const int64_t x = TP * (Dh + 4);
+  L.g = 0, L.q = 2 * TP, L.k = L.q + x, L.v = L.k + x, L.p = L.v + x, L.fwd_floats = L.p + TP * LT;
+  L.dout = L.fwd_floats, L.bwd_floats = L.dout + x;
+  return L;
+}
+
+// Zeroes the region; q, k, v (and with dout, dout) rows t < T; the gate's prefix sums.
+template <int Dh, bool BF>
+__device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, int64_t s0, int64_t e0, int T, int tid,
+                          bool dout) {
+  constexpr Layout L = layout(Dh);
+  for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
+  __syncthreads();
+  const int64_t es = a.H * Dh;
+  fill<Dh, BF>(s + L.q, a.q, e0, es, T, tid);
+  fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
+  fill<Dh, BF>(s + L.v, a.v, e0, es, T, tid);
+  if (dout) fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, tid);
+  gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
+}
+
+// m-tile mt of the logits S = scale Q K^T + G_i - G_j in fragments (q unscaled: bf16 inputs stay
+// exact in one tf32 pass; entries above the diagonal: undefined).
+template <int Dh, bool BF>
+__device__ void logits(Frag<TP>& S, const float* s, int lane, int mt, float scale, bool gate) {
+  constexpr Layout L = layout(Dh);
+  zero(S);
+  mma_acc<kPasses<BF>>(S, View<Tri::Full>{s + L.q, Dh + 4}, View<Tri::Full, true>{s + L.k, Dh + 4}, Dh, lane, mt);
+  scale_frag(S, scale);
+  if (!gate) return;
+  const double* G = reinterpret_cast<const double*>(s + L.g);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const double gi = G[frag_row(mt, 2 * h, lane)];
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) S.v[nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
+  }
+}
+
+// Heads resident per SM by shared memory (228 KiB, 1 KiB reserved a CTA), at most 8: the launch
+// bounds' floor, so that ptxas keeps the registers within that residency (at most 128).
+constexpr int resident_heads(int64_t floats) {
+  const int n = static_cast<int>((228 * 1024) / (floats * 4 + 1024));
+  return n < 8 ? n : 8;
+}
+
+template <int Dh, bool BF>
+__global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats)) softmax_short_warp_fwd_kernel(const SoftmaxShortArgs a) {
+  extern __shared__ __align__(16) float s[];
+  constexpr Layout L = layout(Dh);
+  const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
+  const int64_t bh = blockIdx.x;
+  const int T = static_cast<int>(a.T);
+  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid, false);
+  __syncthreads();
+  Frag<TP> S;
+  logits<Dh, BF>(S, s, lane, mt, a.scale, a.log_f != nullptr);
+  // P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float mx = -INFINITY, l = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[nt][2 * h + u]);
+    mx = quad_max(mx);
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) l += expf(S.v[nt][2 * h + u] - mx);
+    const float lse = mx + logf(quad_sum(l));
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float& p = S.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
+      }
+    if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
+  }
+  store_frag<Tri::Lower>(s + L.p, S, T, lane, mt);
+  __syncthreads();
+  Frag<Dh> o;  // out = P V
+  zero(o);
+  mma_acc<kPasses<BF>>(o, View<Tri::Lower>{s + L.p, LT}, View<Tri::Full>{s + L.v, Dh + 4}, T, lane, mt);
+  store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
+}
+
+// The backward from lse: P, dP = dout V^T, delta_i = sum_j P_ij dP_ij and dS = scale P (dP - delta)
+// in fragments; dv = P^T dout, dq = dS K, dk = dS^T Q through the slot; the gate's dlog_f from dS.
+template <int Dh, bool BF>
+__global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats))
+    softmax_short_warp_bwd_kernel(const SoftmaxShortArgs a) {
+  extern __shared__ __align__(16) float s[];
+  constexpr Layout L = layout(Dh);
+  constexpr int LX = Dh + 4, NP = kPasses<BF>;
+  const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
+  const int64_t bh = blockIdx.x;
+  const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
+  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  float* slot = s + L.p;
+  const View<Tri::Full> q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
+  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid, true);
+  float lse[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    lse[h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
+  }
+  __syncthreads();
+  Frag<TP> P, dS;
+  logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
+  zero(dS);
+  mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float delta = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float& p = P.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse[h]) : 0.f;
+        delta = fmaf(p, dS.v[nt][2 * h + u], delta);
+      }
+    delta = quad_sum(delta);
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) dS.v[nt][2 * h + u] = a.scale * P.v[nt][2 * h + u] * (dS.v[nt][2 * h + u] - delta);
+  }
+  store_frag<Tri::Lower>(slot, P, T, lane, mt);
+  __syncthreads();
+  Frag<Dh> o;  // dv = P^T dout
+  zero(o);
+  mma_acc<NP>(o, View<Tri::Lower, true>{slot, LT}, dout, T, lane, mt);
+  store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
+  __syncthreads();  // P is no longer read: dS into the slot
+  store_frag<Tri::Lower>(slot, dS, T, lane, mt);
+  __syncthreads();
+  // Gate: dG_t = (sum_j dS_tj - sum_i dS_it) / scale (its term is unscaled); dlog_f_s = sum_{t>=s}
+  // dG_t (s >= 1; position 0 gets 0).
+  if (a.log_f && mt == 0) {
+    float x = 0.f;
+    for (int n4 = 0; n4 < nc; ++n4) {
+      const float4 r = ld4(slot + lane * LT + 4 * n4);
+      x += (r.x + r.y) + (r.z + r.w);
+    }
+    for (int j = 0; j < T; ++j) x -= slot[j * LT + lane];
+    x = lane < T ? x / a.scale : 0.f;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const float y = __shfl_down_sync(kAll, x, d);
+      if (lane + d < 32) x += y;
+    }
+    if (lane < T) a.dlog_f[s0 + lane * a.H] = lane == 0 ? 0.f : x;
+  }
+  zero(o);  // dq = dS K
+  mma_acc<NP>(o, View<Tri::Lower>{slot, LT}, k, T, lane, mt);
+  store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
+  zero(o);  // dk = dS^T Q
+  mma_acc<NP>(o, View<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
+  store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
+}
+
+SoftmaxShortArgs short_args(const AttnDims& d, float scale) {
+  if (d.T > kShortWarpT) throw_error("softmax_short_warp: T must be at most 32 (plan.hpp softmax_short_warp)");
+  SoftmaxShortArgs a;
+  a.T = d.T, a.H = d.H, a.scale = scale;
+  return a;
+}
+
+template <class Kernel>
+void launch(Kernel kernel, int64_t floats, const SoftmaxShortArgs& a, const AttnDims& d, cudaStream_t stream) {
+  kernel<<<static_cast<unsigned>(d.B * d.H), kThreads, static_cast<size_t>(floats * 4), stream>>>(a);
+  SB_CUDA_CHECK_LAUNCH();
+}
+
+template <class F>
+void with_short_dh(int64_t Dh, F&& f) {
+  switch (Dh) {
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    case 32: f(std::integral_constant<int, 32>{}); break;
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    default: throw_error("softmax_short_warp: head dim must be 16, 32 or 64 (plan.hpp softmax_short_warp)");
+  }
+}
+
+}  // namespace
+
+void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+                                const float* log_f, const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
+  SoftmaxShortArgs a = short_args(d, scale);
+  a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  with_short_dh(d.Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    launch(bf16 ? softmax_short_warp_fwd_kernel<D, true> : softmax_short_warp_fwd_kernel<D, false>,
+           layout(D).fwd_floats, a, d, stream);
+  });
+}
+
+void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
+                                 const void* k, const void* v, const float* log_f, const float* lse,
+                                 const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
+  SoftmaxShortArgs a = short_args(d, scale);
+  a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
+  a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
+  with_short_dh(d.Dh, [&](auto dh) {
+    constexpr int D = decltype(dh)::value;
+    launch(bf16 ? softmax_short_warp_bwd_kernel<D, true> : softmax_short_warp_bwd_kernel<D, false>,
+           layout(D).bwd_floats, a, d, stream);
+  });
+}
+
+}  // namespace sb::cuda::detail
