@@ -1,7 +1,7 @@
 // rope.cu: RoPE on the GPU (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh)): the
 // (cos, sin) table a runner builds once, in double like the CPU path, and the forward / backward
 // rotations that read it: fp32 -> fp32, fp32 -> bf16 (forward) and bf16 -> bf16 (backward), one kernel
-// template (fp32 math, bf16 rounded on store). Declarations: kernels/ops/ops.hpp, kernels/ops/ops_bf16.hpp.
+// template (fp32 math, bf16 rounded on store), four pairs a thread where Dh % 8 == 0. Declarations: kernels/ops/ops.hpp, kernels/ops/ops_bf16.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -45,6 +45,52 @@ __global__ void rope_kernel(SOut* out, const SIn* inp, const float2* cs, uint32_
   }
 }
 
+// Four pairs a thread (m .. m + 3, m a multiple of 4, and their partners m + half ..), one 16-byte
+// (fp32) or 8-byte (bf16) access per operand and two 16-byte table reads, where rope_vectorised;
+// per element the scalar kernel's math, so the results are identical. blockDim = (half / 4, rows
+// per block).
+__device__ __forceinline__ void load_quad(float (&v)[4], const float* p) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load_quad(float (&v)[4], const uint16_t* p) {
+  const uint2 q = *reinterpret_cast<const uint2*>(p);
+  v[0] = __uint_as_float(q.x << 16), v[1] = __uint_as_float(q.x & 0xffff0000u);
+  v[2] = __uint_as_float(q.y << 16), v[3] = __uint_as_float(q.y & 0xffff0000u);
+}
+__device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store_quad(uint16_t* p, const float (&v)[4]) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(bf16_bits(v[0]) | static_cast<uint32_t>(bf16_bits(v[1])) << 16,
+                                            bf16_bits(v[2]) | static_cast<uint32_t>(bf16_bits(v[3])) << 16);
+}
+
+template <bool kInverse, class SOut, class SIn>
+__global__ void rope4_kernel(SOut* out, const SIn* inp, const float4* cs, uint32_t rows, uint32_t T, uint32_t H) {
+  const uint32_t half = 4 * blockDim.x, m = 4 * threadIdx.x, row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  const float4* a = cs + ((row / H) % T * half + m) / 2;  // (cos, sin) of pairs m, m + 1 | m + 2, m + 3
+  const float4 a0 = a[0], a1 = a[1];
+  const float c[4] = {a0.x, a0.z, a1.x, a1.z}, sn[4] = {a0.y, a0.w, a1.y, a1.w};
+  const int64_t base = static_cast<int64_t>(row) * 2 * half;
+  float x1[4], x2[4], y1[4], y2[4];
+  load_quad(x1, inp + base + m);
+  load_quad(x2, inp + base + m + half);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (kInverse) {
+      y1[e] = x1[e] * c[e] + x2[e] * sn[e];
+      y2[e] = x2[e] * c[e] - x1[e] * sn[e];
+    } else {
+      y1[e] = x1[e] * c[e] - x2[e] * sn[e];
+      y2[e] = x2[e] * c[e] + x1[e] * sn[e];
+    }
+  }
+  store_quad(out + base + m, y1);
+  store_quad(out + base + m + half, y2);
+}
+
 template <bool kInverse, class SOut, class SIn>
 void rope_launch(SOut* out, const SIn* inp, const float* cs, int64_t B, int64_t T, int64_t H, int64_t Dh,
                  cudaStream_t stream) {
@@ -56,11 +102,19 @@ void rope_launch(SOut* out, const SIn* inp, const float* cs, int64_t B, int64_t 
                   static_cast<long long>(rows), static_cast<long long>(Dh));
     throw_error(msg);
   }
-  const dim3 block(static_cast<unsigned>(half), static_cast<unsigned>(std::max<int64_t>(1, kThreads / half)));
-  const auto grid = static_cast<unsigned>((rows + block.y - 1) / block.y);
-  rope_kernel<kInverse><<<grid, block, 0, stream>>>(out, inp, reinterpret_cast<const float2*>(cs),
-                                                   static_cast<uint32_t>(rows), static_cast<uint32_t>(T),
-                                                   static_cast<uint32_t>(H));
+  if (half % 4 == 0 && aligned_to(out, 4 * sizeof(SOut)) && aligned_to(inp, 4 * sizeof(SIn)) && aligned_to(cs, 16)) {
+    const dim3 block(static_cast<unsigned>(half / 4), static_cast<unsigned>(std::max<int64_t>(1, 4 * kThreads / half)));
+    const auto grid = static_cast<unsigned>((rows + block.y - 1) / block.y);
+    rope4_kernel<kInverse><<<grid, block, 0, stream>>>(out, inp, reinterpret_cast<const float4*>(cs),
+                                                      static_cast<uint32_t>(rows), static_cast<uint32_t>(T),
+                                                      static_cast<uint32_t>(H));
+  } else {
+    const dim3 block(static_cast<unsigned>(half), static_cast<unsigned>(std::max<int64_t>(1, kThreads / half)));
+    const auto grid = static_cast<unsigned>((rows + block.y - 1) / block.y);
+    rope_kernel<kInverse><<<grid, block, 0, stream>>>(out, inp, reinterpret_cast<const float2*>(cs),
+                                                     static_cast<uint32_t>(rows), static_cast<uint32_t>(T),
+                                                     static_cast<uint32_t>(H));
+  }
   SB_CUDA_CHECK_LAUNCH();
 }
 
