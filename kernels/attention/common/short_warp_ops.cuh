@@ -263,4 +263,91 @@ __device__ __forceinline__ float quad_max(float x) {
   return fmaxf(x, __shfl_xor_sync(kAll, x, 2));
 }
 
+
+// Logits of m-tile mt plus the gate's bias G_i - G_j (G: prefix sums, double [32]).
+__device__ __forceinline__ void add_gate_bias(Frag<TP>& S, const double* G, int lane, int mt) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const double gi = G[frag_row(mt, 2 * h, lane)];
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) S.v[nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
+  }
+}
+
+// The causal softmax of m-tile mt's rows in place: P = exp(S - lse) (0 past the diagonal and for
+// rows >= T); lse of rows i < T into lse[i].
+__device__ __forceinline__ void softmax_rows(Frag<TP>& S, float* lse, int T, int lane, int mt) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float mx = -INFINITY, l = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[nt][2 * h + u]);
+    mx = quad_max(mx);
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) <= i) l += expf(S.v[nt][2 * h + u] - mx);
+    const float m = mx + logf(quad_sum(l));
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float& p = S.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - m) : 0.f;
+      }
+    if ((lane & 3) == 0 && i < T) lse[i] = m;
+  }
+}
+
+// The softmax backward of m-tile mt from the logits in P and dP = dout V^T in dS: P = exp(S - lse)
+// (rows' lse in lse[2], as frag_row(mt, 2 h)), delta_i = sum_j P_ij dP_ij, dS = scale P (dP - delta).
+__device__ __forceinline__ void softmax_rows_backward(Frag<TP>& P, Frag<TP>& dS, const float (&lse)[2], float scale,
+                                                      int T, int lane, int mt) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    float delta = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float& p = P.v[nt][2 * h + u];
+        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse[h]) : 0.f;
+        delta = fmaf(p, dS.v[nt][2 * h + u], delta);
+      }
+    delta = quad_sum(delta);
+#pragma unroll
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) dS.v[nt][2 * h + u] = scale * P.v[nt][2 * h + u] * (dS.v[nt][2 * h + u] - delta);
+  }
+}
+
+// The gate's gradient from the scaled dS in a slot (lower), by one warp: dG_t = (sum_j dS_tj -
+// sum_i dS_it) / scale (its term is unscaled); dlog_f_s = sum_{t>=s} dG_t at s0 + s H (s >= 1;
+// position 0 gets 0).
+__device__ __forceinline__ void gate_grad(float* dlog_f, const float* slot, int64_t s0, int64_t H, float scale, int T,
+                                          int lane) {
+  float x = 0.f;
+  for (int n4 = 0; n4 < (T + 3) >> 2; ++n4) {
+    const float4 r = ld4(slot + lane * LT + 4 * n4);
+    x += (r.x + r.y) + (r.z + r.w);
+  }
+  for (int j = 0; j < T; ++j) x -= slot[j * LT + lane];
+  x = lane < T ? x / scale : 0.f;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const float y = __shfl_down_sync(kAll, x, d);
+    if (lane + d < 32) x += y;
+  }
+  if (lane < T) dlog_f[s0 + lane * H] = lane == 0 ? 0.f : x;
+}
+
 }  // namespace sb::cuda::detail::short_warp

@@ -116,17 +116,7 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   mma_acc<NP>(S, qs, kT, Dh, lane, mt);
   mma_acc<NP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   scale_frag(S, scale);
-  if (gate) {
-    const double* G = reinterpret_cast<const double*>(s + L.g);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const double gi = G[frag_row(mt, 2 * h, lane)];
-#pragma unroll
-      for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) S.v[nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
-    }
-  }
+  if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
 
 template <int Dh, bool BF>
@@ -142,32 +132,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   Frag<TP> S;
   own_block<Dh, BF>(S, s, T, lane, mt, a.scale, a.log_f != nullptr);
-  // Softmax of each row: P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    float mx = -INFINITY, l = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-        if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[nt][2 * h + u]);
-    mx = quad_max(mx);
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-        if (frag_col(nt, u, lane) <= i) l += expf(S.v[nt][2 * h + u] - mx);
-    const float lse = mx + logf(quad_sum(l));
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        float& p = S.v[nt][2 * h + u];
-        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
-      }
-    if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
-  }
+  softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
   store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
   fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, tid);
@@ -211,24 +176,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   Frag<TP> dS;
   zero(dS);
   mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    float delta = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        float& p = P.v[nt][2 * h + u];
-        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse[h]) : 0.f;
-        delta = fmaf(p, dS.v[nt][2 * h + u], delta);
-      }
-    delta = quad_sum(delta);
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) dS.v[nt][2 * h + u] = a.scale * P.v[nt][2 * h + u] * (dS.v[nt][2 * h + u] - delta);
-  }
+  softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
   __syncthreads();  // v and the prefix sums are no longer read: P into s4
   store_frag<Tri::Lower>(s4, P, T, lane, mt);
   __syncthreads();
@@ -239,23 +187,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane, mt);
   __syncthreads();
-  // Gate: dG_t = (sum_j dS_tj - sum_i dS_it) / scale (its term is unscaled); dlog_f_s = sum_{t>=s}
-  // dG_t (s >= 1; position 0 gets 0).
-  if (a.log_f && mt == 0) {
-    float x = 0.f;
-    for (int n4 = 0; n4 < nc; ++n4) {
-      const float4 r = ld4(s4 + lane * LT + 4 * n4);
-      x += (r.x + r.y) + (r.z + r.w);
-    }
-    for (int j = 0; j < T; ++j) x -= s4[j * LT + lane];
-    x = lane < T ? x / a.scale : 0.f;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const float y = __shfl_down_sync(kAll, x, d);
-      if (lane + d < 32) x += y;
-    }
-    if (lane < T) a.dlog_f[s0 + lane * a.H] = lane == 0 ? 0.f : x;
-  }
+  if (a.log_f && mt == 0) gate_grad(a.dlog_f, s4, s0, a.H, a.scale, T, lane);
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);

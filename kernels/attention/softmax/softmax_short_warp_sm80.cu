@@ -58,16 +58,7 @@ __device__ void logits(Frag<TP>& S, const float* s, int lane, int mt, float scal
   zero(S);
   mma_acc<kPasses<BF>>(S, View<Tri::Full>{s + L.q, Dh + 4}, View<Tri::Full, true>{s + L.k, Dh + 4}, Dh, lane, mt);
   scale_frag(S, scale);
-  if (!gate) return;
-  const double* G = reinterpret_cast<const double*>(s + L.g);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const double gi = G[frag_row(mt, 2 * h, lane)];
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) S.v[nt][2 * h + u] += static_cast<float>(gi - G[frag_col(nt, u, lane)]);
-  }
+  if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
 
 // Heads resident per SM by shared memory (228 KiB, 1 KiB reserved a CTA), at most 8: the launch
@@ -78,7 +69,8 @@ constexpr int resident_heads(int64_t floats) {
 }
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats)) softmax_short_warp_fwd_kernel(const SoftmaxShortArgs a) {
+__global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats))
+    softmax_short_warp_fwd_kernel(const SoftmaxShortArgs a) {
   extern __shared__ __align__(16) float s[];
   constexpr Layout L = layout(Dh);
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
@@ -89,32 +81,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   __syncthreads();
   Frag<TP> S;
   logits<Dh, BF>(S, s, lane, mt, a.scale, a.log_f != nullptr);
-  // P = exp(S - lse) (0 past the diagonal and for rows >= T), lse out.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    float mx = -INFINITY, l = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-        if (frag_col(nt, u, lane) <= i) mx = fmaxf(mx, S.v[nt][2 * h + u]);
-    mx = quad_max(mx);
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u)
-        if (frag_col(nt, u, lane) <= i) l += expf(S.v[nt][2 * h + u] - mx);
-    const float lse = mx + logf(quad_sum(l));
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        float& p = S.v[nt][2 * h + u];
-        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse) : 0.f;
-      }
-    if ((lane & 3) == 0 && i < T) a.lse[bh * a.T + i] = lse;
-  }
+  softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   store_frag<Tri::Lower>(s + L.p, S, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // out = P V
@@ -133,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   constexpr int LX = Dh + 4, NP = kPasses<BF>;
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
   const int64_t bh = blockIdx.x;
-  const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
+  const int T = static_cast<int>(a.T);
   const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
   float* slot = s + L.p;
   const View<Tri::Full> q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
@@ -149,24 +116,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
   zero(dS);
   mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    float delta = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        float& p = P.v[nt][2 * h + u];
-        p = frag_col(nt, u, lane) <= i && i < T ? expf(p - lse[h]) : 0.f;
-        delta = fmaf(p, dS.v[nt][2 * h + u], delta);
-      }
-    delta = quad_sum(delta);
-#pragma unroll
-    for (int nt = 0; nt < TP / 8; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) dS.v[nt][2 * h + u] = a.scale * P.v[nt][2 * h + u] * (dS.v[nt][2 * h + u] - delta);
-  }
+  softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
   store_frag<Tri::Lower>(slot, P, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // dv = P^T dout
@@ -176,23 +126,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   __syncthreads();  // P is no longer read: dS into the slot
   store_frag<Tri::Lower>(slot, dS, T, lane, mt);
   __syncthreads();
-  // Gate: dG_t = (sum_j dS_tj - sum_i dS_it) / scale (its term is unscaled); dlog_f_s = sum_{t>=s}
-  // dG_t (s >= 1; position 0 gets 0).
-  if (a.log_f && mt == 0) {
-    float x = 0.f;
-    for (int n4 = 0; n4 < nc; ++n4) {
-      const float4 r = ld4(slot + lane * LT + 4 * n4);
-      x += (r.x + r.y) + (r.z + r.w);
-    }
-    for (int j = 0; j < T; ++j) x -= slot[j * LT + lane];
-    x = lane < T ? x / a.scale : 0.f;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const float y = __shfl_down_sync(kAll, x, d);
-      if (lane + d < 32) x += y;
-    }
-    if (lane < T) a.dlog_f[s0 + lane * a.H] = lane == 0 ? 0.f : x;
-  }
+  if (a.log_f && mt == 0) gate_grad(a.dlog_f, slot, s0, a.H, a.scale, T, lane);
   zero(o);  // dq = dS K
   mma_acc<NP>(o, View<Tri::Lower>{slot, LT}, k, T, lane, mt);
   store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
