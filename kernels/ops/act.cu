@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/ops/ops_bf16.hpp"
@@ -69,41 +68,11 @@ __global__ void swiglu_backward4_kernel(float4* dinp, const float4* dout, const 
   dinp[2 * r * F4 + F4 + f] = du;
 }
 
-
 // ---- bf16 SwiGLU: W consecutive columns per thread --------------------------------------------------
 // W = 8: one 16-byte access per operand (swiglu_vectorised(N, F, 8, pointers)), 32-bit indices;
 // W = 1: the fallback for any shape and alignment, 64-bit indices.
 template <int W>
 using SwigluIndex = std::conditional_t<W == 1, int64_t, uint32_t>;
-
-template <int W>
-__device__ __forceinline__ void load_bf16(float (&v)[W], const uint16_t* p) {
-  if constexpr (W == 8) {
-    const uint4 q = *reinterpret_cast<const uint4*>(p);
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {  // little endian: element 2k in the low half (bf16 -> fp32 is exact)
-      v[2 * k] = __uint_as_float(w[k] << 16);
-      v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) v[k] = to_float(p[k]);
-  }
-}
-
-template <int W>
-__device__ __forceinline__ void store_bf16(uint16_t* p, const float (&v)[W]) {
-  if constexpr (W == 8) {
-    uint32_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) w[k] = bf16_bits(v[2 * k]) | static_cast<uint32_t>(bf16_bits(v[2 * k + 1])) << 16;
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) p[k] = bf16_bits(v[k]);
-  }
-}
 
 // Thread i: column group i % FW of row i / FW (FW = F / W groups per row); n = N FW.
 template <int W>
@@ -113,11 +82,11 @@ __global__ void swiglu_forward_bf16_kernel(uint16_t* out, const uint16_t* inp, S
   if (i >= n) return;
   const I r = i / FW, gate = 2 * r * FW + (i - r * FW);  // the gate's group in inp; the up group is FW further
   float g[W], u[W], y[W];
-  load_bf16<W>(g, inp + static_cast<int64_t>(gate) * W);
-  load_bf16<W>(u, inp + static_cast<int64_t>(gate + FW) * W);
+  load_vec<W>(g, inp + static_cast<int64_t>(gate) * W);
+  load_vec<W>(u, inp + static_cast<int64_t>(gate + FW) * W);
 #pragma unroll
   for (int k = 0; k < W; ++k) y[k] = swiglu_value(g[k], u[k]);
-  store_bf16<W>(out + static_cast<int64_t>(i) * W, y);
+  store_vec<W>(out + static_cast<int64_t>(i) * W, y);
 }
 
 template <int W>
@@ -128,33 +97,23 @@ __global__ void swiglu_backward_bf16_kernel(uint16_t* dinp, const uint16_t* dout
   if (i >= n) return;
   const I r = i / FW, gate = 2 * r * FW + (i - r * FW);
   float g[W], u[W], dy[W], dg[W], du[W];
-  load_bf16<W>(g, inp + static_cast<int64_t>(gate) * W);
-  load_bf16<W>(u, inp + static_cast<int64_t>(gate + FW) * W);
-  load_bf16<W>(dy, dout + static_cast<int64_t>(i) * W);
+  load_vec<W>(g, inp + static_cast<int64_t>(gate) * W);
+  load_vec<W>(u, inp + static_cast<int64_t>(gate + FW) * W);
+  load_vec<W>(dy, dout + static_cast<int64_t>(i) * W);
 #pragma unroll
   for (int k = 0; k < W; ++k) swiglu_grad(dy[k], g[k], u[k], dg[k], du[k]);
-  store_bf16<W>(dinp + static_cast<int64_t>(gate) * W, dg);
-  store_bf16<W>(dinp + static_cast<int64_t>(gate + FW) * W, du);
+  store_vec<W>(dinp + static_cast<int64_t>(gate) * W, dg);
+  store_vec<W>(dinp + static_cast<int64_t>(gate + FW) * W, du);
 }
 
 constexpr int kSwigluVec = 8;  // bf16 per 16 bytes
 
 // ---- activations, 16 bytes a thread ----------------------------------------------------------------
 // W = 16 / sizeof(S) consecutive elements per thread (4 fp32 or 8 bf16), one 16-byte access per operand,
-// where act_vectorised(n, S, pointers); per element the scalar kernels' math, so the results are
+// where vectorised(n, W, pointers); per element the scalar kernels' math, so the results are
 // identical. A thread reads all its elements before it writes, so the backward may still run in place.
 template <class S>
 constexpr int kActVec = 16 / static_cast<int>(sizeof(S));
-
-__device__ __forceinline__ void load16(float (&v)[4], const float* p) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-}
-__device__ __forceinline__ void load16(float (&v)[8], const uint16_t* p) { load_bf16<8>(v, p); }
-__device__ __forceinline__ void store16(float* p, const float (&v)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-__device__ __forceinline__ void store16(uint16_t* p, const float (&v)[8]) { store_bf16<8>(p, v); }
 
 template <Act A, class S>
 __global__ void act_forward_vec_kernel(S* out, const S* inp, uint32_t nv) {
@@ -162,10 +121,10 @@ __global__ void act_forward_vec_kernel(S* out, const S* inp, uint32_t nv) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= nv) return;
   float x[W], y[W];
-  load16(x, inp + static_cast<int64_t>(i) * W);
+  load_vec<W>(x, inp + static_cast<int64_t>(i) * W);
 #pragma unroll
   for (int k = 0; k < W; ++k) y[k] = act_value<A>(x[k]);
-  store16(out + static_cast<int64_t>(i) * W, y);
+  store_vec<W>(out + static_cast<int64_t>(i) * W, y);
 }
 
 template <Act A, class S>
@@ -174,26 +133,17 @@ __global__ void act_backward_vec_kernel(S* dinp, const S* dout, const S* inp, ui
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= nv) return;
   float dy[W], x[W], dx[W];
-  load16(dy, dout + static_cast<int64_t>(i) * W);
-  load16(x, inp + static_cast<int64_t>(i) * W);
+  load_vec<W>(dy, dout + static_cast<int64_t>(i) * W);
+  load_vec<W>(x, inp + static_cast<int64_t>(i) * W);
 #pragma unroll
   for (int k = 0; k < W; ++k) dx[k] = act_grad<A>(dy[k], x[k]);
-  store16(dinp + static_cast<int64_t>(i) * W, dx);
+  store_vec<W>(dinp + static_cast<int64_t>(i) * W, dx);
 }
-
-template <class S>
-bool act_vectorised(int64_t n, std::initializer_list<const void*> ptrs) {
-  if (n % kActVec<S> != 0 || n / kActVec<S> >= (int64_t{1} << 32)) return false;
-  for (const void* p : ptrs)
-    if (!aligned_to(p, 16)) return false;
-  return true;
-}
-
 
 template <class S>
 void act_forward(Act act, S* out, const S* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  const bool vec = act_vectorised<S>(n, {out, inp});
+  const bool vec = vectorised(n, kActVec<S>, {out, inp});
   const int64_t nv = n / kActVec<S>;
   with_act(act, [&](auto a) {
     constexpr Act A = decltype(a)::value;
@@ -208,7 +158,7 @@ void act_forward(Act act, S* out, const S* inp, int64_t n, cudaStream_t stream) 
 template <class S>
 void act_backward(Act act, S* dinp, const S* dout, const S* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  const bool vec = act_vectorised<S>(n, {dinp, dout, inp});
+  const bool vec = vectorised(n, kActVec<S>, {dinp, dout, inp});
   const int64_t nv = n / kActVec<S>;
   with_act(act, [&](auto a) {
     constexpr Act A = decltype(a)::value;
@@ -260,7 +210,6 @@ void swiglu_backward_cuda(float* dinp, const float* dout, const float* inp, int6
   }
   SB_CUDA_CHECK_LAUNCH();
 }
-
 
 void swiglu_forward_bf16_cuda(uint16_t* out, const uint16_t* inp, int64_t N, int64_t F, cudaStream_t stream) {
   if (N * F <= 0) return;

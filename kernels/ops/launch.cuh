@@ -1,7 +1,7 @@
 // launch.cuh: what the per-token op kernels (kernels/ops/elementwise.cu, kernels/ops/act.cu, kernels/ops/rope.cu, kernels/ops/path_wpath.cu)
 // share: launch sizes, the launch check, pointer alignment, warp sums, a stable sigmoid, the row-chunk count of the
 // fixed-order column sums (ReduceScratch, kernels/ops/ops.hpp), bf16 storage (raw uint16_t bits) loads and
-// stores, and the element math of the activations and SwiGLU: the fp32 ops and their bf16 forms (kernels/ops/ops_bf16.hpp)
+// stores (one element or a vector a thread), and the element math of the activations and SwiGLU: the fp32 ops and their bf16 forms (kernels/ops/ops_bf16.hpp)
 // call the same functions, so a bf16 op is bit-exactly bf16(its fp32 op on the bf16 inputs).
 #pragma once
 #include <cuda_bf16.h>
@@ -52,6 +52,60 @@ __device__ __forceinline__ float to_float(uint16_t b) { return __bfloat162float(
 __device__ __forceinline__ void store_rn(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_rn(uint16_t* p, float v) { *p = bf16_bits(v); }
 
+// W consecutive elements in one access: fp32 W = 4 (16 bytes), bf16 W = 4 (8 bytes) or 8 (16 bytes),
+// W = 1 either. bf16 -> fp32 is exact (little endian: element 2k in a word's low half); stores round.
+template <int W>
+__device__ __forceinline__ void load_vec(float (&v)[W], const float* p) {
+  static_assert(W == 1 || W == 4, "fp32: 1 or 4 elements");
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int W>
+__device__ __forceinline__ void load_vec(float (&v)[W], const uint16_t* p) {
+  static_assert(W == 1 || W == 4 || W == 8, "bf16: 1, 4 or 8 elements");
+  if constexpr (W == 1) {
+    v[0] = to_float(*p);
+  } else {
+    uint32_t w[W / 2];
+    if constexpr (W == 8) {
+      const uint4 q = *reinterpret_cast<const uint4*>(p);
+      w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    } else {
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      w[0] = q.x, w[1] = q.y;
+    }
+#pragma unroll
+    for (int k = 0; k < W / 2; ++k) v[2 * k] = __uint_as_float(w[k] << 16), v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+template <int W>
+__device__ __forceinline__ void store_vec(float* p, const float (&v)[W]) {
+  static_assert(W == 1 || W == 4, "fp32: 1 or 4 elements");
+  if constexpr (W == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    *p = v[0];
+}
+template <int W>
+__device__ __forceinline__ void store_vec(uint16_t* p, const float (&v)[W]) {
+  static_assert(W == 1 || W == 4 || W == 8, "bf16: 1, 4 or 8 elements");
+  if constexpr (W == 1) {
+    *p = bf16_bits(v[0]);
+  } else {
+    uint32_t w[W / 2];
+#pragma unroll
+    for (int k = 0; k < W / 2; ++k) w[k] = bf16_bits(v[2 * k]) | static_cast<uint32_t>(bf16_bits(v[2 * k + 1])) << 16;
+    if constexpr (W == 8)
+      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    else
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  }
+}
+
 // ---- element math (fp32) -------------------------------------------------------------------------
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
@@ -100,13 +154,18 @@ __device__ __forceinline__ void swiglu_grad(float dy, float g, float u, float& d
   du = dy * g * s;
 }
 
-// Whether the SwiGLU kernels may take `width` columns per thread with 32-bit indices: F % width == 0,
-// 2 N F / width < 2^32 (the groups of the [N, 2F] input) and every pointer 16-byte aligned.
-inline bool swiglu_vectorised(int64_t N, int64_t F, int64_t width, std::initializer_list<const void*> ptrs) {
-  if (F % width != 0 || 2 * N * F / width >= (int64_t{1} << 32)) return false;
+// Whether n elements may go `width` a thread with 32-bit indices: n % width == 0, n / width < 2^32
+// and every pointer 16-byte aligned.
+inline bool vectorised(int64_t n, int64_t width, std::initializer_list<const void*> ptrs) {
+  if (n % width != 0 || n / width >= (int64_t{1} << 32)) return false;
   for (const void* p : ptrs)
     if (!aligned_to(p, 16)) return false;
   return true;
+}
+// The same for the SwiGLU kernels' `width` columns a thread: also F % width == 0 (the groups of the
+// [N, 2F] input).
+inline bool swiglu_vectorised(int64_t N, int64_t F, int64_t width, std::initializer_list<const void*> ptrs) {
+  return F % width == 0 && vectorised(2 * N * F, width, ptrs);
 }
 
 }  // namespace sb::cuda::ops_detail

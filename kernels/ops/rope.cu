@@ -46,26 +46,10 @@ __global__ void rope_kernel(SOut* out, const SIn* inp, const float2* cs, uint32_
 }
 
 // Four pairs a thread (m .. m + 3, m a multiple of 4, and their partners m + half ..), one 16-byte
-// (fp32) or 8-byte (bf16) access per operand and two 16-byte table reads, where rope_vectorised;
+// (fp32) or 8-byte (bf16) access per operand and two 16-byte table reads (launch.cuh's load_vec /
+// store_vec), where half % 4 == 0 and the pointers are aligned (rope_launch);
 // per element the scalar kernel's math, so the results are identical. blockDim = (half / 4, rows
 // per block).
-__device__ __forceinline__ void load_quad(float (&v)[4], const float* p) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-}
-__device__ __forceinline__ void load_quad(float (&v)[4], const uint16_t* p) {
-  const uint2 q = *reinterpret_cast<const uint2*>(p);
-  v[0] = __uint_as_float(q.x << 16), v[1] = __uint_as_float(q.x & 0xffff0000u);
-  v[2] = __uint_as_float(q.y << 16), v[3] = __uint_as_float(q.y & 0xffff0000u);
-}
-__device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-__device__ __forceinline__ void store_quad(uint16_t* p, const float (&v)[4]) {
-  *reinterpret_cast<uint2*>(p) = make_uint2(bf16_bits(v[0]) | static_cast<uint32_t>(bf16_bits(v[1])) << 16,
-                                            bf16_bits(v[2]) | static_cast<uint32_t>(bf16_bits(v[3])) << 16);
-}
-
 template <bool kInverse, class SOut, class SIn>
 __global__ void rope4_kernel(SOut* out, const SIn* inp, const float4* cs, uint32_t rows, uint32_t T, uint32_t H) {
   const uint32_t half = 4 * blockDim.x, m = 4 * threadIdx.x, row = blockIdx.x * blockDim.y + threadIdx.y;
@@ -75,8 +59,8 @@ __global__ void rope4_kernel(SOut* out, const SIn* inp, const float4* cs, uint32
   const float c[4] = {a0.x, a0.z, a1.x, a1.z}, sn[4] = {a0.y, a0.w, a1.y, a1.w};
   const int64_t base = static_cast<int64_t>(row) * 2 * half;
   float x1[4], x2[4], y1[4], y2[4];
-  load_quad(x1, inp + base + m);
-  load_quad(x2, inp + base + m + half);
+  load_vec<4>(x1, inp + base + m);
+  load_vec<4>(x2, inp + base + m + half);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     if constexpr (kInverse) {
@@ -87,8 +71,8 @@ __global__ void rope4_kernel(SOut* out, const SIn* inp, const float4* cs, uint32
       y2[e] = x2[e] * c[e] + x1[e] * sn[e];
     }
   }
-  store_quad(out + base + m, y1);
-  store_quad(out + base + m + half, y2);
+  store_vec<4>(out + base + m, y1);
+  store_vec<4>(out + base + m + half, y2);
 }
 
 template <bool kInverse, class SOut, class SIn>

@@ -1,8 +1,9 @@
 // short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
 // path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
-// and stores, a head tensor's rows into shared memory, the triangles two matrices share in a 32 x 36
-// slot, a lane's row or column into a slot (store_row, store_col), and the tensor-core products (tf32
-// mma.sync, one or three passes) from shared memory into fragments and out of them.
+// and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
+// 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), the tensor-core products
+// (tf32 mma.sync, one or three passes) from shared memory into fragments and out of them, and the
+// causal softmax, its backward and the forget gate's bias and gradient in fragments.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -52,6 +53,16 @@ __device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int
     const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
     if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
   }
+}
+
+// Where head bh = b H + h lives: row t of a [B, T, H] tensor at s0 + t H, of a [B, T, H, Dh] one at
+// e0 + t es.
+struct HeadAt {
+  int64_t s0, e0, es;
+};
+__device__ __forceinline__ HeadAt head_at(int64_t bh, int64_t T, int64_t H, int Dh) {
+  const int64_t s0 = (bh / H) * T * H + bh % H;
+  return {s0, s0 * Dh, H * Dh};
 }
 
 // The prefix sums G_t = sum_{s=1..t} log f_s (double, 0 past T and without a gate) of the head whose
@@ -263,7 +274,6 @@ __device__ __forceinline__ float quad_max(float x) {
   return fmaxf(x, __shfl_xor_sync(kAll, x, 2));
 }
 
-
 // Logits of m-tile mt plus the gate's bias G_i - G_j (G: prefix sums, double [32]).
 __device__ __forceinline__ void add_gate_bias(Frag<TP>& S, const double* G, int lane, int mt) {
 #pragma unroll
@@ -303,6 +313,15 @@ __device__ __forceinline__ void softmax_rows(Frag<TP>& S, float* lse, int T, int
         p = frag_col(nt, u, lane) <= i && i < T ? expf(p - m) : 0.f;
       }
     if ((lane & 3) == 0 && i < T) lse[i] = m;
+  }
+}
+
+// The lse of this lane's two rows of m-tile mt (frag_row(mt, 2 h)) from the head's lse[T] (0 past T).
+__device__ __forceinline__ void rows_lse(float (&lse)[2], const float* head_lse, int T, int lane, int mt) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    lse[h] = i < T ? head_lse[i] : 0.f;
   }
 }
 

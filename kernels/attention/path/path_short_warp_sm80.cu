@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
-  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid);
   __syncthreads();
   Frag<TP> S;
@@ -159,16 +159,12 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const float* beta = s + L.beta;
   const View<Tri::Full> qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
-  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
   fill<Dh, BF>(s + L.v, a.v, e0, es, T, tid);
   fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, tid);
   float lse[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    lse[h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
-  }
+  rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
   Frag<TP> P;
   own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
-  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid, false);
   __syncthreads();
   Frag<TP> S;
@@ -101,16 +101,12 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
-  const int64_t s0 = (bh / a.H) * a.T * a.H + bh % a.H, e0 = s0 * Dh, es = a.H * Dh;
+  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   float* slot = s + L.p;
   const View<Tri::Full> q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid, true);
   float lse[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    lse[h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
-  }
+  rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
   Frag<TP> P, dS;
   logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
