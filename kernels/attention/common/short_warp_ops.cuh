@@ -2,10 +2,13 @@
 // path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
 // and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
 // 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), the tensor-core products
-// (tf32 mma.sync, one or three passes) from shared memory into fragments and out of them, and the
-// causal softmax, its backward and the forget gate's bias and gradient in fragments.
+// (tf32 mma.sync, one or three passes; k-steps outside a triangle skipped, one-pass operands rounded
+// once when filled) from shared memory into fragments and out of them, and the causal softmax, its
+// backward and the forget gate's bias and gradient in fragments.
 #pragma once
 #include <cuda_bf16.h>
+
+#include <type_traits>
 
 #include "kernels/attention/plan.hpp"
 
@@ -37,9 +40,18 @@ __device__ __forceinline__ float4 load4(const void* p, int64_t i) {
     return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
   }
 }
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// x rounded to tf32 (to nearest, ties away; low 13 bits cleared): the value a one-pass product reads.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(tf32_bits(x) & 0xffffe000u); }
+
 // Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand with rows of Dh + 4
-// floats: every load of a thread in flight before its first store.
-template <int Dh, bool BF>
+// floats: every load of a thread in flight before its first store; with ROUND rounded to tf32 (an
+// fp32 operand of the one-pass kernels, which then read it as it is: Read::tf32).
+template <int Dh, bool BF, bool ROUND = false>
 __device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int tid) {
   constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
   float4 v[N];
@@ -51,7 +63,10 @@ __device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int
 #pragma unroll
   for (int it = 0; it < N; ++it) {
     const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
-    if (t < T) st4(x + t * (Dh + 4) + c, v[it]);
+    if (t >= T) continue;
+    if constexpr (ROUND)
+      v[it] = make_float4(round_tf32(v[it].x), round_tf32(v[it].y), round_tf32(v[it].z), round_tf32(v[it].w));
+    st4(x + t * (Dh + 4) + c, v[it]);
   }
 }
 
@@ -163,29 +178,55 @@ __device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
     for (int e = 0; e < 4; ++e) f.v[nt][e] *= mul;
 }
 
+// How a view reads its storage: entries outside its triangle masked to 0 (the slot's other part
+// holds another matrix), or stored as zeros there (zeroed: no mask), or (tf32) an operand tensor
+// that the one-pass kernels filled rounded to tf32 (fill<..., ROUND>, or bf16 values), which their
+// products read without a conversion. Every slot and operand holds 0 at rows and columns >= T.
+enum class Read { masked, zeroed, tf32 };
+
 // Entry (r, c) of a matrix in shared memory stored by rows at p (stride ld), or with TR its
 // transpose (read at (c, r)); entries outside S (in storage coordinates) read as 0, NEG negated.
-template <Tri S, bool TR = false, bool NEG = false>
+template <Tri S, bool TR = false, bool NEG = false, Read R = Read::masked>
 struct View {
   const float* p;
   int ld;
+  static constexpr bool kTf32 = R == Read::tf32;
+  // Read as A(i, k) of a product: zero for k > i (kLower) or k < i (kUpper), by the triangle.
+  static constexpr bool kLowerTri = S == Tri::Lower || S == Tri::StrictLower;
+  static constexpr bool kUpperTri = S == Tri::Upper || S == Tri::StrictUpper;
+  static constexpr bool kLower = TR ? kUpperTri : kLowerTri, kUpper = TR ? kLowerTri : kUpperTri;
   __device__ __forceinline__ float operator()(int r, int c) const {
     const int sr = TR ? c : r, sc = TR ? r : c;
     const float v = p[sr * ld + sc];
-    return tri_in<S>(sr, sc) ? (NEG ? -v : v) : 0.f;
+    if constexpr (R == Read::masked) return tri_in<S>(sr, sc) ? (NEG ? -v : v) : 0.f;
+    else return NEG ? -v : v;
   }
 };
+// A triangle stored with zeros around it; an operand tensor by rows and transposed.
+template <Tri S, bool TR = false, bool NEG = false>
+using Zeroed = View<S, TR, NEG, Read::zeroed>;
+using Rows = View<Tri::Full, false, false, Read::tf32>;
+using RowsT = View<Tri::Full, true, false, Read::tf32>;
 
-__device__ __forceinline__ uint32_t tf32_bits(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-// x as hi + lo, both tf32 (lo only for three passes).
-template <int PASSES>
+// A product operand's traits (a View's, or none for a callable).
+template <class O, class = void>
+struct OperandTraits {
+  static constexpr bool tf32 = false, lower = false, upper = false;
+};
+template <class O>
+struct OperandTraits<O, std::void_t<decltype(O::kTf32)>> {
+  static constexpr bool tf32 = O::kTf32, lower = O::kLower, upper = O::kUpper;
+};
+
+// x as hi + lo, both tf32 (lo only for three passes); EXACT: x is tf32 already (one pass).
+template <int PASSES, bool EXACT = false>
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32_bits(x);
-  if constexpr (PASSES == 3) lo = tf32_bits(x - __uint_as_float(hi));
+  if constexpr (PASSES == 1 && EXACT) {
+    hi = __float_as_uint(x);
+  } else {
+    hi = tf32_bits(x);
+    if constexpr (PASSES == 3) lo = tf32_bits(x - __uint_as_float(hi));
+  }
 }
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
@@ -200,25 +241,29 @@ template <bool BF>
 constexpr int kPasses = BF ? 1 : 3;
 
 // f += A B over k < K for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
-// b(k, j); entries of A at k >= K read as 0). PASSES 3: operands split into tf32 hi + lo, f += hi hi
-// + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product (relative error about 2^-11).
+// b(k, j); both read as 0 at k >= K, which every slot and operand is past T). PASSES 3: operands
+// split into tf32 hi + lo, f += hi hi + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product
+// (relative error about 2^-11). The k-steps where a triangular A is zero for the tile's rows are
+// skipped (exact: they would add 0).
 template <int PASSES, int N, class OA, class OB>
 __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane, int mt) {
   static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
+  using TA = OperandTraits<OA>;
+  using TB = OperandTraits<OB>;
   const int g = lane >> 2, t = lane & 3;
+  const int k_begin = TA::upper ? 16 * mt : 0;
+  const int k_end = TA::lower && 16 * mt + 16 < K ? 16 * mt + 16 : K;
 #pragma unroll 1  // the k-steps in a loop: unrolled, the kernels outgrow the instruction cache
-  for (int k0 = 0; k0 < K; k0 += 8) {
+  for (int k0 = k_begin; k0 < k_end; k0 += 8) {
     uint32_t ah[4], al[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-      const int i = 16 * mt + g + 8 * (e & 1), k = k0 + t + 4 * (e >> 1);
-      split_tf32<PASSES>(k < K ? a(i, k) : 0.f, ah[e], al[e]);
-    }
+    for (int e = 0; e < 4; ++e)  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+      split_tf32<PASSES, TA::tf32>(a(16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1)), ah[e], al[e]);
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt) {
       uint32_t bh[2], bl[2];  // b0, b1: (t, g), (t + 4, g)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) split_tf32<PASSES>(b(k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
+      for (int e = 0; e < 2; ++e) split_tf32<PASSES, TB::tf32>(b(k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
       if constexpr (PASSES == 3) {
         mma_tf32(f.v[nt], al, bh);
         mma_tf32(f.v[nt], ah, bl);

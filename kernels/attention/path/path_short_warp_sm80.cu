@@ -31,7 +31,7 @@ __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s
   const int64_t es = a.H * Dh;
   fill<Dh, BF>(s + L.qs, a.q, e0, es, T, tid);
   fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
-  fill<Dh, false>(s + L.w, a.w, e0, es, T, tid);
+  fill<Dh, false, BF>(s + L.w, a.w, e0, es, T, tid);  // rounded once for the one-pass products
   if (tid < 32) s[L.beta + tid] = tid < T ? a.beta[s0 + tid * a.H] : 0.f;
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
@@ -86,8 +86,8 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   float* s1 = s + L.s1;
   float* s2 = s + L.s2;
   float* s3 = s + L.s3;
-  const View<Tri::Full> qs{s + L.qs, LX}, w{s + L.w, LX};
-  const View<Tri::Full, true> wT{s + L.w, LX}, kT{s + L.k, LX};
+  const Rows qs{s + L.qs, LX}, w{s + L.w, LX};
+  const RowsT wT{s + L.w, LX}, kT{s + L.k, LX};
   Frag<TP> f;
   zero(f);
   mma_acc<NP>(f, w, wT, Dh, lane, mt);  // Gram = W W^T
@@ -108,13 +108,13 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   __syncthreads();
   // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
   zero(f);
-  mma_acc<NP>(f, View<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
+  mma_acc<NP>(f, Zeroed<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
   __syncthreads();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   zero(S);
   mma_acc<NP>(S, qs, kT, Dh, lane, mt);
-  mma_acc<NP>(S, View<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(S, Zeroed<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
   scale_frag(S, scale);
   if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>>(o, View<Tri::Lower>{s + L.s3, LT}, View<Tri::Full>{s + L.fwd_v, Dh + 4}, T, lane, mt);
+  mma_acc<kPasses<BF>>(o, Zeroed<Tri::Lower>{s + L.s3, LT}, Rows{s + L.fwd_v, Dh + 4}, T, lane, mt);
   store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
 }
 
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const int64_t bh = blockIdx.x;
   float *s1 = s + L.s1, *s2 = s + L.s2, *s3 = s + L.s3, *s4 = s + L.s4, *s5 = s + L.s5, *scr = s + L.g;
   const float* beta = s + L.beta;
-  const View<Tri::Full> qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
+  const Rows qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
@@ -171,14 +171,14 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta) scale, in dS.
   Frag<TP> dS;
   zero(dS);
-  mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
+  mma_acc<NP>(dS, dout, RowsT{s + L.v, LX}, Dh, lane, mt);
   softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
   __syncthreads();  // v and the prefix sums are no longer read: P into s4
   store_frag<Tri::Lower>(s4, P, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  mma_acc<NP>(o, View<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
   store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
   __syncthreads();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane, mt);
@@ -187,18 +187,18 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);
-  mma_acc<NP>(f, View<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f, Zeroed<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
   store_frag<Tri::Lower>(s5, f, T, lane, mt);
   // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
   zero(f);
-  mma_acc<NP>(f, View<Tri::Lower, true, true>{s3, LT}, View<Tri::Lower>{s4, LT}, T, lane, mt);
+  mma_acc<NP>(f, Zeroed<Tri::Lower, true, true>{s3, LT}, Zeroed<Tri::Lower>{s4, LT}, T, lane, mt);
   __syncthreads();
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   // dq = dS K + dA W.
   zero(o);
-  mma_acc<NP>(o, View<Tri::Lower>{s4, LT}, k, T, lane, mt);
-  mma_acc<NP>(o, View<Tri::Lower>{s5, LT}, w, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower>{s4, LT}, k, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower>{s5, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   // dk = dS^T Q + dC^T W.
   zero(o);
-  mma_acc<NP>(o, View<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
   mma_acc<NP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
   // R = M^-T dTinv, a column per lane of warp 0 (only its strictly lower part and diagonal are
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
   // beta_i E_ip (p < i) or beta_p E_pi (p > i).
   zero(o);
-  mma_acc<NP>(o, View<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
   mma_acc<NP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
   const float* E = s2;
   mma_acc<NP>(

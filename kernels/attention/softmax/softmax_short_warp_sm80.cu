@@ -56,7 +56,7 @@ template <int Dh, bool BF>
 __device__ void logits(Frag<TP>& S, const float* s, int lane, int mt, float scale, bool gate) {
   constexpr Layout L = layout(Dh);
   zero(S);
-  mma_acc<kPasses<BF>>(S, View<Tri::Full>{s + L.q, Dh + 4}, View<Tri::Full, true>{s + L.k, Dh + 4}, Dh, lane, mt);
+  mma_acc<kPasses<BF>>(S, Rows{s + L.q, Dh + 4}, RowsT{s + L.k, Dh + 4}, Dh, lane, mt);
   scale_frag(S, scale);
   if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>>(o, View<Tri::Lower>{s + L.p, LT}, View<Tri::Full>{s + L.v, Dh + 4}, T, lane, mt);
+  mma_acc<kPasses<BF>>(o, Zeroed<Tri::Lower>{s + L.p, LT}, Rows{s + L.v, Dh + 4}, T, lane, mt);
   store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
 }
 
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   float* slot = s + L.p;
-  const View<Tri::Full> q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
+  const Rows q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid, true);
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
@@ -111,23 +111,23 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   Frag<TP> P, dS;
   logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
   zero(dS);
-  mma_acc<NP>(dS, dout, View<Tri::Full, true>{s + L.v, LX}, Dh, lane, mt);
+  mma_acc<NP>(dS, dout, RowsT{s + L.v, LX}, Dh, lane, mt);
   softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
   store_frag<Tri::Lower>(slot, P, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  mma_acc<NP>(o, View<Tri::Lower, true>{slot, LT}, dout, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, dout, T, lane, mt);
   store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
   __syncthreads();  // P is no longer read: dS into the slot
   store_frag<Tri::Lower>(slot, dS, T, lane, mt);
   __syncthreads();
   if (a.log_f && mt == 0) gate_grad(a.dlog_f, slot, s0, a.H, a.scale, T, lane);
   zero(o);  // dq = dS K
-  mma_acc<NP>(o, View<Tri::Lower>{slot, LT}, k, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower>{slot, LT}, k, T, lane, mt);
   store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
   zero(o);  // dk = dS^T Q
-  mma_acc<NP>(o, View<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
+  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
   store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
 }
 

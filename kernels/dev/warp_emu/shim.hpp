@@ -42,6 +42,11 @@ inline float u2f(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 // cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero.
 inline uint32_t tf32_bits(float x) {
   uint32_t u;
@@ -73,5 +78,6 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
 #define __shfl_down_sync(m, v, o) emu::shfl(v, o, false)
 #define __shfl_xor_sync(m, v, o) emu::shfl_xor(v, o)
 #define __uint_as_float(u) emu::u2f(u)
+#define __float_as_uint(f) emu::f2u(f)
 #define threadIdx emu::t_thread
 #define blockIdx emu::t_block
