@@ -190,16 +190,19 @@ template <Tri S, bool TR = false, bool NEG = false, Read R = Read::masked>
 struct View {
   const float* p;
   int ld;
-  static constexpr bool kTf32 = R == Read::tf32;
+  static constexpr bool kTf32 = R == Read::tf32, kTrans = TR;
   // Read as A(i, k) of a product: zero for k > i (kLower) or k < i (kUpper), by the triangle.
   static constexpr bool kLowerTri = S == Tri::Lower || S == Tri::StrictLower;
   static constexpr bool kUpperTri = S == Tri::Upper || S == Tri::StrictUpper;
   static constexpr bool kLower = TR ? kUpperTri : kLowerTri, kUpper = TR ? kLowerTri : kUpperTri;
-  __device__ __forceinline__ float operator()(int r, int c) const {
+  // v, the stored entry of (r, c), as read: masked outside S, negated.
+  __device__ __forceinline__ float as_read(float v, int r, int c) const {
     const int sr = TR ? c : r, sc = TR ? r : c;
-    const float v = p[sr * ld + sc];
     if constexpr (R == Read::masked) return tri_in<S>(sr, sc) ? (NEG ? -v : v) : 0.f;
     else return NEG ? -v : v;
+  }
+  __device__ __forceinline__ float operator()(int r, int c) const {
+    return as_read(TR ? p[c * ld + r] : p[r * ld + c], r, c);
   }
 };
 // A triangle stored with zeros around it; an operand tensor by rows and transposed.
@@ -208,15 +211,25 @@ using Zeroed = View<S, TR, NEG, Read::zeroed>;
 using Rows = View<Tri::Full, false, false, Read::tf32>;
 using RowsT = View<Tri::Full, true, false, Read::tf32>;
 
-// A product operand's traits (a View's, or none for a callable).
+// A product operand's traits (a View's, or none for a callable): tf32-exact, zero k-steps, and
+// whether it lies in shared memory by rows of A (a View read as A without TR) or of B^T (read as B
+// with TR), the orientation that ldmatrix loads.
 template <class O, class = void>
 struct OperandTraits {
-  static constexpr bool tf32 = false, lower = false, upper = false;
+  static constexpr bool tf32 = false, lower = false, upper = false, view = false, trans = false;
 };
 template <class O>
 struct OperandTraits<O, std::void_t<decltype(O::kTf32)>> {
-  static constexpr bool tf32 = O::kTf32, lower = O::kLower, upper = O::kUpper;
+  static constexpr bool tf32 = O::kTf32, lower = O::kLower, upper = O::kUpper, view = true, trans = O::kTrans;
 };
+
+// Four 8 x 4 fp32 tiles of shared memory (ldmatrix .x4, b16 pairs): lane L gives the address of row
+// L % 8 of tile L / 8 (16-byte aligned) and gets entry (lane / 4, lane % 4) of tile e in r[e].
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const float* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(row))));
+}
 
 // x as hi + lo, both tf32 (lo only for three passes); EXACT: x is tf32 already (one pass).
 template <int PASSES, bool EXACT = false>
@@ -248,6 +261,7 @@ constexpr int kPasses = BF ? 1 : 3;
 template <int PASSES, int N, class OA, class OB>
 __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane, int mt) {
   static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
+  static_assert(N % 16 == 0, "n-tiles in pairs");
   using TA = OperandTraits<OA>;
   using TB = OperandTraits<OB>;
   const int g = lane >> 2, t = lane & 3;
@@ -255,20 +269,46 @@ __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, in
   const int k_end = TA::lower && 16 * mt + 16 < K ? 16 * mt + 16 : K;
 #pragma unroll 1  // the k-steps in a loop: unrolled, the kernels outgrow the instruction cache
   for (int k0 = k_begin; k0 < k_end; k0 += 8) {
-    uint32_t ah[4], al[4];
+    uint32_t ah[4], al[4];  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+    if constexpr (TA::view && !TA::trans) {
+      uint32_t r[4];
+      ldsm_x4(r, a.p + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * a.ld + k0 + 4 * (lane >> 4));
 #pragma unroll
-    for (int e = 0; e < 4; ++e)  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-      split_tf32<PASSES, TA::tf32>(a(16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1)), ah[e], al[e]);
-#pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt) {
-      uint32_t bh[2], bl[2];  // b0, b1: (t, g), (t + 4, g)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) split_tf32<PASSES, TB::tf32>(b(k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
-      if constexpr (PASSES == 3) {
-        mma_tf32(f.v[nt], al, bh);
-        mma_tf32(f.v[nt], ah, bl);
+      for (int e = 0; e < 4; ++e) {
+        const float x = a.as_read(__uint_as_float(r[e]), 16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1));
+        split_tf32<PASSES, TA::tf32>(x, ah[e], al[e]);
       }
-      mma_tf32(f.v[nt], ah, bh);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        split_tf32<PASSES, TA::tf32>(a(16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1)), ah[e], al[e]);
+    }
+#pragma unroll
+    for (int np = 0; np < N / 16; ++np) {
+      uint32_t bh[2][2], bl[2][2];  // n-tiles 2 np + u: b0, b1 = (t, g), (t + 4, g)
+      if constexpr (TB::view && TB::trans) {
+        uint32_t r[4];
+        ldsm_x4(r, b.p + (16 * np + 8 * (lane >> 4) + (lane & 7)) * b.ld + k0 + 4 * ((lane >> 3) & 1));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = b.as_read(__uint_as_float(r[e]), k0 + t + 4 * (e & 1), 16 * np + 8 * (e >> 1) + g);
+          split_tf32<PASSES, TB::tf32>(x, bh[e >> 1][e & 1], bl[e >> 1][e & 1]);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          split_tf32<PASSES, TB::tf32>(b(k0 + t + 4 * (e & 1), 16 * np + 8 * (e >> 1) + g), bh[e >> 1][e & 1],
+                                       bl[e >> 1][e & 1]);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float(&d)[4] = f.v[2 * np + u];
+        if constexpr (PASSES == 3) {
+          mma_tf32(d, al, bh[u]);
+          mma_tf32(d, ah, bl[u]);
+        }
+        mma_tf32(d, ah, bh[u]);
+      }
     }
   }
 }

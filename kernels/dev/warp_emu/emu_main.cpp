@@ -19,6 +19,7 @@ void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
     std::vector<std::unique_ptr<std::barrier<>>> bars;
     std::vector<std::vector<double>> xchg(kThreads / 32, std::vector<double>(32));
     std::vector<std::vector<float>> frag(kThreads / 32, std::vector<float>(32 * 6));
+    std::vector<std::vector<const float*>> rows(kThreads / 32, std::vector<const float*>(32));
     for (int w = 0; w < kThreads / 32; ++w) bars.emplace_back(new std::barrier<>(32));
     std::vector<std::thread> th;
     for (int t = 0; t < kThreads; ++t)
@@ -30,6 +31,7 @@ void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
         emu::t_cta_bar = &cta;
         emu::t_xchg = xchg[t / 32].data();
         emu::t_frag = frag[t / 32].data();
+        emu::t_rows = rows[t / 32].data();
         kernel(a);
       });
     for (auto& x : th) x.join();

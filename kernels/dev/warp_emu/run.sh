@@ -34,6 +34,7 @@ while '__launch_bounds__(' in body:  # its argument list, nested parentheses and
 body = re.sub(r'asm\("\{.*?\);', 'if (a == b) y = x;', body, flags=re.S)  # select_if_eq
 body = re.sub(r'asm\("cvt\.rna\.tf32.*?\);', 'r = emu::tf32_bits(x);', body, flags=re.S)
 body = re.sub(r'asm volatile\(\s*"mma\.sync.*?\);', 'emu::mma_tf32(d, a, b);', body, flags=re.S)
+body = re.sub(r'asm volatile\(\s*"ldmatrix.*?\);', 'emu::ldsm_x4(r, row);', body, flags=re.S)
 body = body.replace('__global__ ', '').replace('__device__ ', '').replace('__forceinline__ ', 'inline ')
 for left in ('__launch_bounds__', 'asm(', '__shared__'):
     assert left not in body, left

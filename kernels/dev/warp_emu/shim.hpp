@@ -1,6 +1,6 @@
 // shim.hpp: host stand-ins for what the short PaTH warp kernels use on the device (run.sh):
 // a thread per lane, a 32-thread barrier per warp for __syncwarp and one per CTA for __syncthreads, shuffles through a per-warp
-// exchange array; tf32 rounding and mma.sync m16n8k8 through a per-warp fragment array (exact
+// exchange array; tf32 rounding, ldmatrix and mma.sync m16n8k8 through per-warp arrays (exact
 // products of tf32 inputs, summed in fp32); threadIdx / blockIdx per thread.
 #pragma once
 #include <cuda_runtime.h>
@@ -16,6 +16,7 @@ inline thread_local std::barrier<>* t_bar;
 inline thread_local std::barrier<>* t_cta_bar;
 inline thread_local double* t_xchg;
 inline thread_local float* t_frag;  // [32 lanes][6]: a0..a3, b0, b1
+inline thread_local const float** t_rows;  // [32 lanes]: ldmatrix row addresses
 inline void syncwarp() { t_bar->arrive_and_wait(); }
 inline void syncthreads() { t_cta_bar->arrive_and_wait(); }
 template <class T>
@@ -53,6 +54,15 @@ inline uint32_t tf32_bits(float x) {
   std::memcpy(&u, &x, 4);
   if (std::isfinite(x)) u = (u + 0x1000u) & 0xffffe000u;
   return u;
+}
+// ldmatrix .x4 of fp32 tiles: lane L's row address is row L % 8 of tile L / 8; r[e] = entry
+// (lane / 4, lane % 4) of tile e.
+inline void ldsm_x4(uint32_t (&r)[4], const float* row) {
+  const int lane = t_thread.x & 31;
+  t_rows[lane] = row;
+  syncwarp();
+  for (int e = 0; e < 4; ++e) r[e] = f2u(t_rows[8 * e + lane / 4][lane % 4]);
+  syncwarp();
 }
 inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const int lane = t_thread.x & 31, g = lane >> 2, t = lane & 3;
