@@ -431,7 +431,7 @@ TEST(AttentionLayout, PathShortChoice) {
     }
 }
 
-// The two-warps-per-head short kernels: chosen at T <= 32 and Dh <= 32 on the short path (with
+// The two-warps-per-head short kernels: chosen at T <= 32 and Dh 16, 32 or 64 on the short path (with
 // path_short_warp on and one head's backward region within the device's shared memory), the CTA
 // kernels otherwise, also where only the warp kernels fit; never with path_short off. A head's
 // regions: float4-aligned, strides 4 mod 32 in floats with an odd number of float4s (a lane's own
@@ -443,15 +443,11 @@ TEST(AttentionLayout, PathShortWarpChoice) {
   using cuda::detail::path_short_warp;
   using cuda::detail::path_short_warp_layout;
   const DeviceLimits dev = h100();
-  for (int64_t Dh : {16, 32})
+  for (int64_t Dh : {16, 32, 64})
     for (int64_t T : {1, 2, 7, 16, 21, 22, 31, 32}) {
       EXPECT_TRUE(path_short_warp({1024, T, 4, Dh}, dev, {})) << T << " " << Dh;
       EXPECT_TRUE(path_short({1024, T, 4, Dh}, dev, {})) << T << " " << Dh;
     }
-  for (int64_t T : {1, 21, 32}) {  // Dh 64: the CTA kernels (merrill_a5's heads)
-    EXPECT_FALSE(path_short_warp({512, T, 8, 64}, dev, {})) << T;
-    EXPECT_TRUE(path_short({512, T, 8, 64}, dev, {})) << T;
-  }
   for (int64_t T : {33, 48, 64}) {
     EXPECT_FALSE(path_short_warp({8, T, 2, 32}, dev, {})) << T;
     EXPECT_TRUE(path_short({8, T, 2, 32}, dev, {})) << T;  // the CTA kernels
@@ -475,7 +471,7 @@ TEST(AttentionLayout, PathShortWarpChoice) {
   EXPECT_FALSE(path_short({1, 32, 4, 32}, small, cta));
   EXPECT_FALSE(path_short_warp({1, 32, 4, 64}, small, {}));  // 56 KiB
   EXPECT_FALSE(path_short({1, 32, 4, 64}, small, {}));
-  for (int64_t Dh : {16, 32}) {
+  for (int64_t Dh : {16, 32, 64}) {
     const auto L = path_short_warp_layout(Dh);
     const int64_t x = 32 * (Dh + 4), t = 32 * 36;
     for (int64_t ld : {L.ldx, L.ldt}) {
@@ -509,6 +505,11 @@ TEST(AttentionLayout, PathShortWarpChoice) {
   EXPECT_LE(6 * (path_short_warp_layout(32).bwd_floats * 4 + 1024), dev.max_smem + 1024);
   EXPECT_GT(7 * (path_short_warp_layout(32).bwd_floats * 4 + 1024), dev.max_smem + 1024);
   EXPECT_LE(8 * (path_short_warp_layout(32).fwd_floats * 4 + 1024), dev.max_smem + 1024);
+  // merrill_a5 (Dh 64): 3 backward and 5 forward heads.
+  EXPECT_LE(3 * (path_short_warp_layout(64).bwd_floats * 4 + 1024), dev.max_smem + 1024);
+  EXPECT_GT(4 * (path_short_warp_layout(64).bwd_floats * 4 + 1024), dev.max_smem + 1024);
+  EXPECT_LE(5 * (path_short_warp_layout(64).fwd_floats * 4 + 1024), dev.max_smem + 1024);
+  EXPECT_GT(6 * (path_short_warp_layout(64).fwd_floats * 4 + 1024), dev.max_smem + 1024);
 }
 
 // Softmax's two-warps-per-head kernels: T <= 32 and Dh 16, 32 or 64 with softmax_short on; the

@@ -37,7 +37,7 @@ struct AttentionOptions {
   // shared memory fits; false runs the blockwise pipeline at every length (its parity tests at short
   // T use it).
   bool path_short = true;
-  // On that path at T <= 32 and Dh <= 32, two warps per head on tensor cores; false runs the
+  // On that path at T <= 32 and Dh <= 64, two warps per head on tensor cores; false runs the
   // CTA-per-head kernels there too (their parity tests at those shapes use it).
   bool path_short_warp = true;
   // Softmax attention at T <= 32 and Dh 16, 32 or 64 in one kernel per direction, two warps per head

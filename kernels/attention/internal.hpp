@@ -374,7 +374,7 @@ void path_short_backward(void* dq,            // [B, T, H, Dh] dt
                          const float* log_f,  // [B, T, H] or nullptr
                          const float* lse,    // [B, H, T]
                          const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
-// The same at T <= 32, Dh <= 32 with two warps per (b, h) (kernels/attention/path/path_short_warp_sm80.cu;
+// The same at T <= 32, Dh 16, 32 or 64 with two warps per (b, h) (kernels/attention/path/path_short_warp_sm80.cu;
 // plan.hpp path_short_warp); the same arguments, plus the device's limits.
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                              const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,

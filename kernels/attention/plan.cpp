@@ -128,7 +128,7 @@ bool softmax_short_warp(const AttnDims& d, const AttentionOptions& opt) {
 }
 
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt) {
-  return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 32 &&
+  return opt.path_short && opt.path_short_warp && d.T <= kShortWarpT && d.Dh <= 64 &&
          path_short_warp_layout(d.Dh).bwd_floats * 4 <= dev.max_smem;
 }
 

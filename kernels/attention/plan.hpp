@@ -62,8 +62,7 @@ constexpr PathShortLayout path_short_layout(int64_t T, int64_t Dh) {
   return L;
 }
 // Short sequences, two warps per head (kernels/attention/path/path_short_warp_sm80.cu): T <= 32 and
-// Dh <= 32 (at Dh 64 a head's 56 KiB of shared memory leaves too few heads per SM to beat the CTA
-// kernels), a CTA per (b, h), each warp a 16-row half of every result. A head's region in floats:
+// Dh 16, 32 or 64, a CTA per (b, h), each warp a 16-row half of every result. A head's region in floats:
 // the gate's prefix sums (double [32]), beta [32], the operands q, k, w as [32, Dh + 4] and three
 // 32 x 32 slots s1..s3 (row stride 36; both strides are an odd number of float4s, so a lane's
 // own-row float4 reads are free of bank conflicts); the forward loads v over s1..s2 once they are
@@ -95,7 +94,7 @@ constexpr PathShortWarpLayout path_short_warp_layout(int64_t Dh) {
 // for the CTA kernels or for one head of the warp kernels (path_short_warp).
 bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
 // Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
-// Dh <= 32, and one head's backward region within the device's shared memory.
+// Dh 16, 32 or 64, and one head's backward region within the device's shared memory.
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
 // Whether softmax attention runs the two-warps-per-head kernels (softmax/softmax_short_warp_sm80.cu):
 // opt.softmax_short, T <= 32 and Dh 16, 32 or 64 (a head's region is at most 39 KiB: no opt-in

@@ -1,4 +1,4 @@
-// path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh 16 or 32 (plan.hpp path_short_warp), forward
+// path_short_warp_sm80.cu: PaTH attention at T <= 32 and Dh 16, 32 or 64 (plan.hpp path_short_warp), forward
 // and backward: a CTA of two warps per (b, h), each warp one 16-row half of every result. The math
 // of path_short_sm80.cu (docs/path-backward.md's own block, the backward recomputing the forward from
 // lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
@@ -290,7 +290,8 @@ void with_warp_dh(int64_t Dh, F&& f) {
   switch (Dh) {
     case 16: f(std::integral_constant<int, 16>{}); break;
     case 32: f(std::integral_constant<int, 32>{}); break;
-    default: throw_error("path_short_warp: head dim must be 16 or 32 (plan.hpp path_short_warp)");
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    default: throw_error("path_short_warp: head dim must be 16, 32 or 64 (plan.hpp path_short_warp)");
   }
 }
 

@@ -47,6 +47,7 @@ void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v,
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_fwd_kernel<16, true> : path_short_warp_fwd_kernel<16, false>, path_short_warp_layout(16).fwd_floats); break;
     case 32: go(bf16 ? path_short_warp_fwd_kernel<32, true> : path_short_warp_fwd_kernel<32, false>, path_short_warp_layout(32).fwd_floats); break;
+    case 64: go(bf16 ? path_short_warp_fwd_kernel<64, true> : path_short_warp_fwd_kernel<64, false>, path_short_warp_layout(64).fwd_floats); break;
   }
 }
 void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout, const void* q,
@@ -60,6 +61,7 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
   switch (d.Dh) {
     case 16: go(bf16 ? path_short_warp_bwd_kernel<16, true> : path_short_warp_bwd_kernel<16, false>, path_short_warp_layout(16).bwd_floats); break;
     case 32: go(bf16 ? path_short_warp_bwd_kernel<32, true> : path_short_warp_bwd_kernel<32, false>, path_short_warp_layout(32).bwd_floats); break;
+    case 64: go(bf16 ? path_short_warp_bwd_kernel<64, true> : path_short_warp_bwd_kernel<64, false>, path_short_warp_layout(64).bwd_floats); break;
   }
 }
 void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
@@ -258,6 +260,12 @@ int main(int argc, char** argv) {
       for (int64_t Dh : {16, 32, 64})
         for (int64_t T : {1, 2, 7, 21, 31, 32})
           for (bool gate : {false, true}) check_softmax(3, T, 3, Dh, gate, bf, seed += 7);
+    for (bool bf : {false, true}) {  // PaTH at Dh 64: the grid's lengths, Merrill's A5 shape, beta near 2
+      for (int64_t T : {1, 2, 7, 16, 31, 32})
+        for (bool gate : {false, true}) check(3, T, 3, 64, gate, bf, seed += 7);
+      check(4, 21, 8, 64, false, bf, seed += 7);
+      check(1, 32, 3, 64, true, bf, seed += 7, 1.9, 1.999);
+    }
   } else {  // a few small cases (for the thread sanitizer)
     check(1, 7, 3, 16, true, false, seed += 7);
     check(1, 32, 1, 32, true, true, seed += 7);
