@@ -201,8 +201,9 @@ struct View {
     if constexpr (R == Read::masked) return tri_in<S>(sr, sc) ? (NEG ? -v : v) : 0.f;
     else return NEG ? -v : v;
   }
-  __device__ __forceinline__ float stored(int r, int c) const { return TR ? p[c * ld + r] : p[r * ld + c]; }
-  __device__ __forceinline__ float operator()(int r, int c) const { return as_read(stored(r, c), r, c); }
+  __device__ __forceinline__ float operator()(int r, int c) const {
+    return as_read(TR ? p[c * ld + r] : p[r * ld + c], r, c);
+  }
 };
 // A triangle stored with zeros around it; an operand tensor by rows and transposed.
 template <Tri S, bool TR = false, bool NEG = false>
@@ -257,62 +258,6 @@ constexpr int kPasses = BF ? 1 : 3;
 // split into tf32 hi + lo, f += hi hi + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product
 // (relative error about 2^-11). The k-steps where a triangular A is zero for the tile's rows are
 // skipped (exact: they would add 0).
-// A k-step's fragment elements as loaded (a view's stored values, a callable's values): A's a0..a3
-// = (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) of m-tile mt, and B's b0, b1 = (t, g), (t + 4, g)
-// of every n-tile, rows and columns from k0 and the tile.
-template <int N>
-struct StepFrags {
-  float a[4];
-  float b[N / 8][2];
-};
-template <int N, class OA, class OB>
-__device__ __forceinline__ void load_step(StepFrags<N>& x, const OA& a, const OB& b, int k0, int lane, int mt) {
-  using TA = OperandTraits<OA>;
-  using TB = OperandTraits<OB>;
-  const int g = lane >> 2, t = lane & 3;
-  if constexpr (TA::view && !TA::trans) {
-    uint32_t r[4];
-    ldsm_x4(r, a.p + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * a.ld + k0 + 4 * (lane >> 4));
-#pragma unroll
-    for (int e = 0; e < 4; ++e) x.a[e] = __uint_as_float(r[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 16 * mt + g + 8 * (e & 1), k = k0 + t + 4 * (e >> 1);
-      if constexpr (TA::view) x.a[e] = a.stored(i, k);
-      else x.a[e] = a(i, k);
-    }
-  }
-#pragma unroll
-  for (int np = 0; np < N / 16; ++np) {
-    if constexpr (TB::view && TB::trans) {
-      uint32_t r[4];
-      ldsm_x4(r, b.p + (16 * np + 8 * (lane >> 4) + (lane & 7)) * b.ld + k0 + 4 * ((lane >> 3) & 1));
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x.b[2 * np + (e >> 1)][e & 1] = __uint_as_float(r[e]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int k = k0 + t + 4 * (e & 1), j = 16 * np + 8 * (e >> 1) + g;
-        if constexpr (TB::view) x.b[2 * np + (e >> 1)][e & 1] = b.stored(k, j);
-        else x.b[2 * np + (e >> 1)][e & 1] = b(k, j);
-      }
-    }
-  }
-}
-// A loaded element as the product reads it: a view's mask and sign applied.
-template <class O>
-__device__ __forceinline__ float as_read(const O& o, float x, int r, int c) {
-  if constexpr (OperandTraits<O>::view) return o.as_read(x, r, c);
-  else return x;
-}
-
-// f += A B over k < K for the rows of m-tile mt (A [32, K] read as a(i, k), B [K, N] as
-// b(k, j); both read as 0 at k >= K, which every slot and operand is past T). PASSES 3: operands
-// split into tf32 hi + lo, f += hi hi + hi lo + lo hi (about fp32 accuracy); 1: one tf32 product
-// (relative error about 2^-11). The k-steps where a triangular A is zero for the tile's rows are
-// skipped (exact: they would add 0); each step's elements are loaded during the previous step's
-// products.
 template <int PASSES, int N, class OA, class OB>
 __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, int K, int lane, int mt) {
   static_assert(PASSES == 1 || PASSES == 3, "one or three passes");
@@ -322,31 +267,49 @@ __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, in
   const int g = lane >> 2, t = lane & 3;
   const int k_begin = TA::upper ? 16 * mt : 0;
   const int k_end = TA::lower && 16 * mt + 16 < K ? 16 * mt + 16 : K;
-  if (k_begin >= k_end) return;
-  StepFrags<N> cur;
-  load_step(cur, a, b, k_begin, lane, mt);
 #pragma unroll 1  // the k-steps in a loop: unrolled, the kernels outgrow the instruction cache
   for (int k0 = k_begin; k0 < k_end; k0 += 8) {
-    StepFrags<N> next;
-    if (k0 + 8 < k_end) load_step(next, a, b, k0 + 8, lane, mt);
-    uint32_t ah[4], al[4];
+    uint32_t ah[4], al[4];  // a0..a3: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+    if constexpr (TA::view && !TA::trans) {
+      uint32_t r[4];
+      ldsm_x4(r, a.p + (16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1)) * a.ld + k0 + 4 * (lane >> 4));
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      split_tf32<PASSES, TA::tf32>(as_read(a, cur.a[e], 16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1)), ah[e],
-                                   al[e]);
-#pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt) {
-      uint32_t bh[2], bl[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-        split_tf32<PASSES, TB::tf32>(as_read(b, cur.b[nt][e], k0 + t + 4 * e, 8 * nt + g), bh[e], bl[e]);
-      if constexpr (PASSES == 3) {
-        mma_tf32(f.v[nt], al, bh);
-        mma_tf32(f.v[nt], ah, bl);
+      for (int e = 0; e < 4; ++e) {
+        const float x = a.as_read(__uint_as_float(r[e]), 16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1));
+        split_tf32<PASSES, TA::tf32>(x, ah[e], al[e]);
       }
-      mma_tf32(f.v[nt], ah, bh);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        split_tf32<PASSES, TA::tf32>(a(16 * mt + g + 8 * (e & 1), k0 + t + 4 * (e >> 1)), ah[e], al[e]);
     }
-    cur = next;
+#pragma unroll
+    for (int np = 0; np < N / 16; ++np) {
+      uint32_t bh[2][2], bl[2][2];  // n-tiles 2 np + u: b0, b1 = (t, g), (t + 4, g)
+      if constexpr (TB::view && TB::trans) {
+        uint32_t r[4];
+        ldsm_x4(r, b.p + (16 * np + 8 * (lane >> 4) + (lane & 7)) * b.ld + k0 + 4 * ((lane >> 3) & 1));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = b.as_read(__uint_as_float(r[e]), k0 + t + 4 * (e & 1), 16 * np + 8 * (e >> 1) + g);
+          split_tf32<PASSES, TB::tf32>(x, bh[e >> 1][e & 1], bl[e >> 1][e & 1]);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          split_tf32<PASSES, TB::tf32>(b(k0 + t + 4 * (e & 1), 16 * np + 8 * (e >> 1) + g), bh[e >> 1][e & 1],
+                                       bl[e >> 1][e & 1]);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        float(&d)[4] = f.v[2 * np + u];
+        if constexpr (PASSES == 3) {
+          mma_tf32(d, al, bh[u]);
+          mma_tf32(d, ah, bl[u]);
+        }
+        mma_tf32(d, ah, bh[u]);
+      }
+    }
   }
 }
 
