@@ -50,10 +50,8 @@ inline uint32_t f2u(float f) {
 }
 // cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero.
 inline uint32_t tf32_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if (std::isfinite(x)) u = (u + 0x1000u) & 0xffffe000u;
-  return u;
+  const uint32_t u = f2u(x);
+  return std::isfinite(x) ? (u + 0x1000u) & 0xffffe000u : u;
 }
 // ldmatrix .x4 of fp32 tiles: lane L's row address is row L % 8 of tile L / 8; r[e] = entry
 // (lane / 4, lane % 4) of tile e.
