@@ -1,7 +1,7 @@
 // test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops/ops_bf16.hpp) bit for bit against bf16 of
-// their fp32 ops on the same inputs, and the linear layer on bf16 operands (model/cuda/blas.hpp's
-// typed overloads) against the CPU layer on the same bf16-exact values. Skips with a message when
-// built without CUDA or when no device is present.
+// their fp32 ops on the same inputs, the linear layer on bf16 operands (model/cuda/blas.hpp's
+// typed overloads) against the CPU layer on the same bf16-exact values, and the column packing of
+// kernels/ops/pack.hpp (exact). Skips with a message when built without CUDA or when no device is present.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -20,6 +20,7 @@ TEST(CudaOpsBf16, RequiresCuda) { GTEST_SKIP() << "statebench was built without 
 #include "model/cuda/blas.hpp"
 #include "kernels/ops/ops_bf16.hpp"
 #include "kernels/ops/ops.hpp"
+#include "kernels/ops/pack.hpp"
 #include "nn/ops_basic.hpp"
 
 namespace sb {
@@ -238,6 +239,53 @@ TEST_F(CudaOps, LinearOnBf16Operands) {
   EXPECT_THROW(cuda::linear_backward_cuda(blas, cuda::bf16_target(h.p), nullptr, cuda::bf16_operand(h.p),
                                           cuda::bf16_operand(h.p), cuda::bf16_operand(h.p), 4, 4, 4, true),
                Error);
+}
+
+// Parts of 16 bf16, 8 fp32, 3 fp32 and 5 bf16 columns packed into rows of 40 (bf16: fp32 parts
+// rounded; the pad zeroed over a poisoned buffer; eight-column groups where aligned, single columns
+// elsewhere), fp32 parts into fp32 rows, over row counts past the grid's 65535; then one flat row
+// (the runner's weight packing) and add_segments.
+TEST_F(CudaOps, PackColumnsAndAddSegments) {
+  for (int64_t rows : {1, 7, 113, 70001}) {
+    const int64_t widths[] = {16, 8, 3, 5}, ld = 40;
+    std::vector<std::vector<float>> src;
+    for (int p = 0; p < 4; ++p) src.push_back(randn(rows * widths[p], 1 + p));
+    Dev<uint16_t> d_a(to_bf16(src[0])), d_d(to_bf16(src[3])), dst(std::vector<uint16_t>(rows * ld, 0x7fc0));  // NaN
+    Dev<float> d_b(src[1]), d_c(src[2]), d_a32(src[0]), dst32(std::vector<float>(rows * ld, NAN));
+    const cuda::PackPart parts[] = {{d_a.p, 16, false}, {d_b.p, 8, true}, {d_c.p, 3, true}, {d_d.p, 5, false}};
+    cuda::pack_columns_cuda(dst.p, false, ld, parts, 4, rows, s);
+    const cuda::PackPart parts32[] = {{d_a32.p, 16, true}, {d_b.p, 8, true}, {d_c.p, 3, true}};
+    cuda::pack_columns_cuda(dst32.p, true, ld, parts32, 3, rows, s);
+    const auto got = dst.host();
+    const auto got32 = dst32.host();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0, p = 0, begin = 0; j < ld; ++j) {
+        while (p < 4 && j >= begin + widths[p]) begin += widths[p++];
+        const float want = p < 4 ? src[p][r * widths[p] + j - begin] : 0.f;
+        ASSERT_EQ(got[r * ld + j], to_bf16({want})[0]) << "rows " << rows << " r " << r << " column " << j;
+        const float want32 = p < 3 ? want : 0.f;
+        ASSERT_EQ(got32[r * ld + j], want32) << "fp32, rows " << rows << " r " << r << " column " << j;
+      }
+  }
+  // One flat row: [3 x 40 | 2 x 40 | pad] fp32 (a [KP, D] weight block), then its sum split back.
+  const auto w1 = randn(120, 4), w2 = randn(80, 5), g = randn(256, 6);
+  Dev<float> d_w1(w1), d_w2(w2), flat(std::vector<float>(256, NAN)), d_g(g);
+  const cuda::PackPart wp[] = {{d_w1.p, 120, true}, {d_w2.p, 80, true}};
+  cuda::pack_columns_cuda(flat.p, true, 256, wp, 2, 1, s);
+  const auto f = flat.host();
+  for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(f[i], i < 120 ? w1[i] : i < 200 ? w2[i - 120] : 0.f) << i;
+  const cuda::AddSegment segs[] = {{d_w1.p, 120}, {d_w2.p, 80}};
+  cuda::add_segments_cuda(d_g.p, segs, 2, s);
+  const auto s1 = d_w1.host(), s2 = d_w2.host();
+  for (int64_t i = 0; i < 120; ++i) ASSERT_EQ(s1[i], w1[i] + g[i]) << i;
+  for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(s2[i], w2[i] + g[120 + i]) << i;
+  // Misuse throws: a bf16 part into fp32 rows, parts wider than the rows, no parts.
+  Dev<uint16_t> h(64);
+  const cuda::PackPart bad16[] = {{h.p, 4, false}}, wide[] = {{h.p, 40, false}};
+  EXPECT_THROW(cuda::pack_columns_cuda(flat.p, true, 8, bad16, 1, 1, s), Error);
+  EXPECT_THROW(cuda::pack_columns_cuda(h.p, false, 32, wide, 1, 1, s), Error);
+  EXPECT_THROW(cuda::pack_columns_cuda(h.p, false, 32, wide, 0, 1, s), Error);
+  EXPECT_THROW(cuda::add_segments_cuda(d_g.p, segs, 9, s), Error);
 }
 
 }  // namespace

@@ -96,7 +96,6 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   dx.resize(N * D), dh.resize(N * D);
   if (bf) {
     dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
-    dsmall.resize(N * std::max(H, R));
   } else {
     datt.resize(N * HD), dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
     if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
@@ -106,6 +105,11 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     dzb.resize(N * H);
   }
   if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
+  int64_t KP = 0;
+  for (const Layer& L : layers)
+    KP = std::max(KP, packed_cols(3 * HD + (uses_gate(L.kind) ? H : 0) + (uses_path(L.kind) ? R + H : 0)));
+  if (bf) dprojb.resize(N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
+  dwcat.resize(KP * D);
   if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(N * F);
   if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);
   dhf_rows.resize(N * D);

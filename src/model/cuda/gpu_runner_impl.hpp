@@ -15,6 +15,7 @@
 #include "model/cuda/gpu_runner.hpp"
 #include "kernels/ops/ops_bf16.hpp"
 #include "kernels/ops/ops.hpp"
+#include "kernels/ops/pack.hpp"
 #include "model/cuda/step_profiler.hpp"
 #include "model/cuda/stream_graph.hpp"
 
@@ -92,8 +93,17 @@ struct GpuRunner::Impl {
   StepProfiler* prof = nullptr;  // set: op regions are timed and the layer stacks launch eagerly
   Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
-  // [N, max(H, R)] dsmall (a bf16 copy of one small fp32 gradient: the gate's, beta's or a1's).
-  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dsmall;
+  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
+  // The attention's input projections packed (attention_inputs_backward): [N, KP] their gradients
+  // (dprojb in bf16 precision, else dprojf), [KP, D] their weights (wcatb / wcatf), [KP, D] fp32 the
+  // weights' gradient; KP = packed_cols(the most rows of any layer's projections).
+  Buf dprojf, wcatf, dwcat;
+  Bf16Buf dprojb, wcatb;
+  struct InProj {
+    std::string weight;  // parameter name
+    int64_t rows;        // its output width
+    PackPart grad;       // d(its output) [N, rows]
+  };
   // bf16 precision: bf16 copy of the parameters [wb_begin, wb_begin + wb.size()), the span of the
   // layers' views (what the products read; embedding and head stay fp32), made by each forward.
   Bf16Buf wb;
@@ -131,12 +141,8 @@ struct GpuRunner::Impl {
   // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
   // which every norm backward writes beside dx (norm_backward).
   Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
-  // A small fp32 gradient [N, cols] (the gate's, beta's, a1's) as a dout: bf16 precision copies it to dsmall.
-  Operand small_grad(const Buf& g, int64_t cols) {
-    if (!bf16()) return f32_operand(g.data());
-    f32_to_bf16_cuda(dsmall.data(), g.data(), N * cols, stream);
-    return bf16_operand(dsmall.data());
-  }
+  // Packed widths are multiples of 8 (16-byte rows of bf16 for the tensor-core products).
+  static int64_t packed_cols(int64_t K) { return (K + 7) / 8 * 8; }
 
   void linear(Target y, Operand x, Operand w, const float* b, int64_t n, int64_t i, int64_t o) {
     linear_forward_cuda(blas, y, x, w, b, n, i, o);
@@ -158,6 +164,7 @@ struct GpuRunner::Impl {
   void attention_inputs(const float* prm, Layer& L, const std::string& p);
   void attention_kernel_forward(Layer& L);
   void attention_kernel_backward(Layer& L);
+  int64_t in_projections(const Layer& L, const std::string& p, InProj* out);  // returns how many (<= 6)
   void attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p);
   void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n);
   void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/cuda/gpu_runner_impl.hpp"
+#include "kernels/ops/pack.hpp"
 #include "nn/path_wpath.hpp"
 
 namespace sb::cuda {
@@ -141,30 +142,40 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
                                     ws_bytes, stream);
 }
 
+// The attention's input projections of h (their weights, rows in the packed order: q, k, v, the
+// gate's, PaTH's w1 and beta) and their gradients: the packed operand's parts.
+int64_t GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) {
+  const bool bf = bf16();
+  auto f32 = [](const Buf& b) { return PackPart{b.data(), 0, true}; };
+  const bool rope32 = L.kind == Attention::rope && !bf;  // fp32 RoPE: the un-rotated copies
+  int n = 0;
+  out[n++] = {p + "attn.wq", HD, bf ? PackPart{dqb.data(), 0, false} : f32(rope32 ? dq_pre : dq)};
+  out[n++] = {p + "attn.wk", HD, bf ? PackPart{dkb.data(), 0, false} : f32(rope32 ? dk_pre : dk)};
+  out[n++] = {p + "attn.wv", HD, bf ? PackPart{dvb.data(), 0, false} : f32(dv)};
+  if (uses_gate(L.kind)) out[n++] = {p + "attn.wf", H, f32(dzf)};
+  if (uses_path(L.kind)) out[n++] = {p + "attn.w1", R, f32(da1)}, out[n++] = {p + "attn.wbeta", H, f32(dzb)};
+  for (int i = 0; i < n; ++i) out[i].grad.cols = out[i].rows;
+  return n;
+}
+
 // From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
+// The input projections' gradients are packed side by side ([N, K]) with their weights ([K, D]):
+// d(h) is one product and their weight gradients another (into dwcat, then added to each).
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
-  Operand gq_in = in(dq, dqb), gk_in = in(dk, dkb);
-  ProfileScope qkv_op(prof, "bwd.qkv");
-  if (L.kind == Attention::rope && bf16()) {  // in place
-    rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
-    rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
-  } else if (L.kind == Attention::rope) {
-    rope_backward_cuda(dq_pre.data(), dq.data(), rope_cs.data(), B, T, H, Dh, stream);
-    rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
-    gq_in = f32_operand(dq_pre.data()), gk_in = f32_operand(dk_pre.data());
+  if (L.kind == Attention::rope) {
+    ProfileScope op(prof, "bwd.rope");
+    if (bf16()) {  // in place
+      rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
+    } else {
+      rope_backward_cuda(dq_pre.data(), dq.data(), rope_cs.data(), B, T, H, Dh, stream);
+      rope_backward_cuda(dk_pre.data(), dk.data(), rope_cs.data(), B, T, H, Dh, stream);
+    }
   }
-  const Operand h = attn_in(L);
-  const Target dh_t = f32_target(dh.data());
-  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wq"), gq_in, h, W(prm, p + "attn.wq"), N, D, HD, false);
-  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wk"), gk_in, h, W(prm, p + "attn.wk"), N, D, HD, true);
-  linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wv"), in(dv, dvb), h, W(prm, p + "attn.wv"), N, D, HD, true);
-  qkv_op.close();
   if (uses_gate(L.kind)) {
     ProfileScope op(prof, "bwd.gate");
     if (c.scales_gate(L.kind)) scale_cuda(dlogf.data(), scale, N * H, stream);
     act_backward_cuda(Act::logsigmoid, dzf.data(), dlogf.data(), L.zf.data(), N * H, stream);
-    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wf"), small_grad(dzf, H), h, W(prm, p + "attn.wf"), N, D, H,
-                         true);
     bias_backward_cuda(G(grads, p + "attn.bf"), dzf.data(), N, H, stream, blas.reduce_scratch());
   }
   if (uses_path(L.kind)) {
@@ -175,13 +186,31 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
                              static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
     linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
                          P(prm, p + "attn.w2"), N, R, HD, false);
-    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.w1"), small_grad(da1, R), h, W(prm, p + "attn.w1"), N, D, R,
-                         true);
     path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
-    linear_backward_cuda(blas, dh_t, G(grads, p + "attn.wbeta"), small_grad(dzb, H), h, W(prm, p + "attn.wbeta"), N, D,
-                         H, true);
     bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
   }
+  ProfileScope proj_op(prof, "bwd.qkv");
+  InProj proj[kMaxPackParts];
+  const int n = in_projections(L, p, proj);
+  PackPart grad_parts[kMaxPackParts], weight_parts[kMaxPackParts];
+  AddSegment segs[kMaxPackParts];
+  int64_t K = 0;
+  for (int i = 0; i < n; ++i) {
+    const Operand w = W(prm, proj[i].weight);
+    grad_parts[i] = proj[i].grad;
+    weight_parts[i] = {w.data, proj[i].rows * D, w.type == Storage::f32};
+    segs[i] = {G(grads, proj[i].weight), proj[i].rows * D};
+    K += proj[i].rows;
+  }
+  const int64_t KP = packed_cols(K);
+  void* wcat = kernel_view(wcatf, wcatb);
+  pack_columns_cuda(kernel_view(dprojf, dprojb), !bf16(), KP, grad_parts, n, N, stream);
+  pack_columns_cuda(wcat, !bf16(), KP * D, weight_parts, n, 1, stream);  // one row: [KP, D] flat
+  CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), stream));
+  const Operand dproj = in(dprojf, dprojb), wcat_op = bf16() ? bf16_operand(wcatb.data()) : f32_operand(wcatf.data());
+  linear_backward_cuda(blas, f32_target(dh.data()), dwcat.data(), dproj, attn_in(L), wcat_op, N, D, KP, false);
+  add_segments_cuda(dwcat.data(), segs, n, stream);
+  proj_op.close();
   input_norm_backward(prm, grads, L.x_in.data(), L.mean1, L.rstd1, p + "norm1", N);
 }
 

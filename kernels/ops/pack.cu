@@ -1,0 +1,133 @@
+// pack.cu: pack_columns_cuda and add_segments_cuda (declarations and contracts: kernels/ops/pack.hpp).
+// Both are bandwidth-bound copies: eight columns a thread where the rows allow (else one), rows across
+// the grid's x and, for wide rows, columns across its y.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/ops/launch.cuh"
+#include "kernels/ops/pack.hpp"
+
+namespace sb::cuda {
+namespace {
+
+struct Parts {  // kernel argument: the parts by value, with their first columns; part n is the zero pad
+  const void* data[kMaxPackParts + 1];
+  int64_t begin[kMaxPackParts + 2];
+  bool f32[kMaxPackParts + 1];
+  bool vec8[kMaxPackParts + 1];  // eight columns a thread: 16-byte aligned rows, columns a multiple of 8
+  int n;
+};
+
+__device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Part p's columns of rows [r0, r1): element (or group of 8) t of the part's rows-by-groups grid.
+template <bool DstF32>
+__device__ __forceinline__ void pack_part(void* dst, int64_t ld, const Parts& parts, int p, int64_t r0, int64_t r1) {
+  const int64_t begin = parts.begin[p], cols = parts.begin[p + 1] - begin;
+  const int v = parts.vec8[p] ? 8 : 1;
+  const int64_t groups = cols / v, total = (r1 - r0) * groups;
+  const bool pad = p == parts.n, f32 = parts.f32[p];
+  for (int64_t t = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const int64_t r = r0 + t / groups, c = (t % groups) * v, src = r * cols + c, out = r * ld + begin + c;
+    if (v == 8) {
+      float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (!pad && f32) {
+        lo = reinterpret_cast<const float4*>(static_cast<const float*>(parts.data[p]) + src)[0];
+        hi = reinterpret_cast<const float4*>(static_cast<const float*>(parts.data[p]) + src)[1];
+        raw = make_uint4(bf16x2_bits(lo.x, lo.y), bf16x2_bits(lo.z, lo.w), bf16x2_bits(hi.x, hi.y),
+                         bf16x2_bits(hi.z, hi.w));
+      } else if (!pad) {
+        raw = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(parts.data[p]) + src);
+      }
+      if constexpr (DstF32) {
+        reinterpret_cast<float4*>(static_cast<float*>(dst) + out)[0] = lo;
+        reinterpret_cast<float4*>(static_cast<float*>(dst) + out)[1] = hi;
+      } else {
+        *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + out) = raw;
+      }
+    } else {
+      float x = 0.f;
+      uint16_t bits = 0;
+      if (!pad && f32) x = static_cast<const float*>(parts.data[p])[src], bits = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+      else if (!pad) bits = static_cast<const uint16_t*>(parts.data[p])[src];
+      if constexpr (DstF32)
+        static_cast<float*>(dst)[out] = x;
+      else
+        static_cast<uint16_t*>(dst)[out] = bits;
+    }
+  }
+}
+
+// CTA (x, y) packs rows [x rows_per_cta, (x + 1) rows_per_cta), its y-th share of each part's elements.
+template <bool DstF32>
+__global__ void pack_columns_kernel(void* dst, int64_t ld, Parts parts, int64_t rows, int64_t rows_per_cta) {
+  const int64_t r0 = blockIdx.x * rows_per_cta, r1 = min(rows, r0 + rows_per_cta);
+  for (int p = 0; p <= parts.n; ++p) pack_part<DstF32>(dst, ld, parts, p, r0, r1);
+}
+
+struct Segs {
+  float* data[kMaxPackParts];
+  int64_t begin[kMaxPackParts + 1];
+  int n;
+};
+
+__global__ void add_segments_kernel(const float* src, Segs segs) {
+  const int64_t total = segs.begin[segs.n];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int s = 0;
+    while (i >= segs.begin[s + 1]) ++s;
+    segs.data[s][i - segs.begin[s]] += src[i];
+  }
+}
+
+}  // namespace
+
+void pack_columns_cuda(void* dst, bool dst_f32, int64_t ld, const PackPart* parts, int n_parts, int64_t rows,
+                       cudaStream_t stream) {
+  if (n_parts < 1 || n_parts > kMaxPackParts) throw_error("pack_columns: 1 to kMaxPackParts parts");
+  Parts a{};
+  a.n = n_parts;
+  const bool rows16 = ops_detail::aligned_to(dst, 16) && ld % 8 == 0;
+  for (int p = 0; p < n_parts; ++p) {
+    if (dst_f32 && !parts[p].f32) throw_error("pack_columns: a bf16 part into an fp32 destination");
+    a.data[p] = parts[p].data, a.f32[p] = parts[p].f32, a.begin[p + 1] = a.begin[p] + parts[p].cols;
+    a.vec8[p] = rows16 && a.begin[p] % 8 == 0 && parts[p].cols % 8 == 0 && ops_detail::aligned_to(parts[p].data, 16);
+  }
+  if (a.begin[n_parts] > ld) throw_error("pack_columns: the parts' columns exceed the row length");
+  a.begin[n_parts + 1] = ld, a.f32[n_parts] = true;
+  a.vec8[n_parts] = rows16 && a.begin[n_parts] % 8 == 0;
+  if (rows <= 0 || ld <= 0) return;
+  // About 8192 columns a CTA: many rows of a narrow matrix, or one wide row split across grid.y.
+  const int threads = ops_detail::kThreads;
+  const int64_t rows_per_cta = std::max<int64_t>(1, 8192 / ld);
+  const int64_t ctas = (rows + rows_per_cta - 1) / rows_per_cta;
+  if (ctas > 2147483647) throw_error("pack_columns: too many rows");
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(std::clamp<int64_t>(ld / 8192, 1, 256)));
+  if (dst_f32)
+    pack_columns_kernel<true><<<grid, threads, 0, stream>>>(dst, ld, a, rows, rows_per_cta);
+  else
+    pack_columns_kernel<false><<<grid, threads, 0, stream>>>(dst, ld, a, rows, rows_per_cta);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void add_segments_cuda(const float* src, const AddSegment* segs, int n_segs, cudaStream_t stream) {
+  if (n_segs < 1 || n_segs > kMaxPackParts) throw_error("add_segments: 1 to kMaxPackParts segments");
+  Segs s{};
+  s.n = n_segs;
+  for (int j = 0; j < n_segs; ++j) s.data[j] = segs[j].data, s.begin[j + 1] = s.begin[j] + segs[j].count;
+  const int64_t total = s.begin[n_segs];
+  if (total <= 0) return;
+  const int threads = ops_detail::kThreads;
+  add_segments_kernel<<<static_cast<unsigned>(std::min<int64_t>((total + threads - 1) / threads, 65535)), threads, 0,
+                        stream>>>(src, s);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace sb::cuda
