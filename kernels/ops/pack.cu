@@ -27,13 +27,14 @@ __device__ __forceinline__ uint32_t bf16x2_bits(float a, float b) {
 // Part p's columns of rows [r0, r1): element (or group of 8) t of the part's rows-by-groups grid.
 template <bool DstF32>
 __device__ __forceinline__ void pack_part(void* dst, int64_t ld, const Parts& parts, int p, int64_t r0, int64_t r1) {
+  // 32-bit element indices within the CTA's rows (the host keeps ld and a CTA's elements below 2^31)
   const int64_t begin = parts.begin[p], cols = parts.begin[p + 1] - begin;
   const int v = parts.vec8[p] ? 8 : 1;
-  const int64_t groups = cols / v, total = (r1 - r0) * groups;
+  const int groups = static_cast<int>(cols / v), total = static_cast<int>(r1 - r0) * groups;
   const bool pad = p == parts.n, f32 = parts.f32[p];
-  for (int64_t t = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    const int64_t r = r0 + t / groups, c = (t % groups) * v, src = r * cols + c, out = r * ld + begin + c;
+  for (int t = blockIdx.y * blockDim.x + threadIdx.x; t < total; t += gridDim.y * blockDim.x) {
+    const int q = t / groups, c = (t - q * groups) * v;
+    const int64_t r = r0 + q, src = r * cols + c, out = r * ld + begin + c;
     if (v == 8) {
       float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
       uint4 raw = make_uint4(0, 0, 0, 0);
@@ -104,6 +105,7 @@ void pack_columns_cuda(void* dst, bool dst_f32, int64_t ld, const PackPart* part
   a.begin[n_parts + 1] = ld, a.f32[n_parts] = true;
   a.vec8[n_parts] = rows16 && a.begin[n_parts] % 8 == 0;
   if (rows <= 0 || ld <= 0) return;
+  if (ld >= (int64_t{1} << 31) / 2) throw_error("pack_columns: rows of 2^30 or more columns");
   // About 8192 columns a CTA: many rows of a narrow matrix, or one wide row split across grid.y.
   const int threads = ops_detail::kThreads;
   const int64_t rows_per_cta = std::max<int64_t>(1, 8192 / ld);
