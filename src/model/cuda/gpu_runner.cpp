@@ -93,6 +93,8 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     wb.resize(std::max<int64_t>(0, end - wb_begin));
   }
   if (!trains) return;  // an evaluation runner: no gradient buffers, the forward's workspace only
+  side = std::make_unique<SideStream>();
+  wblas = std::make_unique<Blas>(prec, side->stream());
   dx.resize(N * D), dh.resize(N * D);
   if (bf) {
     dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);

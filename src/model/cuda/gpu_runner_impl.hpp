@@ -13,6 +13,7 @@
 #include "kernels/attention/attention.hpp"
 #include "model/cuda/blas.hpp"
 #include "model/cuda/gpu_runner.hpp"
+#include "model/cuda/side_stream.hpp"
 #include "kernels/ops/ops_bf16.hpp"
 #include "kernels/ops/ops.hpp"
 #include "kernels/ops/pack.hpp"
@@ -91,6 +92,13 @@ struct GpuRunner::Impl {
   size_t ws_bytes = 0;
   bool have_forward = false;
   StepProfiler* prof = nullptr;  // set: op regions are timed and the layer stacks launch eagerly
+  // Training runners run independent work on a side stream with its own cuBLAS handle: the weight-
+  // gradient products (overlapping the activation-gradient chain; each marked done under the slot
+  // of the shared gradient buffer it reads, which the main stream joins before writing that buffer
+  // again) and the gate's and PaTH's attention inputs (beside q, k, v; joined before the attention).
+  enum SideSlot { kResidualReaders = 0, kMlpGrad = 1, kProjGrad = 2, kAttnInputs = 3 };  // dx / dxb, dg / dgb, dproj
+  std::unique_ptr<SideStream> side;
+  std::unique_ptr<Blas> wblas;
   Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
@@ -143,6 +151,22 @@ struct GpuRunner::Impl {
   Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
   // Packed widths are multiples of 8 (16-byte rows of bf16 for the tensor-core products).
   static int64_t packed_cols(int64_t K) { return (K + 7) / 8 * 8; }
+
+  // Runs fn(blas) as side work under `slot`: fn launches on blas.stream() (inline on the main
+  // stream while profiling, so the regions keep their work, and in evaluation runners).
+  template <class Fn>
+  void overlap(SideSlot slot, Fn&& fn) {
+    if (prof || !side) return fn(blas);
+    side->fork(stream);
+    fn(*wblas);
+    side->done(slot);
+  }
+  void join(SideSlot slot) {
+    if (side) side->join(stream, slot);
+  }
+  void join_all() {
+    if (side) side->join_all(stream);
+  }
 
   void linear(Target y, Operand x, Operand w, const float* b, int64_t n, int64_t i, int64_t o) {
     linear_forward_cuda(blas, y, x, w, b, n, i, o);

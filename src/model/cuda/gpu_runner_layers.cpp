@@ -34,6 +34,7 @@ void GpuRunner::Impl::norm_forward(const float* prm, Target y, Buf& mean, Buf& r
 // grads accumulated.
 void GpuRunner::Impl::norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
                                     const Buf& rstd, const std::string& name, bool accumulate, int64_t n) {
+  join(kResidualReaders);
   ProfileScope op(prof, "bwd.norm");
   uint16_t* dx16 = bf16() ? dxb.data() : nullptr;
   if (c.norm == NormKind::rmsnorm)
@@ -52,12 +53,14 @@ void GpuRunner::Impl::post_norm_backward(const float* prm, float* grads, const f
 }
 
 void GpuRunner::Impl::dres_from_dh(int64_t n) {
+  join(kResidualReaders);
   CUDA_CHECK(cudaMemcpyAsync(dx.data(), dh.data(), n * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   if (bf16()) f32_to_bf16_cuda(dxb.data(), dx.data(), n * D, stream);
 }
 
 void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean,
                                           const Buf& rstd, const std::string& name, int64_t n) {
+  join(kResidualReaders);
   ProfileScope op(prof, "bwd.norm");
   if (post)
     add_bias_cuda(dx.data(), dh.data(), 1, n * D, stream);  // one row of n D: an elementwise add (dxb goes stale:
@@ -66,9 +69,31 @@ void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const 
     norm_backward(prm, grads, dh.data(), x, mean, rstd, name, true, n);
 }
 
-// q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row.
+// q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row; the gate's and
+// PaTH's on the side stream, beside q, k, v.
 void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::string& p) {
   const Operand h = attn_in(L);
+  if (uses_gate(L.kind) || uses_path(L.kind))
+    overlap(kAttnInputs, [&](const Blas& b) {
+      const cudaStream_t st = b.stream();
+      if (uses_gate(L.kind)) {
+        ProfileScope op(prof, "fwd.gate");
+        linear_forward_cuda(b, f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
+        act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, st);
+        if (c.scales_gate(L.kind)) scale_cuda(L.logf.data(), scale, N * H, st);
+      }
+      if (uses_path(L.kind)) {
+        ProfileScope op(prof, "fwd.path_w_beta");
+        linear_forward_cuda(b, f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
+        linear_forward_cuda(b, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
+        const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
+        path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H,
+                                Dh, static_cast<float>(nn::kPathWNormEps), st);
+        linear_forward_cuda(b, f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D,
+                            H);
+        path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, st);
+      }
+    });
   const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
   ProfileScope qkv_op(prof, "fwd.qkv");
   linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
@@ -81,27 +106,11 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
     rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
     rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
   }
-  qkv_op.close();
-  if (uses_gate(L.kind)) {
-    ProfileScope op(prof, "fwd.gate");
-    linear(f32_target(L.zf.data()), h, W(prm, p + "attn.wf"), P(prm, p + "attn.bf"), N, D, H);
-    act_forward_cuda(Act::logsigmoid, L.logf.data(), L.zf.data(), N * H, stream);
-    if (c.scales_gate(L.kind)) scale_cuda(L.logf.data(), scale, N * H, stream);
-  }
-  if (uses_path(L.kind)) {
-    ProfileScope op(prof, "fwd.path_w_beta");
-    linear(f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
-    linear_forward_cuda(blas, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
-    const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
-    path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
-                            static_cast<float>(nn::kPathWNormEps), stream);
-    linear(f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D, H);
-    path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, stream);
-  }
 }
 
 // The attention of every row: L.att / L.ob and L.lse.
 void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
+  join(kAttnInputs);
   const float* logf = uses_gate(L.kind) ? L.logf.data() : nullptr;
   const void* q = kernel_view(L.q, L.qb);
   const void* k = kernel_view(L.k, L.kb);
@@ -204,12 +213,16 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   }
   const int64_t KP = packed_cols(K);
   void* wcat = kernel_view(wcatf, wcatb);
+  join(kProjGrad);  // the previous layer's weight gradients read dproj
   pack_columns_cuda(kernel_view(dprojf, dprojb), !bf16(), KP, grad_parts, n, N, stream);
   pack_columns_cuda(wcat, !bf16(), KP * D, weight_parts, n, 1, stream);  // one row: [KP, D] flat
-  CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), stream));
   const Operand dproj = in(dprojf, dprojb), wcat_op = bf16() ? bf16_operand(wcatb.data()) : f32_operand(wcatf.data());
-  linear_backward_cuda(blas, f32_target(dh.data()), dwcat.data(), dproj, attn_in(L), wcat_op, N, D, KP, false);
-  add_segments_cuda(dwcat.data(), segs, n, stream);
+  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat_op, N, D, KP, false);
+  overlap(kProjGrad, [&](const Blas& b) {
+    CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), b.stream()));
+    linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat_op, N, D, KP, false);
+    add_segments_cuda(dwcat.data(), segs, n, b.stream());
+  });
   proj_op.close();
   input_norm_backward(prm, grads, L.x_in.data(), L.mean1, L.rstd1, p + "norm1", N);
 }
@@ -254,8 +267,13 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
   ProfileScope out_op(prof, "bwd.mlp_out");
-  linear_backward_cuda(blas, out(ds, dsb), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), n, F, D, false);
+  linear_backward_cuda(blas, out(ds, dsb), nullptr, dres(), in(L.s, L.sb), W(prm, w_out), n, F, D, false);
+  overlap(kResidualReaders, [&](const Blas& b) {
+    linear_backward_cuda(b, f32_target(nullptr), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), n, F, D,
+                         false);
+  });
   out_op.close();
+  join(kMlpGrad);  // the previous layer's w_in gradient reads dg
   ProfileScope act_op(prof, "bwd.mlp_act");
   if (glu && bf16())
     swiglu_backward_bf16_cuda(dgb.data(), dsb.data(), L.gb.data(), n, F, stream);
@@ -267,8 +285,11 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
     act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), n * F, stream);
   act_op.close();
   ProfileScope in_op(prof, "bwd.mlp_in");
-  linear_backward_cuda(blas, f32_target(dh.data()), G(grads, w_in), in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in,
-                       false);
+  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in, false);
+  overlap(kMlpGrad, [&](const Blas& b) {
+    linear_backward_cuda(b, f32_target(nullptr), G(grads, w_in), in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in,
+                         false);
+  });
   in_op.close();
   input_norm_backward(prm, grads, L.x_mid.data(), L.mean2, L.rstd2, p + "norm2", n);
 }
@@ -297,6 +318,7 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
     attention_inputs(prm, L, p);
     if (pruned() && l + 1 == c.n_layers) {
       if (!rows_attention()) attention_kernel_forward(L);
+      join_all();  // the rows tail (after the graph) reads w and beta
       return;
     }
     attention_kernel_forward(L);
@@ -313,6 +335,7 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
       CUDA_CHECK(cudaMemcpyAsync(x_next, (post ? L.y1 : L.x_mid).data(), N * D * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream));
   }
+  join_all();  // nothing pending (each layer's attention joined its inputs); the graph ends joined
   if (post)  // no final norm
     CUDA_CHECK(cudaMemcpyAsync(hf.data(), x_final.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   else
@@ -339,12 +362,17 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
     if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", N);
     {
       ProfileScope op(prof, "bwd.out_proj");
-      linear_backward_cuda(blas, out(datt, dob), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
-                           W(prm, p + "attn.wo"), N, HD, D, false);
+      linear_backward_cuda(blas, out(datt, dob), nullptr, dres(), in(L.att, L.ob), W(prm, p + "attn.wo"), N, HD, D,
+                           false);
+      overlap(kResidualReaders, [&](const Blas& b) {
+        linear_backward_cuda(b, f32_target(nullptr), G(grads, p + "attn.wo"), dres(), in(L.att, L.ob),
+                             W(prm, p + "attn.wo"), N, HD, D, false);
+      });
     }
     attention_kernel_backward(L);
     attention_inputs_backward(prm, grads, L, p);
   }
+  join_all();  // the graph ends with every weight gradient in place
   ProfileScope op(prof, "bwd.embedding");
   embedding_backward_cuda(G(grads, "embed.weight"), dx.data(), embed_index, N, V, D, stream, blas.reduce_scratch());
   if (c.position == PositionKind::learned)  // dpos[t] += sum_b dx[b, t]: column sums over rows of T D
@@ -396,6 +424,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   linear_backward_cuda(blas, out(datt_rows, datt_rowsb), G(grads, p + "attn.wo"), dres(), in(att_rows, att_rowsb),
                        W(prm, p + "attn.wo"), M, HD, D, false);
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  join_all();  // before dx is rewritten, and before the backward graph (no side work may cross into it)
   CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
   scatter_rows_cuda(dx.data(), dres_rows.data(), rows, M, D, stream);
   if (rows_attention()) {
