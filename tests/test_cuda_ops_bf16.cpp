@@ -244,7 +244,7 @@ TEST_F(CudaOps, LinearOnBf16Operands) {
 // Parts of 16 bf16, 8 fp32, 3 fp32 and 5 bf16 columns packed into rows of 40 (bf16: fp32 parts
 // rounded; the pad zeroed over a poisoned buffer; eight-column groups where aligned, single columns
 // elsewhere), fp32 parts into fp32 rows, over row counts past the grid's 65535; then one flat row
-// (the runner's weight packing) and add_segments.
+// (the runner's weight packing), add_segments, and one row wider than a CTA's 8192 columns.
 TEST_F(CudaOps, PackColumnsAndAddSegments) {
   for (int64_t rows : {1, 7, 113, 70001}) {
     const int64_t widths[] = {16, 8, 3, 5}, ld = 40;
@@ -279,6 +279,13 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   const auto s1 = d_w1.host(), s2 = d_w2.host();
   for (int64_t i = 0; i < 120; ++i) ASSERT_EQ(s1[i], w1[i] + g[i]) << i;
   for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(s2[i], w2[i] + g[120 + i]) << i;
+  // A row wider than 8192 columns is split across the grid's y: [9000 | 7001 | pad] of 20000.
+  const auto u1 = randn(9000, 7), u2 = randn(7001, 8);
+  Dev<float> d_u1(u1), d_u2(u2), wide_row(std::vector<float>(20000, NAN));
+  const cuda::PackPart up[] = {{d_u1.p, 9000, true}, {d_u2.p, 7001, true}};
+  cuda::pack_columns_cuda(wide_row.p, true, 20000, up, 2, 1, s);
+  const auto wr = wide_row.host();
+  for (int64_t i = 0; i < 20000; ++i) ASSERT_EQ(wr[i], i < 9000 ? u1[i] : i < 16001 ? u2[i - 9000] : 0.f) << i;
   // Misuse throws: a bf16 part into fp32 rows, parts wider than the rows, no parts.
   Dev<uint16_t> h(64);
   const cuda::PackPart bad16[] = {{h.p, 4, false}}, wide[] = {{h.p, 40, false}};
