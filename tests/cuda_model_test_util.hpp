@@ -1,7 +1,7 @@
 // cuda_model_test_util.hpp: what the whole-model CUDA parity tests share (test_cuda_model.cpp,
 // test_cuda_model_options.cpp): random batches, a float model with a double twin (same parameters),
-// device parameter uploads, one GPU forward + backward, per-view gradient errors, and the bf16
-// model check against the double CPU runner.
+// device parameter uploads, one GPU forward + backward (and pairs of runners on the same batches),
+// per-view gradient errors, and the bf16 model check against the double CPU runner.
 #pragma once
 #ifdef STATEBENCH_HAVE_CUDA
 #include <gtest/gtest.h>
@@ -75,6 +75,22 @@ inline GpuResult run_gpu(cuda::GpuRunner& gpu, const cuda::DeviceBuffer<float>& 
   CUDA_CHECK(cudaMemcpy(&r.loss_sum, gpu.loss_sum_device(), sizeof(double), cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(r.grads.data(), grads.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
   return r;
+}
+
+// Forward + backward of two runners on the same `calls` batches (seeds seed0 + call, odd calls
+// sparse), each pair of results handed to check(a, b, call).
+template <class Check>
+void run_pairs(cuda::GpuRunner& ra, cuda::GpuRunner& rb, const cuda::DeviceBuffer<float>& params, int64_t B,
+               int64_t T, int64_t V, uint32_t seed0, int calls, cudaStream_t s, Check&& check) {
+  cuda::DeviceBuffer<float> grads_a(params.size()), grads_b(params.size());
+  for (int call = 0; call < calls; ++call) {
+    std::vector<int32_t> ids, labels;
+    batch(B, T, V, seed0 + static_cast<uint32_t>(call), call % 2 == 1, ids, labels);
+    const GpuResult a = run_gpu(ra, params, grads_a, ids, labels, s);
+    const GpuResult b = run_gpu(rb, params, grads_b, ids, labels, s);
+    ASSERT_EQ(a.M, b.M);
+    check(a, b, call);
+  }
 }
 
 // bf16 precision (bf16 activations, products and attention; fp32 master weights) against the double

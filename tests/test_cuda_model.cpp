@@ -33,6 +33,7 @@ using test::check_bf16_model;
 using test::device_params;
 using test::GpuResult;
 using test::run_gpu;
+using test::run_pairs;
 using test::TwinModels;
 using test::view_error;
 
@@ -168,25 +169,18 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   const ModelConfig cfg = two_layer(GetParam(), false);
   Transformer<float> mf(cfg, V);
   mf.init_params(7);
-  const int64_t n = mf.params().size();
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
-    cuda::DeviceBuffer<float> params = device_params(mf), grads_a(n), grads_b(n);
+    cuda::DeviceBuffer<float> params = device_params(mf);
     cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
     cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
-    for (int call = 0; call < 4; ++call) {
-      std::vector<int32_t> ids, labels;
-      batch(B, T, V, 50 + static_cast<uint32_t>(call), call % 2 == 1, ids, labels);
-      const GpuResult a = run_gpu(eager, params, grads_a, ids, labels, s);
-      const GpuResult b = run_gpu(graphed, params, grads_b, ids, labels, s);
-      ASSERT_EQ(a.M, b.M);
+    run_pairs(eager, graphed, params, B, T, V, 50, 4, s, [&](const GpuResult& a, const GpuResult& b, int call) {
       EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * (1 + std::fabs(a.loss_sum))) << "call " << call;
-      for (const ParamView& v : mf.params().views()) {
-        const std::vector<double> want(a.grads.begin(), a.grads.end());
+      const std::vector<double> want(a.grads.begin(), a.grads.end());
+      for (const ParamView& v : mf.params().views())
         EXPECT_LE(view_error(v, b.grads, want, nullptr), 1e-4) << v.name << " call " << call;
-      }
-    }
+    });
   }
   CUDA_CHECK(cudaStreamDestroy(s));
 }
