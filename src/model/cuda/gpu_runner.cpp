@@ -107,9 +107,11 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     dzb.resize(N * H);
   }
   if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
-  int64_t KP = 0;
-  for (const Layer& L : layers)
-    KP = std::max(KP, packed_cols(3 * HD + (uses_gate(L.kind) ? H : 0) + (uses_path(L.kind) ? R + H : 0)));
+  int64_t KP = 0;  // the widest layer's packed input projections
+  for (const Layer& L : layers) {
+    InProj proj[kMaxPackParts];
+    KP = std::max(KP, packed_width(proj, in_projections(L, "", proj)));
+  }
   if (bf) dprojb.resize(N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);
   if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(N * F);

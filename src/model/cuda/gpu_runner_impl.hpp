@@ -96,7 +96,8 @@ struct GpuRunner::Impl {
   // gradient products (overlapping the activation-gradient chain; each marked done under the slot
   // of the shared gradient buffer it reads, which the main stream joins before writing that buffer
   // again) and the gate's and PaTH's attention inputs (beside q, k, v; joined before the attention).
-  enum SideSlot { kResidualReaders = 0, kMlpGrad = 1, kProjGrad = 2, kAttnInputs = 3 };  // dx / dxb, dg / dgb, dproj
+  // Slots: readers of dx / dxb, of dg / dgb, of dproj; the attention's side inputs.
+  enum SideSlot { kResidualReaders = 0, kMlpGrad = 1, kProjGrad = 2, kAttnInputs = 3 };
   std::unique_ptr<SideStream> side;
   std::unique_ptr<Blas> wblas;
   Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
@@ -108,9 +109,8 @@ struct GpuRunner::Impl {
   Buf dprojf, wcatf, dwcat;
   Bf16Buf dprojb, wcatb;
   struct InProj {
-    std::string weight;  // parameter name
-    int64_t rows;        // its output width
-    PackPart grad;       // d(its output) [N, rows]
+    std::string weight;  // parameter name, [grad.cols, D]
+    PackPart grad;       // d(its output) [N, grad.cols]
   };
   // bf16 precision: bf16 copy of the parameters [wb_begin, wb_begin + wb.size()), the span of the
   // layers' views (what the products read; embedding and head stay fp32), made by each forward.
@@ -149,8 +149,13 @@ struct GpuRunner::Impl {
   // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
   // which every norm backward writes beside dx (norm_backward).
   Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
-  // Packed widths are multiples of 8 (16-byte rows of bf16 for the tensor-core products).
-  static int64_t packed_cols(int64_t K) { return (K + 7) / 8 * 8; }
+  // The packed operand's width: the projections' rows rounded up to a multiple of 8 (16-byte rows of
+  // bf16 for the tensor-core products).
+  static int64_t packed_width(const InProj* proj, int n) {
+    int64_t K = 0;
+    for (int i = 0; i < n; ++i) K += proj[i].grad.cols;
+    return (K + 7) / 8 * 8;
+  }
 
   // Runs fn(blas) as side work under `slot`: fn launches on blas.stream() (inline on the main
   // stream while profiling, so the regions keep their work, and in evaluation runners).
@@ -188,7 +193,7 @@ struct GpuRunner::Impl {
   void attention_inputs(const float* prm, Layer& L, const std::string& p);
   void attention_kernel_forward(Layer& L);
   void attention_kernel_backward(Layer& L);
-  int64_t in_projections(const Layer& L, const std::string& p, InProj* out);  // returns how many (<= 6)
+  int in_projections(const Layer& L, const std::string& p, InProj* out) const;  // returns how many (<= 6)
   void attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p);
   void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n);
   void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n);

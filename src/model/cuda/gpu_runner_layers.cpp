@@ -8,7 +8,6 @@
 #include <string>
 
 #include "model/cuda/gpu_runner_impl.hpp"
-#include "kernels/ops/pack.hpp"
 #include "nn/path_wpath.hpp"
 
 namespace sb::cuda {
@@ -153,17 +152,22 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
 
 // The attention's input projections of h (their weights, rows in the packed order: q, k, v, the
 // gate's, PaTH's w1 and beta) and their gradients: the packed operand's parts.
-int64_t GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) {
+int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) const {
   const bool bf = bf16();
-  auto f32 = [](const Buf& b) { return PackPart{b.data(), 0, true}; };
   const bool rope32 = L.kind == Attention::rope && !bf;  // fp32 RoPE: the un-rotated copies
+  // d(q), d(k), d(v): bf16 in bf16 precision; the small gradients are fp32 (rounded by the packing).
+  auto act = [&](const Buf& f32, const Bf16Buf& b16) {
+    return bf ? PackPart{b16.data(), HD, false} : PackPart{f32.data(), HD, true};
+  };
   int n = 0;
-  out[n++] = {p + "attn.wq", HD, bf ? PackPart{dqb.data(), 0, false} : f32(rope32 ? dq_pre : dq)};
-  out[n++] = {p + "attn.wk", HD, bf ? PackPart{dkb.data(), 0, false} : f32(rope32 ? dk_pre : dk)};
-  out[n++] = {p + "attn.wv", HD, bf ? PackPart{dvb.data(), 0, false} : f32(dv)};
-  if (uses_gate(L.kind)) out[n++] = {p + "attn.wf", H, f32(dzf)};
-  if (uses_path(L.kind)) out[n++] = {p + "attn.w1", R, f32(da1)}, out[n++] = {p + "attn.wbeta", H, f32(dzb)};
-  for (int i = 0; i < n; ++i) out[i].grad.cols = out[i].rows;
+  out[n++] = {p + "attn.wq", act(rope32 ? dq_pre : dq, dqb)};
+  out[n++] = {p + "attn.wk", act(rope32 ? dk_pre : dk, dkb)};
+  out[n++] = {p + "attn.wv", act(dv, dvb)};
+  if (uses_gate(L.kind)) out[n++] = {p + "attn.wf", {dzf.data(), H, true}};
+  if (uses_path(L.kind)) {
+    out[n++] = {p + "attn.w1", {da1.data(), R, true}};
+    out[n++] = {p + "attn.wbeta", {dzb.data(), H, true}};
+  }
   return n;
 }
 
@@ -203,24 +207,22 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   const int n = in_projections(L, p, proj);
   PackPart grad_parts[kMaxPackParts], weight_parts[kMaxPackParts];
   AddSegment segs[kMaxPackParts];
-  int64_t K = 0;
   for (int i = 0; i < n; ++i) {
     const Operand w = W(prm, proj[i].weight);
+    const int64_t rows = proj[i].grad.cols;
     grad_parts[i] = proj[i].grad;
-    weight_parts[i] = {w.data, proj[i].rows * D, w.type == Storage::f32};
-    segs[i] = {G(grads, proj[i].weight), proj[i].rows * D};
-    K += proj[i].rows;
+    weight_parts[i] = {w.data, rows * D, w.type == Storage::f32};
+    segs[i] = {G(grads, proj[i].weight), rows * D};
   }
-  const int64_t KP = packed_cols(K);
-  void* wcat = kernel_view(wcatf, wcatb);
+  const int64_t KP = packed_width(proj, n);
   join(kProjGrad);  // the previous layer's weight gradients read dproj
   pack_columns_cuda(kernel_view(dprojf, dprojb), !bf16(), KP, grad_parts, n, N, stream);
-  pack_columns_cuda(wcat, !bf16(), KP * D, weight_parts, n, 1, stream);  // one row: [KP, D] flat
-  const Operand dproj = in(dprojf, dprojb), wcat_op = bf16() ? bf16_operand(wcatb.data()) : f32_operand(wcatf.data());
-  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat_op, N, D, KP, false);
+  pack_columns_cuda(kernel_view(wcatf, wcatb), !bf16(), KP * D, weight_parts, n, 1, stream);  // one row: [KP, D]
+  const Operand dproj = in(dprojf, dprojb), wcat = in(wcatf, wcatb);
+  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat, N, D, KP, false);
   overlap(kProjGrad, [&](const Blas& b) {
     CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), b.stream()));
-    linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat_op, N, D, KP, false);
+    linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat, N, D, KP, false);
     add_segments_cuda(dwcat.data(), segs, n, b.stream());
   });
   proj_op.close();
@@ -335,7 +337,6 @@ void GpuRunner::Impl::forward_layers(const float* prm) {
       CUDA_CHECK(cudaMemcpyAsync(x_next, (post ? L.y1 : L.x_mid).data(), N * D * sizeof(float),
                                  cudaMemcpyDeviceToDevice, stream));
   }
-  join_all();  // nothing pending (each layer's attention joined its inputs); the graph ends joined
   if (post)  // no final norm
     CUDA_CHECK(cudaMemcpyAsync(hf.data(), x_final.data(), N * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   else

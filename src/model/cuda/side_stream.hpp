@@ -1,8 +1,9 @@
 // side_stream.hpp: SideStream, a second stream for work that may overlap the main stream's (the
-// runner's weight-gradient products), with fork and join points by CUDA events: fork() orders the
-// side stream after the main stream's work so far; done(slot) marks the side work so far under a
-// name; join(slot) orders the main stream after it. Works inside CUDA graph capture (the fork pulls
-// the side stream into the capture; every side op must be joined back before the capture ends).
+// runner's weight-gradient products and side attention inputs), with fork and join points by CUDA
+// events: fork() orders the side stream after the main stream's work so far; done(slot) marks the
+// side work so far under a name; join(slot) orders the main stream after it. Works inside CUDA
+// graph capture (the fork pulls the side stream into the capture; every side op must be joined back
+// before the capture ends).
 #pragma once
 #include <cuda_runtime.h>
 
