@@ -164,7 +164,7 @@ void write_json(const std::string& path, const json& j) {
 }
 
 struct BenchTrainOptions {
-  std::string device = "cpu", precision = "tf32", json;
+  std::string device = "cpu", precision, json;  // precision: empty = tf32 on cuda
   std::vector<std::string> presets, attention{"path", "rope"}, sets;
   int64_t threads = 0, profile_steps = 5;
   double seconds = 3.0;
@@ -181,6 +181,10 @@ void run_bench_train(Context& ctx, const BenchTrainOptions& o) {
   if (device != "cpu" && device != "cuda") fail("--device '{}': expected cpu, cuda or cuda:N", o.device);
   const bool cuda = device == "cuda";
   if (o.profile && !cuda) fail("--profile: a per-op breakdown needs --device cuda (the GPU runner's profiler)");
+  if (!o.precision.empty() && o.precision != "fp32" && o.precision != "tf32" && o.precision != "bf16")
+    fail("--precision '{}': expected fp32, tf32 or bf16", o.precision);
+  if (!cuda && !o.precision.empty() && o.precision != "fp32")
+    fail("--precision {}: needs --device cuda (the CPU backend computes in fp32)", o.precision);
 #ifdef STATEBENCH_HAVE_CUDA
   if (cuda && !o.list && !cuda_available()) fail("--device {}: no CUDA device is visible", o.device);
 #else
@@ -206,7 +210,7 @@ void run_bench_train(Context& ctx, const BenchTrainOptions& o) {
   }
   std::vector<std::string> common = {"train.device=" + device};
   if (o.threads > 0) common.push_back("train.threads=" + std::to_string(o.threads));
-  if (cuda) common.push_back("train.precision=" + o.precision);
+  if (cuda) common.push_back("train.precision=" + (o.precision.empty() ? std::string("tf32") : o.precision));
   common.insert(common.end(), o.sets.begin(), o.sets.end());
   std::vector<Case> cases;  // every config checked before the first timing
   for (const std::string& name : names)
@@ -259,8 +263,8 @@ void add_bench_train(CLI::App& bench, Context& ctx) {
   auto o = std::make_shared<BenchTrainOptions>();
   CLI::App* cmd = bench.add_subcommand("train", "training speed and MFU of each study's model (docs/benchmarks.md)");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "precision on cuda: fp32, tf32 or bf16 (bf16 activations and attention)")
-      ->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "fp32, tf32 (default on cuda) or bf16 (bf16 activations and attention); cpu: fp32 only");
   cmd->add_option("--attention", o->attention, "attention kinds to time each preset with, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
