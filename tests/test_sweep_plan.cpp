@@ -216,6 +216,7 @@ TEST(SweepStudy, StructuralErrors) {
   EXPECT_CONTAINS(err(base + "name: a/b\ngrid: {train.seed: [0]}\n"), "name: 'a/b'");
   EXPECT_CONTAINS(err("grid: [\n"), "YAML syntax error");
   EXPECT_CONTAINS(error_of([] { load_study("/nonexistent/study.yaml"); }), "study '/nonexistent/study.yaml': file does not exist");
+  EXPECT_CONTAINS(error_of([] { load_study(SB_SOURCE_DIR "/experiments"); }), "': not a regular file");
 }
 
 // ---- summary.json ------------------------------------------------------------------------------

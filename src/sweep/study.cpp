@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <system_error>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -354,7 +355,9 @@ Study parse_study(const std::string& text, const std::string& file, const std::s
 }
 
 Study load_study(const std::string& path) {
-  if (!fs::is_regular_file(path)) fail("study '{}': file does not exist", path);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("study '{}': file does not exist", path);
+  if (!fs::is_regular_file(path, ec)) fail("study '{}': not a regular file", path);
   return parse_study(read_file(path), path, fs::path(path).parent_path().string());
 }
 
