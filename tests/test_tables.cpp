@@ -381,6 +381,16 @@ TEST(TableCli, ExitCodesOutputsAndPlots) {
   const auto empty = run_cli({"table", scratch("cli_empty").string()});
   EXPECT_EQ(empty.rc, 2);
   EXPECT_NE(empty.err.find("no runs found in"), std::string::npos) << empty.err;
+  const fs::path group = scratch("cli_group");  // a results group: studies in its folders, no runs of its own
+  for (const char* study : {"s2", "s1"}) {
+    fs::create_directories(group / study);
+    write_file_atomic((group / study / "manifest.json").string(), "{}");
+  }
+  const auto pooled = run_cli({"table", group.string()});
+  EXPECT_EQ(pooled.rc, 2);
+  EXPECT_NE(pooled.err.find("it holds the studies s1, s2; name them (statebench table " + group.string() + "/s1 ...)"),
+            std::string::npos)
+      << pooled.err;
   EXPECT_EQ(run_cli({"table", dir.string(), "--metric", "bogus"}).rc, 2);
   EXPECT_EQ(run_cli({"table", dir.string(), "--format", "xml"}).rc, 2);
 

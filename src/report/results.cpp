@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "core/error.hpp"
@@ -381,6 +382,17 @@ void parse_summary(const Json& json, RunRecord& r) {
 
 namespace {
 
+// The folders of DIR that hold a study (a manifest.json), in name order: a results group such as
+// results/a5_l32/, whose studies are named one by one.
+std::vector<std::string> studies_below(const fs::path& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory(ec) && fs::exists(e.path() / "manifest.json", ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 // DIR's runs and manifest information, not yet labelled (load_study, load_studies).
 Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   if (!fs::is_directory(dir)) fail("no such directory '{}'", dir);
@@ -410,6 +422,13 @@ Study load_unlabelled(const std::string& dir, const LoadOptions& options) {
   if (!any) {
     const size_t unreadable = std::count_if(study.runs.begin(), study.runs.end(),
                                             [](const RunRecord& r) { return r.status == RunStatus::unreadable; });
+    const std::vector<std::string> studies = study.runs.empty() ? studies_below(root) : std::vector<std::string>{};
+    if (!studies.empty()) {
+      std::string names = studies[0];
+      for (size_t i = 1; i < studies.size(); ++i) names += ", " + studies[i];
+      fail("no runs found in '{}': it holds the studies {}; name them (statebench table {}/{} ...)", dir, names, dir,
+           studies[0]);
+    }
     fail("no runs found in '{}'{}", dir,
          study.runs.empty() ? " (expected manifest.json, summary.json, or run directories with summary.json)"
                             : fmt::format(" ({} run director{}, none with a readable summary.json{})", study.runs.size(),
