@@ -2,7 +2,8 @@
 // (loss and accuracy against step, a line per seed) from a live sweep's cells/*/metrics.jsonl, the
 // same figures from the study's curves.jsonl.gz (tools/curves.sh pack, which thins long training
 // logs) and from a committed study; bad curve files and studies without curves are one-line
-// errors; and errors name what the user gave, also for a study whose cells all failed.
+// errors; errors name what the user gave, also for a study whose cells all failed; and --at-step
+// tables each run as it stood at one step.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -162,6 +163,36 @@ TEST(TableCurves, ErrorsNameTheInput) {
 // Every cell failed: the tables show "fail" where a value would be and name the runs; asking for an
 // eval key names the option and says why there is none (it used to be "--keys: no run has eval key
 // 'val'" without any --keys given).
+// --at-step N: each run's last evaluation at or before step N from its curve (evals at 50 and 100 of
+// 100 steps: 0.5 and 1.0 of the final accuracy); a run with no curve, or none by then, has no value;
+// at the last step the summaries themselves; an unfinished run that got past N counts.
+TEST(TableCurves, AtStepTakesEachRunsLastEvaluationByThen) {
+  const fs::path dir = sweep_with_curves("curves_at_step");
+  const auto at = [&](const std::string& step) {
+    return run_cli({"table", dir.string(), "--no-plots", "--tables", "grid", "--at-step", step});
+  };
+  const auto mid = at("60");
+  ASSERT_EQ(mid.rc, 0) << mid.err;
+  EXPECT_CONTAINS(mid.out, "# curves_at_step (at step 60)");
+  EXPECT_CONTAINS(mid.out, "| path  | 1     | 0.475 ± 0.000 (2) |");
+  EXPECT_CONTAINS(mid.out, "| rope  | 1     | 0.300 ± 0.000 (2) |");
+  const auto end = at("100");
+  ASSERT_EQ(end.rc, 0) << end.err;
+  EXPECT_CONTAINS(end.out, "| path  | 1     | 0.950 ± 0.000 (2) |");
+  RunSpec rope1 = runs()[3];
+  fs::remove(dir / "cells" / cell_id(rope1) / "metrics.jsonl");  // no curve: no value at step 60
+  fs::remove(dir / "cells" / cell_id(runs()[0]) / "summary.json");  // unfinished, its curve past step 60
+  const auto cut = at("60");
+  ASSERT_EQ(cut.rc, 0) << cut.err;
+  EXPECT_CONTAINS(cut.out, "| path  | 1     | 0.475 ± 0.000 (2) |");
+  EXPECT_CONTAINS(cut.out, "| rope  | 1     | 0.300 (1)         |");
+  EXPECT_CONTAINS(cut.err, "rope, depth 1, L = 16, seed 1): unfinished: no learning curve to read step 60 from");
+  const auto early = at("20");  // no evaluation by step 20
+  EXPECT_EQ(early.rc, 2);
+  EXPECT_CONTAINS(early.err, "has an evaluation at or before step 20");
+  EXPECT_EQ(at("0").rc, 2);
+}
+
 TEST(TableCurves, AStudyWhoseCellsAllFailed) {
   std::vector<RunSpec> failed = runs();
   for (RunSpec& r : failed) r.status = "failed", r.evals.clear();

@@ -2,6 +2,7 @@
 // (report/results.hpp), prints the expressivity tables as Markdown or CSV (report/tables.hpp),
 // writes the heatmaps and length plots as SVG (report/study_plots.hpp) and, on request, the
 // learning curves (report/curves.hpp). docs/tables.md is its manual.
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -24,6 +25,7 @@ struct TableArgs {
   std::vector<std::string> dirs;
   std::string format = "md", out, plots, curves, metric, keys, tables, spread = "std", min_depth_over = "best";
   double threshold = -1;
+  int64_t at_step = 0;  // 0: each run as it ended
   bool per_seed = false, no_plots = false, strict = false;
 };
 
@@ -38,7 +40,8 @@ std::vector<std::string> split_list(const std::string& s) {
 void run_table(const TableArgs& a) {
   report::LoadOptions load;
   load.strict = a.strict;
-  const report::Study study = report::load_studies(a.dirs, load);
+  report::Study study = report::load_studies(a.dirs, load);
+  if (a.at_step > 0) report::cut_at_step(study, a.at_step);
   for (const auto& w : study.warnings) std::fprintf(stderr, "statebench: warning: %s\n", w.c_str());
   report::TableOptions o;
   o.metric = a.metric;
@@ -105,6 +108,11 @@ void add_table_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--spread", args->spread, "std (mean ± sd) or range (mean [min, max])")->check(CLI::IsMember({"std", "range"}));
   cmd->add_flag("--per-seed", args->per_seed, "error table: also one row per seed");
   cmd->add_option("--tables", args->tables, "comma-separated: grid, seeds, min-depth, min-depth-token, errors, length, runs (default: automatic)");
+  cmd->add_option("--at-step", args->at_step,
+                  "each run as it stood at this training step: its last evaluation by then, from its learning curve "
+                  "(runs that ended sooner as they ended)")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
   cmd->add_flag("--strict", args->strict, "a corrupt summary.json is an error (default: warning, run skipped)");
   cmd->callback([args] {
     for (const std::string& dir : args->dirs)

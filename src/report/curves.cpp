@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -95,6 +96,48 @@ std::map<std::string, RunCurve> load_curves(const Study& study) {
     if (const auto c = it->second.find(r.id); c != it->second.end()) out[r.id] = c->second;
   }
   return out;
+}
+
+void cut_at_step(Study& study, int64_t step) {
+  const std::map<std::string, RunCurve> curves = load_curves(study);
+  size_t with_value = 0;  // runs with a value at `step`
+  for (RunRecord& r : study.runs) {
+    const bool ended = r.status == RunStatus::completed || r.status == RunStatus::early_stopped ||
+                       r.status == RunStatus::diverged || r.status == RunStatus::failed;
+    if (ended && r.steps && *r.steps <= step) {  // as it ended
+      with_value += r.status == RunStatus::completed || r.status == RunStatus::early_stopped;
+      continue;
+    }
+    if (!ended && r.status != RunStatus::unfinished) continue;  // missing, skipped, unreadable: nothing to cut
+    const auto it = curves.find(r.id);
+    const RunCurve::Eval* last = nullptr;
+    int64_t reached = ended && r.steps ? *r.steps : 0;
+    if (it != curves.end()) {
+      for (const RunCurve::Eval& e : it->second.evals) {
+        if (e.step <= step) last = &e;
+        reached = std::max(reached, e.step);
+      }
+      for (const auto& [s, loss] : it->second.loss) reached = std::max(reached, s);
+    }
+    r.evals.clear();
+    if (it == curves.end() || !last || reached < step) {
+      r.status = RunStatus::unfinished;
+      r.message = it == curves.end() ? fmt::format("no learning curve to read step {} from", step)
+                  : !last            ? fmt::format("no evaluation by step {}", step)
+                                     : fmt::format("stopped at step {}, before step {}", reached, step);
+      continue;
+    }
+    ++with_value;
+    r.status = RunStatus::completed;
+    r.steps = last->step;
+    for (const auto& [key, acc] : last->accuracy) {
+      EvalResult e = eval_of_key(key);
+      e.token_accuracy = acc.first, e.sequence_accuracy = acc.second;
+      r.evals.push_back(std::move(e));
+    }
+  }
+  if (with_value == 0) fail("no run of '{}' has an evaluation at or before step {}", study.dir, step);
+  study.info.name += fmt::format(" (at step {})", step);
 }
 
 std::vector<std::string> write_curve_plots(const Study& study, const TableOptions& o, const std::string& dir) {

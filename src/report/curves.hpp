@@ -29,6 +29,14 @@ struct RunCurve {
 // a line that is not a JSON object.
 std::map<std::string, RunCurve> load_curves(const Study& study);
 
+// Each run as it stood at training step `step` (table --at-step), so that studies cut at different
+// points, or run at different commits, compare at one budget: a run that ended by then (its summary's
+// steps <= step) keeps its summary; a run that went past it, finished or not, takes the last
+// evaluation of its curve at or before that step (token and sequence accuracy; the other fields
+// unknown) and counts as completed there; a run with no evaluation by then, or that had not
+// reached the step, is unfinished (no value). The study's name gains " (at step N)".
+void cut_at_step(Study& study, int64_t step);
+
 // Writes DIR/curves_<model>_d<depth>_L<length>.svg per cell with a curve: loss (left) and the
 // metric's eval key's token (solid) and sequence (dashed) accuracy (right) against step, a
 // colour per seed (the chosen learning rate's runs). Creates DIR; returns the files written.

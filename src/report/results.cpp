@@ -26,6 +26,18 @@ namespace sb::report {
 
 namespace fs = std::filesystem;
 
+EvalResult eval_of_key(const std::string& key) {
+  EvalResult e;
+  e.key = key;
+  e.split = key;
+  if (const size_t at = key.rfind('@'); at != std::string::npos) {
+    char* end = nullptr;
+    const long long length = std::strtoll(key.c_str() + at + 1, &end, 10);
+    if (at + 1 < key.size() && *end == '\0' && length > 0) e.split = key.substr(0, at), e.at_length = length;
+  }
+  return e;
+}
+
 namespace {
 
 // A scalar's text; a list or map as YAML flow text ("[path, rope]"), so any override value loads.
@@ -53,14 +65,7 @@ int64_t to_integer(const std::string& text, const std::string& what) {
 }
 
 EvalResult eval_result(const std::string& key, const EvalSummary& s) {
-  EvalResult e;
-  e.key = key;
-  e.split = key;
-  if (const size_t at = key.rfind('@'); at != std::string::npos) {
-    char* end = nullptr;
-    const long long length = std::strtoll(key.c_str() + at + 1, &end, 10);
-    if (at + 1 < key.size() && *end == '\0' && length > 0) e.split = key.substr(0, at), e.at_length = length;
-  }
+  EvalResult e = eval_of_key(key);
   e.token_accuracy = s.token_accuracy;
   e.sequence_accuracy = s.sequence_accuracy;
   e.error_rate = s.error_rate;
@@ -327,7 +332,7 @@ std::vector<std::string> unused_runs(const Study& study, const std::string& key)
     std::string why;
     switch (r.status) {
       case RunStatus::skipped: continue;
-      case RunStatus::unfinished: why = "unfinished (no summary.json)"; break;
+      case RunStatus::unfinished: why = r.message.empty() ? "unfinished (no summary.json)" : "unfinished: " + r.message; break;
       case RunStatus::missing: why = "not run (no run directory)"; break;
       case RunStatus::unreadable: why = "summary.json unreadable"; break;
       case RunStatus::diverged: why = r.message.empty() ? "diverged" : "diverged: " + r.message; break;

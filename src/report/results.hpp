@@ -29,6 +29,9 @@ struct EvalResult {
   std::optional<Interval> error_ci95;  // as written by the run (exact 95% bound)
 };
 
+// An EvalResult of evaluation key KEY (split and length parsed from it), its values unknown.
+EvalResult eval_of_key(const std::string& key);
+
 enum class RunStatus {
   completed,      // summary.json status "completed"
   early_stopped,  // "early_stopped" (reached train.target_accuracy)
