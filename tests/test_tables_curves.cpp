@@ -187,6 +187,10 @@ TEST(TableCurves, AtStepTakesEachRunsLastEvaluationByThen) {
   EXPECT_CONTAINS(cut.out, "| path  | 1     | 0.475 ± 0.000 (2) |");
   EXPECT_CONTAINS(cut.out, "| rope  | 1     | 0.300 (1)         |");
   EXPECT_CONTAINS(cut.err, "rope, depth 1, L = 16, seed 1): unfinished: no learning curve to read step 60 from");
+  const auto past = at("150");  // the unfinished run's curve ends at step 100
+  ASSERT_EQ(past.rc, 0) << past.err;
+  EXPECT_CONTAINS(past.out, "| path  | 1     | 0.950 (1)         |");
+  EXPECT_CONTAINS(past.err, "path, depth 1, L = 16, seed 0): unfinished: stopped at step 100, before step 150");
   const auto early = at("20");  // no evaluation by step 20
   EXPECT_EQ(early.rc, 2);
   EXPECT_CONTAINS(early.err, "has an evaluation at or before step 20");

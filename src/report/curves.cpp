@@ -104,14 +104,10 @@ void cut_at_step(Study& study, int64_t step) {
   for (RunRecord& r : study.runs) {
     const bool ended = r.status == RunStatus::completed || r.status == RunStatus::early_stopped ||
                        r.status == RunStatus::diverged || r.status == RunStatus::failed;
-    if (ended && r.steps && *r.steps <= step) {  // as it ended
-      with_value += r.status == RunStatus::completed || r.status == RunStatus::early_stopped;
-      continue;
-    }
     if (!ended && r.status != RunStatus::unfinished) continue;  // missing, skipped, unreadable: nothing to cut
     const auto it = curves.find(r.id);
-    const RunCurve::Eval* last = nullptr;
-    int64_t reached = ended && r.steps ? *r.steps : 0;
+    const RunCurve::Eval* last = nullptr;  // the last evaluation at or before `step`
+    int64_t reached = 0;                   // the last step of its curve
     if (it != curves.end()) {
       for (const RunCurve::Eval& e : it->second.evals) {
         if (e.step <= step) last = &e;
@@ -119,8 +115,12 @@ void cut_at_step(Study& study, int64_t step) {
       }
       for (const auto& [s, loss] : it->second.loss) reached = std::max(reached, s);
     }
+    if (ended && (r.steps ? *r.steps : reached) <= step) {  // ended by then (a summary without steps: by its curve)
+      with_value += r.status == RunStatus::completed || r.status == RunStatus::early_stopped;
+      continue;
+    }
     r.evals.clear();
-    if (it == curves.end() || !last || reached < step) {
+    if (it == curves.end() || !last || (!ended && reached < step)) {
       r.status = RunStatus::unfinished;
       r.message = it == curves.end() ? fmt::format("no learning curve to read step {} from", step)
                   : !last            ? fmt::format("no evaluation by step {}", step)
