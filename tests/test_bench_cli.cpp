@@ -108,8 +108,8 @@ TEST(BenchTrainCli, BadValuesGiveOneLineAndExit2) {
       {{"bench", "train", "--profile-steps", "0"}, "--profile-steps 0"},
       {{"bench", "train", "--device", "cuda:x"}, "--device 'cuda:x'"},
       {{"bench", "train", "--device", "gpu"}, "--device 'gpu'"},
-      {{"bench", "train", "--precision", "bf17"}, "--precision 'bf17': expected fp32, tf32 or bf16"},
-      {{"bench", "train", "--presets", "flipflop_ref", "--precision", "bf16"}, "--precision bf16: needs --device cuda"},
+      {{"bench", "train", "--precision", "bf17"}, "train.precision: expected one of fp32, tf32, bf16, got 'bf17'"},
+      {{"bench", "train", "--presets", "flipflop_ref", "--precision", "bf16"}, "train.precision: bf16 needs train.device: cuda"},
 #ifndef STATEBENCH_HAVE_CUDA  // with CUDA, a machine with a device would run these
       {{"bench", "train", "--device", "cuda", "--presets", "a5_l32"}, "--device cuda: this statebench was built without CUDA"},
       {{"bench", "train", "--device", "cuda", "--profile"}, "--device cuda: this statebench was built without CUDA"},

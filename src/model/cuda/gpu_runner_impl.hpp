@@ -105,7 +105,7 @@ struct GpuRunner::Impl {
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
   // The attention's input projections packed (attention_inputs_backward): [N, KP] their gradients
   // (dprojb in bf16 precision, else dprojf), [KP, D] their weights (wcatb / wcatf), [KP, D] fp32 the
-  // weights' gradient; KP = packed_cols(the most rows of any layer's projections).
+  // weights' gradient; KP = the widest layer's packed_width.
   Buf dprojf, wcatf, dwcat;
   Bf16Buf dprojb, wcatb;
   struct InProj {
