@@ -28,16 +28,23 @@ __device__ __forceinline__ void zero(float (&o)[N]) {
   for (int c = 0; c < N; ++c) o[c] = 0.f;
 }
 
-// Four consecutive elements of a global fp32 or bf16 tensor (i a multiple of 4).
+// Four consecutive elements of a global fp32 or bf16 tensor as loaded (Raw: bf16 pairs kept packed
+// until they are stored) and widened to fp32.
 template <bool BF>
-__device__ __forceinline__ float4 load4(const void* p, int64_t i) {
+using Raw4 = std::conditional_t<BF, uint2, float4>;
+template <bool BF>
+__device__ __forceinline__ Raw4<BF> load_raw4(const void* p, int64_t i) {
+  if constexpr (BF) return *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(p) + i);
+  else return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+}
+template <bool BF>
+__device__ __forceinline__ float4 widen4(const Raw4<BF>& u) {
   if constexpr (BF) {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(p) + i);
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
     const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
     return make_float4(a.x, a.y, b.x, b.y);
   } else {
-    return *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+    return u;
   }
 }
 __device__ __forceinline__ uint32_t tf32_bits(float x) {
@@ -48,27 +55,35 @@ __device__ __forceinline__ uint32_t tf32_bits(float x) {
 // x rounded to tf32 (to nearest, ties away; low 13 bits cleared): the value a one-pass product reads.
 __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(tf32_bits(x) & 0xffffe000u); }
 
-// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es) into an operand with rows of Dh + 4
-// floats: every load of a thread in flight before its first store; with ROUND rounded to tf32 (an
-// fp32 operand of the one-pass kernels, which then read it as it is: Read::tf32).
-template <int Dh, bool BF, bool ROUND = false>
-__device__ void fill(float* x, const void* g, int64_t e0, int64_t es, int T, int tid) {
-  constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
-  float4 v[N];
+// Rows t < T of a [T, Dh] head tensor (row t at e0 + t es), a thread's share held in registers
+// between load() and store() into an operand with rows of Dh + 4 floats, so that a kernel can have
+// every tensor's loads in flight at once (and a late operand's before the work that precedes it).
+// With ROUND, store() rounds to tf32 (an fp32 operand of the one-pass kernels, which then read it as
+// it is: Read::tf32).
+template <int Dh, bool BF>
+struct HeadRows {
+  static constexpr int C4 = Dh / 4, N = 32 * C4 / kThreads;  // float4 chunks a row; chunks a thread
+  static constexpr int kRegisters = N * static_cast<int>(sizeof(Raw4<BF>)) / 4;
+  Raw4<BF> r[N];
+  __device__ __forceinline__ void load(const void* g, int64_t e0, int64_t es, int T, int tid) {
 #pragma unroll
-  for (int it = 0; it < N; ++it) {
-    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
-    if (t < T) v[it] = load4<BF>(g, e0 + t * es + c);
+    for (int it = 0; it < N; ++it) {
+      const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
+      if (t < T) r[it] = load_raw4<BF>(g, e0 + t * es + c);
+    }
   }
+  template <bool ROUND = false>
+  __device__ __forceinline__ void store(float* x, int T, int tid) const {
 #pragma unroll
-  for (int it = 0; it < N; ++it) {
-    const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
-    if (t >= T) continue;
-    if constexpr (ROUND)
-      v[it] = make_float4(round_tf32(v[it].x), round_tf32(v[it].y), round_tf32(v[it].z), round_tf32(v[it].w));
-    st4(x + t * (Dh + 4) + c, v[it]);
+    for (int it = 0; it < N; ++it) {
+      const int idx = tid + kThreads * it, t = idx / C4, c = 4 * (idx % C4);
+      if (t >= T) continue;
+      float4 v = widen4<BF>(r[it]);
+      if constexpr (ROUND) v = make_float4(round_tf32(v.x), round_tf32(v.y), round_tf32(v.z), round_tf32(v.w));
+      st4(x + t * (Dh + 4) + c, v);
+    }
   }
-}
+};
 
 // Where head bh = b H + h lives: row t of a [B, T, H] tensor at s0 + t H, of a [B, T, H, Dh] one at
 // e0 + t es.
@@ -180,7 +195,7 @@ __device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
 
 // How a view reads its storage: entries outside its triangle masked to 0 (the slot's other part
 // holds another matrix), or stored as zeros there (zeroed: no mask), or (tf32) an operand tensor
-// that the one-pass kernels filled rounded to tf32 (fill<..., ROUND>, or bf16 values), which their
+// that the one-pass kernels stored rounded to tf32 (HeadRows::store<true>, or bf16 values), which their
 // products read without a conversion. Every slot and operand holds 0 at rows and columns >= T.
 enum class Read { masked, zeroed, tf32 };
 

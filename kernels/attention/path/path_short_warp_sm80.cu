@@ -21,20 +21,35 @@ struct WarpArgs : PathShortArgs {
   int64_t BH;
 };
 
-// Zeroes the head's region, loads q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
-// beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate).
+// Zeroes the head's region and stores q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
+// beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate),
+// their loads in flight before the zeroing (W's after it where the three would hold more than 32
+// registers a thread), as are any that the caller issued before this call (kEarly).
 template <int Dh, bool BF>
 __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int tid) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
+  constexpr bool kOneRound = 2 * HeadRows<Dh, BF>::kRegisters + HeadRows<Dh, false>::kRegisters <= 32;
+  const int64_t es = a.H * Dh;
+  HeadRows<Dh, BF> q, k;
+  HeadRows<Dh, false> w;
+  q.load(a.q, e0, es, T, tid);
+  k.load(a.k, e0, es, T, tid);
+  if constexpr (kOneRound) w.load(a.w, e0, es, T, tid);
+  const float beta = tid < T ? a.beta[s0 + tid * a.H] : 0.f;  // T <= 32: lanes of warp 0
   for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
   __syncthreads();
-  const int64_t es = a.H * Dh;
-  fill<Dh, BF>(s + L.qs, a.q, e0, es, T, tid);
-  fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
-  fill<Dh, false, BF>(s + L.w, a.w, e0, es, T, tid);  // rounded once for the one-pass products
-  if (tid < 32) s[L.beta + tid] = tid < T ? a.beta[s0 + tid * a.H] : 0.f;
+  q.store(s + L.qs, T, tid);
+  k.store(s + L.k, T, tid);
+  if constexpr (!kOneRound) w.load(a.w, e0, es, T, tid);
+  w.template store<BF>(s + L.w, T, tid);  // rounded once for the one-pass products
+  if (tid < 32) s[L.beta + tid] = beta;
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
+
+// Whether a kernel loads its late operands (v; the backward's v and dout) before load_head, holding
+// them in registers (at most 8 a tensor), or after it.
+template <int Dh, bool BF>
+constexpr bool kEarly = HeadRows<Dh, BF>::kRegisters <= 8;
 
 // Column `lane` of Tinv = (I + strictLower(D Gram))^-1 D by forward substitution (zero above the
 // diagonal): x_r = beta_r ([r == lane] - sum_{p<r} Gram_rp x_p), Gram from the strictly lower part
@@ -128,6 +143,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  HeadRows<Dh, BF> v;  // held until the softmax has freed its slots
+  if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid);
   load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid);
   __syncthreads();
   Frag<TP> S;
@@ -135,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
   store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
-  fill<Dh, BF>(s + L.fwd_v, a.v, e0, es, T, tid);
+  if constexpr (!kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid);
+  v.store(s + L.fwd_v, T, tid);
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
@@ -160,9 +178,12 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const Rows qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  HeadRows<Dh, BF> v, d;
+  if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
-  fill<Dh, BF>(s + L.v, a.v, e0, es, T, tid);
-  fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, tid);
+  if constexpr (!kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
+  v.store(s + L.v, T, tid);
+  d.store(s + L.dout, T, tid);
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();

@@ -35,18 +35,37 @@ constexpr Layout layout(int64_t Dh) {
   return L;
 }
 
-// Zeroes the region; q, k, v (and with dout, dout) rows t < T; the gate's prefix sums.
+// Zeroes the region; q, k, v (and with dout, dout) rows t < T, their loads in flight in as few
+// rounds as keep the rows held at once within 32 registers a thread (one round: all before the
+// zeroing); the gate's prefix sums.
 template <int Dh, bool BF>
 __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, int64_t s0, int64_t e0, int T, int tid,
                           bool dout) {
   constexpr Layout L = layout(Dh);
+  constexpr int kReg = HeadRows<Dh, BF>::kRegisters, kRounds = 4 * kReg <= 32 ? 1 : 2 * kReg <= 32 ? 2 : 4;
+  const int64_t es = a.H * Dh;
+  HeadRows<Dh, BF> q, k, v, d;
+  q.load(a.q, e0, es, T, tid);
+  if constexpr (kRounds <= 2) k.load(a.k, e0, es, T, tid);
+  if constexpr (kRounds == 1) {
+    v.load(a.v, e0, es, T, tid);
+    if (dout) d.load(a.dout, e0, es, T, tid);
+  }
   for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
   __syncthreads();
-  const int64_t es = a.H * Dh;
-  fill<Dh, BF>(s + L.q, a.q, e0, es, T, tid);
-  fill<Dh, BF>(s + L.k, a.k, e0, es, T, tid);
-  fill<Dh, BF>(s + L.v, a.v, e0, es, T, tid);
-  if (dout) fill<Dh, BF>(s + L.dout, a.dout, e0, es, T, tid);
+  q.store(s + L.q, T, tid);
+  if constexpr (kRounds == 4) k.load(a.k, e0, es, T, tid);
+  k.store(s + L.k, T, tid);
+  if constexpr (kRounds == 2) {
+    v.load(a.v, e0, es, T, tid);
+    if (dout) d.load(a.dout, e0, es, T, tid);
+  }
+  if constexpr (kRounds == 4) v.load(a.v, e0, es, T, tid);
+  v.store(s + L.v, T, tid);
+  if (dout) {
+    if constexpr (kRounds == 4) d.load(a.dout, e0, es, T, tid);
+    d.store(s + L.dout, T, tid);
+  }
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
