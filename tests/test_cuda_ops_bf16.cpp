@@ -279,6 +279,11 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   const auto s1 = d_w1.host(), s2 = d_w2.host();
   for (int64_t i = 0; i < 120; ++i) ASSERT_EQ(s1[i], w1[i] + g[i]) << i;
   for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(s2[i], w2[i] + g[120 + i]) << i;
+  // A segment with null data skips its stretch of the source (the runner's folded PaTH weight).
+  const cuda::AddSegment skip_first[] = {{nullptr, 120}, {d_w2.p, 80}};
+  cuda::add_segments_cuda(d_g.p, skip_first, 2, s);
+  const auto s3 = d_w2.host();
+  for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(s3[i], s2[i] + g[120 + i]) << i;
   // A row wider than 8192 columns is split across the grid's y: [9000 | 7001 | pad] of 20000.
   const auto u1 = randn(9000, 7), u2 = randn(7001, 8);
   Dev<float> d_u1(u1), d_u2(u2), wide_row(std::vector<float>(20000, NAN));

@@ -84,7 +84,7 @@ __global__ void add_segments_kernel(const float* src, Segs segs) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int s = 0;
     while (i >= segs.begin[s + 1]) ++s;
-    segs.data[s][i - segs.begin[s]] += src[i];
+    if (segs.data[s]) segs.data[s][i - segs.begin[s]] += src[i];
   }
 }
 

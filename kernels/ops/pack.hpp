@@ -31,7 +31,7 @@ struct AddSegment {
 };
 
 // segs[j].data[i] += src[s_j + i] for i < segs[j].count, s_j = the counts of the segments before j
-// (consecutive stretches of src). 1 <= n_segs <= kMaxPackParts.
+// (consecutive stretches of src; a segment with null data is skipped). 1 <= n_segs <= kMaxPackParts.
 void add_segments_cuda(const float* src, const AddSegment* segs, int n_segs, cudaStream_t stream);
 
 }  // namespace sb::cuda

@@ -186,4 +186,11 @@ void linear_backward_cuda(const Blas& blas, float* dinp, float* dweight, float* 
   if (dbias) bias_backward_cuda(dbias, dout, N, O, blas.stream(), blas.reduce_scratch());
 }
 
+void matmul_f32_cuda(const Blas& blas, float* out, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+                     bool trans_a, bool trans_b, bool accumulate) {
+  // Row-major out [m, n] is column-major out^T [n, m] = op(b)^T op(a)^T.
+  gemm(blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, f32_operand(b),
+       trans_b ? k : n, f32_operand(a), trans_a ? m : k, accumulate ? 1.f : 0.f, f32_target(out), n);
+}
+
 }  // namespace sb::cuda

@@ -114,6 +114,12 @@ void linear_backward_cuda(const Blas& blas,
                           Operand weight,  // [O, I]
                           int64_t N, int64_t I, int64_t O, bool accumulate_dinp);
 
+// out (= or += with accumulate) op(a) op(b) for small fp32 row-major matrices (products of parameters,
+// in the handle's precision): out [m, n], op(a) [m, k] (a stored [k, m] with trans_a), op(b) [k, n]
+// (b stored [n, k] with trans_b).
+void matmul_f32_cuda(const Blas& blas, float* out, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+                     bool trans_a, bool trans_b, bool accumulate);
+
 // out = residual + inp @ weight^T (fp32 out and residual; inp and weight of one storage type): the
 // add runs in the product's epilogue (cuBLASLt, C = residual, D = out), so no [N, O] product is
 // written and read back. out may equal residual. Where cuBLASLt has no algorithm for the problem

@@ -47,7 +47,8 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (post) L.y1.resize(N * D);
     if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
     if (uses_path(L.kind)) {
-      L.a1.resize(N * R), L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD);
+      L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD), L.w12.resize(HD * D);
+      if (bf) L.w12b.resize(HD * D);
       L.zb.resize(N * H), L.beta.resize(N * H);
       L.factors.resize(static_cast<int64_t>(path_attention_factors_bytes(dims, attn_dt)));
       any_path = true;
@@ -103,7 +104,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
   }
   if (any_path) {
-    dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), da1.resize(N * R), dbeta.resize(N * H);
+    dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), dbeta.resize(N * H);
     dzb.resize(N * H);
   }
   if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);

@@ -50,7 +50,9 @@ struct GpuRunner::Impl {
   struct Layer {
     Attention kind;
     // fp32 precisions use the Buf of an activation, bf16 precision its Bf16Buf (never both).
-    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, a1, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Buf w12;       // PaTH: [HD, D] = w2 w1, the low-rank pair folded (u = h w12^T is one product), each forward
+    Bf16Buf w12b;  // its bf16 copy in bf16 precision
     Buf y1, r2;  // post-norm: [N, D] norm1's output, norm2's input (norm1's input is x_mid)
     Bf16Buf h1b, h2b, qb, kb, vb, ob, gb, sb;  // [N, D] h1b h2b, [N, HD] qb kb vb ob, [N, f_in] gb, [N, F] sb
     DeviceBuffer<char> factors;  // PaTH: the forward's factors, reused by the backward
@@ -100,7 +102,7 @@ struct GpuRunner::Impl {
   enum SideSlot { kResidualReaders = 0, kMlpGrad = 1, kProjGrad = 2, kAttnInputs = 3 };
   std::unique_ptr<SideStream> side;
   std::unique_ptr<Blas> wblas;
-  Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, da1, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
+  Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
   // The attention's input projections packed (attention_inputs_backward): [N, KP] their gradients
@@ -109,8 +111,9 @@ struct GpuRunner::Impl {
   Buf dprojf, wcatf, dwcat;
   Bf16Buf dprojb, wcatb;
   struct InProj {
-    std::string weight;  // parameter name, [grad.cols, D]
-    PackPart grad;       // d(its output) [N, grad.cols]
+    std::string weight;   // parameter name, [grad.cols, D]; with folded, PaTH's w1 (w2 beside it)
+    PackPart grad;        // d(its output) [N, grad.cols]
+    bool folded = false;  // the layer's w12 = w2 w1 ([HD, D], not a parameter): its gradient goes to both
   };
   // bf16 precision: bf16 copy of the parameters [wb_begin, wb_begin + wb.size()), the span of the
   // layers' views (what the products read; embedding and head stay fp32), made by each forward.
@@ -129,6 +132,7 @@ struct GpuRunner::Impl {
   Operand in(const Buf& f32, const Bf16Buf& b16) const {
     return bf16() ? bf16_operand(b16.data()) : f32_operand(f32.data());
   }
+  Operand w12(const Layer& L) const { return in(L.w12, L.w12b); }
   Target out(Buf& f32, Bf16Buf& b16) const { return bf16() ? bf16_target(b16.data()) : f32_target(f32.data()); }
   void* kernel_view(const Buf& f32, const Bf16Buf& b16) const {
     return bf16() ? static_cast<void*>(b16.data()) : static_cast<void*>(f32.data());

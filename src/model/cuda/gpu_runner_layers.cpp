@@ -83,8 +83,10 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
       }
       if (uses_path(L.kind)) {
         ProfileScope op(prof, "fwd.path_w_beta");
-        linear_forward_cuda(b, f32_target(L.a1.data()), h, W(prm, p + "attn.w1"), nullptr, N, D, R);
-        linear_forward_cuda(b, L.u.data(), L.a1.data(), P(prm, p + "attn.w2"), nullptr, N, R, HD);
+        // u = h w1^T w2^T = h w12^T: one [N, D] x [D, HD] product instead of two through [N, R].
+        matmul_f32_cuda(b, L.w12.data(), P(prm, p + "attn.w2"), P(prm, p + "attn.w1"), HD, D, R, false, false, false);
+        if (bf16()) f32_to_bf16_cuda(L.w12b.data(), L.w12.data(), HD * D, st);
+        linear_forward_cuda(b, f32_target(L.u.data()), h, w12(L), nullptr, N, D, HD);
         const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
         path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H,
                                 Dh, static_cast<float>(nn::kPathWNormEps), st);
@@ -151,7 +153,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
 }
 
 // The attention's input projections of h (their weights, rows in the packed order: q, k, v, the
-// gate's, PaTH's w1 and beta) and their gradients: the packed operand's parts.
+// gate's, PaTH's w12 = w2 w1 and beta) and their gradients: the packed operand's parts.
 int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) const {
   const bool bf = bf16();
   const bool rope32 = L.kind == Attention::rope && !bf;  // fp32 RoPE: the un-rotated copies
@@ -165,7 +167,7 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
   out[n++] = {p + "attn.wv", act(dv, dvb)};
   if (uses_gate(L.kind)) out[n++] = {p + "attn.wf", {dzf.data(), H, true}};
   if (uses_path(L.kind)) {
-    out[n++] = {p + "attn.w1", {da1.data(), R, true}};
+    out[n++] = {p + "attn.w1", {du.data(), HD, true}, true};
     out[n++] = {p + "attn.wbeta", {dzb.data(), H, true}};
   }
   return n;
@@ -173,7 +175,8 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
 
 // From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
 // The input projections' gradients are packed side by side ([N, K]) with their weights ([K, D]):
-// d(h) is one product and their weight gradients another (into dwcat, then added to each).
+// d(h) is one product and their weight gradients another (into dwcat, then added to each; PaTH's
+// folded w12's to w1 and w2 by two small products).
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
   if (L.kind == Attention::rope) {
     ProfileScope op(prof, "bwd.rope");
@@ -197,8 +200,6 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
                              dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
                              static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
-    linear_backward_cuda(blas, da1.data(), G(grads, p + "attn.w2"), nullptr, du.data(), L.a1.data(),
-                         P(prm, p + "attn.w2"), N, R, HD, false);
     path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
     bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
   }
@@ -207,12 +208,14 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   const int n = in_projections(L, p, proj);
   PackPart grad_parts[kMaxPackParts], weight_parts[kMaxPackParts];
   AddSegment segs[kMaxPackParts];
-  for (int i = 0; i < n; ++i) {
-    const Operand w = W(prm, proj[i].weight);
+  int64_t folded_row = -1;  // the first row of w12's gradient in dwcat
+  for (int i = 0, row = 0; i < n; row += static_cast<int>(proj[i].grad.cols), ++i) {
+    const Operand w = proj[i].folded ? w12(L) : W(prm, proj[i].weight);
     const int64_t rows = proj[i].grad.cols;
     grad_parts[i] = proj[i].grad;
     weight_parts[i] = {w.data, rows * D, w.type == Storage::f32};
-    segs[i] = {G(grads, proj[i].weight), rows * D};
+    segs[i] = {proj[i].folded ? nullptr : G(grads, proj[i].weight), rows * D};
+    if (proj[i].folded) folded_row = row;
   }
   const int64_t KP = packed_width(proj, n);
   join(kProjGrad);  // the previous layer's weight gradients read dproj
@@ -224,6 +227,11 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), b.stream()));
     linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat, N, D, KP, false);
     add_segments_cuda(dwcat.data(), segs, n, b.stream());
+    if (folded_row >= 0) {  // d(w12) [HD, D] to PaTH's pair: dw1 += w2^T d(w12), dw2 += d(w12) w1^T
+      const float* dw12 = dwcat.data() + folded_row * D;
+      matmul_f32_cuda(b, G(grads, p + "attn.w1"), P(prm, p + "attn.w2"), dw12, R, D, HD, true, false, true);
+      matmul_f32_cuda(b, G(grads, p + "attn.w2"), dw12, P(prm, p + "attn.w1"), HD, R, D, false, true, true);
+    }
   });
   proj_op.close();
   input_norm_backward(prm, grads, L.x_in.data(), L.mean1, L.rstd1, p + "norm1", N);
