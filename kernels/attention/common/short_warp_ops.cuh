@@ -1,7 +1,7 @@
 // short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
 // path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
 // and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
-// 32 x 36 slot, a lane's row or column into a slot (store_row, store_col), the tensor-core products
+// 32 x 36 slot, a lane's row into a slot (store_row), the tensor-core products
 // (tf32 mma.sync, one or three passes; k-steps outside a triangle skipped, one-pass operands rounded
 // once when filled) from shared memory into fragments and out of them, and the causal softmax, its
 // backward and the forget gate's bias and gradient in fragments.
@@ -109,12 +109,6 @@ __device__ __forceinline__ void gate_prefix(double* G, const float* log_f, int64
   G[lane] = g;
 }
 
-// y = x where a == b. In PTX so that a loop of these over a register array stays selects (the
-// compiler may otherwise index the array by b through local memory).
-__device__ __forceinline__ void select_if_eq(float& y, float x, int a, int b) {
-  asm("{\n\t.reg .pred p;\n\tsetp.eq.s32 p, %2, %3;\n\tselp.f32 %0, %1, %0, p;\n\t}" : "+f"(y) : "f"(x), "r"(a), "r"(b));
-}
-
 // Which entries (r, c) of a slot a matrix occupies (two triangular matrices may share a slot).
 enum class Tri { Full, Lower, StrictLower, Upper, StrictUpper };
 template <Tri S>
@@ -125,21 +119,6 @@ __device__ __forceinline__ bool tri_in(int r, int c) {
   else if constexpr (S == Tri::StrictUpper) return c > r;
   else return true;
 }
-// v = entries (r, c0 .. c0 + 3), those outside S replaced by 0.
-template <Tri S>
-__device__ __forceinline__ float4 mask4(float4 v, int r, int c0) {
-  if constexpr (S != Tri::Full) {
-    v.x = tri_in<S>(r, c0) ? v.x : 0.f, v.y = tri_in<S>(r, c0 + 1) ? v.y : 0.f;
-    v.z = tri_in<S>(r, c0 + 2) ? v.z : 0.f, v.w = tri_in<S>(r, c0 + 3) ? v.w : 0.f;
-  }
-  return v;
-}
-// Entries 4 k4 .. 4 k4 + 3 of this lane's row of a slot (those of S; the rest read as 0).
-template <Tri S>
-__device__ __forceinline__ float4 own4(const float* slot, int k4, int lane) {
-  return mask4<S>(ld4(slot + lane * LT + 4 * k4), lane, 4 * k4);
-}
-
 // This lane's row of a slot: entries of S get v (0 at rows or columns >= T), the rest 0. Chunks
 // below nc.
 template <Tri S>
@@ -157,17 +136,6 @@ __device__ __forceinline__ void store_row(float* slot, const float (&v)[TP], int
     st4(row + 4 * n4, make_float4(e[0], e[1], e[2], e[3]));
   }
 }
-// This lane's column of a slot, rows below 4 nc: entries (j, lane) of S get v[j] (0 at rows or
-// columns >= T); the rest is left alone.
-template <Tri S>
-__device__ __forceinline__ void store_col(float* slot, const float (&v)[TP], int nc, int T, int lane) {
-#pragma unroll
-  for (int j = 0; j < TP; ++j) {
-    if ((j >> 2) >= nc) break;
-    if (tri_in<S>(j, lane)) slot[j * LT + lane] = lane < T && j < T ? v[j] : 0.f;
-  }
-}
-
 // Tensor-core products over m16n8k8 tf32 tiles, each warp of a head its m-tile mt (rows 16 mt ..
 // 16 mt + 15) of a [32, N] result, in fragments: f.v[nt][e] is entry (frag_row(mt, e),
 // frag_col(nt, e)), so a lane holds rows 16 mt + g and 16 mt + g + 8 (g = lane / 4) at columns

@@ -2,7 +2,8 @@
 // and backward: a CTA of two warps per (b, h), each warp one 16-row half of every result. The math
 // of path_short_sm80.cu (docs/path-backward.md's own block, the backward recomputing the forward from
 // lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
-// softmax and its backward in fragments, the triangular solves a lane per column (warp 0).
+// softmax and its backward in fragments, Tinv's triangular solve a lane per column (warp 0); the
+// backward's R = M^-T dTinv as the product D^-1 Tinv^T dTinv.
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/common/short_warp_ops.cuh"
@@ -68,24 +69,6 @@ __device__ __forceinline__ void tinv_column(float (&x)[TP], const float* gram, c
         if (4 * p4 + u < r) acc[u] = fmaf(at4(g, u), x[4 * p4 + u], acc[u]);
     }
     x[r] = beta[r] * ((r == lane ? 1.f : 0.f) - ((acc[0] + acc[1]) + (acc[2] + acc[3])));
-  }
-}
-
-// Column `lane` of R = M^-T dTinv by back substitution, x holding column `lane` of dTinv (zero above
-// the diagonal) on entry: x_r -= sum_{p>r} beta_p Gram_pr x_p. Rows >= T of gram and x are 0.
-__device__ __forceinline__ void r_column(float (&x)[TP], const float* gram, const float* beta, int T) {
-  float bx[TP];
-#pragma unroll
-  for (int r = TP - 1; r >= 0; --r) {
-    if (r < T) {
-      float acc[2] = {0.f, 0.f};
-#pragma unroll
-      for (int p = r + 1; p < TP; ++p) acc[p & 1] = fmaf(gram[p * LT + r], bx[p], acc[p & 1]);
-      x[r] -= acc[0] + acc[1];
-      bx[r] = beta[r] * x[r];
-    } else {
-      bx[r] = 0.f;
-    }
   }
 }
 
@@ -163,8 +146,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
 
 // The backward: phases in order, the slots' contents as in own_block, then s4 = P, then dS (lower;
 // scaled: the gradient of Q K^T - A Z), s5 = dA (lower, over dout once it is dead), s2's strictly
-// lower part dZ, then R, then E; s3's upper part dTinv^T, its strictly lower part dC. dbeta's row
-// sums go through the prefix sums' region (dead after own_block).
+// lower part dZ, then R' = D R, then D E; s3's upper part dTinv^T, its strictly lower part dC.
+// dbeta's row sums and R's diagonal go through the prefix sums' region (dead after own_block).
 template <int Dh, bool BF>
 __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).bwd_floats))
     path_short_warp_bwd_kernel(const WarpArgs a) {
@@ -176,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   float *s1 = s + L.s1, *s2 = s + L.s2, *s3 = s + L.s3, *s4 = s + L.s4, *s5 = s + L.s5, *scr = s + L.g;
   const float* beta = s + L.beta;
   const Rows qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
-  const int T = static_cast<int>(a.T), nc = (T + 3) >> 2;
+  const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   HeadRows<Dh, BF> v, d;
   if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
@@ -236,23 +219,25 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
   mma_acc<NP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
-  // R = M^-T dTinv, a column per lane of warp 0 (only its strictly lower part and diagonal are
-  // used), the strictly lower part into s2 below Tinv^T (dZ is no longer read).
-  float rr = 0.f;  // R_lane,lane
-  if (mt == 0) {
-    float x[TP];
+  // R = M^-T dTinv is D^-1 Tinv^T dTinv (Tinv = M^-1 D), so R' = D R = Tinv^T dTinv is one product
+  // (Tinv_qr = s2(r, q), dTinv_qc = s3(c, q)) instead of a back substitution. Only R's strictly
+  // lower part and diagonal are used: R' strictly lower into s2 below Tinv^T (dZ is no longer read),
+  // its diagonal into scr[32 ..].
+  zero(f);
+  mma_acc<NP>(f, View<Tri::Upper>{s2, LT}, View<Tri::Upper, true>{s3, LT}, T, lane, mt);
+  __syncthreads();  // Tinv^T and dTinv^T are read
+  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
 #pragma unroll
-    for (int n4 = 0; n4 < TP / 4; ++n4) {
-      const float4 c = n4 < nc ? own4<Tri::Upper>(s3, n4, lane) : make_float4(0.f, 0.f, 0.f, 0.f);
-      x[4 * n4] = c.x, x[4 * n4 + 1] = c.y, x[4 * n4 + 2] = c.z, x[4 * n4 + 3] = c.w;
-    }
-    r_column(x, s1, beta, T);
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int r = 0; r < TP; ++r) select_if_eq(rr, x[r], r, lane);
-    store_col<Tri::StrictLower>(s2, x, nc, T, lane);
-  }
+    for (int nt = 0; nt < TP / 8; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (frag_col(nt, u, lane) == frag_row(mt, 2 * h, lane)) scr[32 + frag_row(mt, 2 * h, lane)] = f.v[nt][2 * h + u];
   __syncthreads();
-  // E = strictLower(-R Tinv^T) (Tinv_pm = s2(m, p)); dbeta_r = R_rr + sum_{p<r} E_rp Gram_rp.
+  // D E = strictLower(-R' Tinv^T) (Tinv_pm = s2(m, p)), E = strictLower(-R Tinv^T); dbeta_r = R_rr +
+  // sum_{p<r} E_rp Gram_rp = (R'_rr + sum_{p<r} (D E)_rp Gram_rp) / beta_r (0 where beta_r is 0: its
+  // gate's gradient carries a factor beta_r).
   zero(f);
   mma_acc<NP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane, mt);
 #pragma unroll
@@ -269,23 +254,18 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
     d = quad_sum(d);
     if ((lane & 3) == 0) scr[i] = d;
   }
-  __syncthreads();  // R is no longer read: E into s2's strictly lower part
-  if (mt == 0 && lane < T) a.dbeta[s0 + lane * a.H] = rr + scr[lane];
+  __syncthreads();  // R' is no longer read: D E into s2's strictly lower part
+  if (mt == 0 && lane < T) a.dbeta[s0 + lane * a.H] = beta[lane] > 0.f ? (scr[32 + lane] + scr[lane]) / beta[lane] : 0.f;
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
-  // beta_i E_ip (p < i) or beta_p E_pi (p > i).
+  // (D E)_ip (p < i) or (D E)_pi (p > i).
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
   mma_acc<NP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
-  const float* E = s2;
+  const float* DE = s2;
   mma_acc<NP>(
-      o,
-      [&](int i, int p) {
-        const float e = E[(p < i ? i : p) * LT + (p < i ? p : i)];
-        return p == i ? 0.f : e * beta[p < i ? i : p];
-      },
-      w, T, lane, mt);
+      o, [&](int i, int p) { return p == i ? 0.f : DE[(p < i ? i : p) * LT + (p < i ? p : i)]; }, w, T, lane, mt);
   store_frag_global<false>(a.dw, e0, es, o, T, lane, mt);
 }
 

@@ -31,7 +31,6 @@ while '__launch_bounds__(' in body:  # its argument list, nested parentheses and
     while depth:
         depth += {'(': 1, ')': -1}.get(body[j], 0); j += 1
     body = body[:i] + body[j:]
-body = re.sub(r'asm\("\{.*?\);', 'if (a == b) y = x;', body, flags=re.S)  # select_if_eq
 body = re.sub(r'asm\("cvt\.rna\.tf32.*?\);', 'r = emu::tf32_bits(x);', body, flags=re.S)
 body = re.sub(r'asm volatile\(\s*"mma\.sync.*?\);', 'emu::mma_tf32(d, a, b);', body, flags=re.S)
 body = re.sub(r'asm volatile\(\s*"ldmatrix.*?\);', 'emu::ldsm_x4(r, row);', body, flags=re.S)
