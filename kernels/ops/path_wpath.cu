@@ -187,10 +187,9 @@ __global__ void wpath_forward_fused_kernel(float* w, float* conv_out, const floa
   }
 }
 
-// da at row offset o for this thread's columns (zeros where !ok): through the normalisation and SiLU.
-__device__ __forceinline__ float4 wpath_da(const float* dw, const float* conv_out, int64_t o, bool ok, float eps,
-                                           int G) {
-  const float4 a = load4(conv_out + o, ok), gr = load4(dw + o, ok);
+// da for this thread's columns from their conv_out a and dw gr (zeros where !ok): through the
+// normalisation and SiLU.
+__device__ __forceinline__ float4 wpath_da(float4 a, float4 gr, float eps, int G) {
   const float s[4] = {sigmoidf_stable(a.x), sigmoidf_stable(a.y), sigmoidf_stable(a.z), sigmoidf_stable(a.w)};
   const float av[4] = {a.x, a.y, a.z, a.w}, gv[4] = {gr.x, gr.y, gr.z, gr.w};
   float hv[4], ss = 0.f, hg = 0.f;
@@ -208,10 +207,12 @@ __device__ __forceinline__ float4 wpath_da(const float* dw, const float* conv_ou
 // The whole backward in one pass: for the run [t0, t1) the thread computes da at t0 .. t1 + 1 (two
 // steps of halo for du), du[t] = sum_k wconv[c, k] da[t + 2 - k] (the CPU's order: k = 2, 1, 0), and
 // its parameter-gradient terms da[t] u[t - 2 + k], da[t] in registers over all its items (block-stride
-// over the items, a fixed order). The CTA then adds its lane rows' terms in order: into dwconv / dbias
-// when it is the only CTA (part_w null), else into part_w[blockIdx.x, c * 3 + k] and part_b[blockIdx.x, c].
-__global__ void wpath_backward_fused_kernel(float* du, float* dwconv, float* dbias, float* part_w, float* part_b,
-                                            const float* dw, const float* conv_out, const float* u,
+// over the items, a fixed order), each step's loads issued before the previous step's math. The CTA
+// then adds its lane rows' terms in order: into dwconv / dbias when it is the only CTA (part_w null),
+// else into part_w[blockIdx.x, c * 3 + k] and part_b[blockIdx.x, c].
+__global__ void wpath_backward_fused_kernel(float* __restrict__ du, float* dwconv, float* dbias, float* part_w,
+                                            float* part_b, const float* __restrict__ dw,
+                                            const float* __restrict__ conv_out, const float* __restrict__ u,
                                             const float* wconv, FusedShape sh, float eps) {
   extern __shared__ float4 terms[];  // [lane rows][4 sums][Gp]
   const int g = threadIdx.x % sh.Gp, lrow = threadIdx.x / sh.Gp, lrows = blockDim.x / sh.Gp;
@@ -228,14 +229,23 @@ __global__ void wpath_backward_fused_kernel(float* du, float* dwconv, float* dbi
     float4 um2 = load4(u + base + (t0 - 2) * sh.C, params && ok && t0 >= 2);
     float4 um1 = load4(u + base + (t0 - 1) * sh.C, params && ok && t0 >= 1);
     float4 dam2 = f4(0.f), dam1 = f4(0.f);  // da[t - 2], da[t - 1]
+    // Step t's loads (conv_out, dw where t < T; u where t < t1), issued one step ahead.
+    const auto loads = [&](int64_t t, float4& a, float4& gr, float4& uu) {
+      a = load4(conv_out + base + t * sh.C, ok && t < sh.T);
+      gr = load4(dw + base + t * sh.C, ok && t < sh.T);
+      uu = load4(u + base + t * sh.C, params && ok && t < t1);
+    };
+    float4 a_next, g_next, u_next;
+    loads(t0, a_next, g_next, u_next);
 #pragma unroll
     for (int i = 0; i < kRun + 2; ++i) {
       const int64_t t = t0 + i;
       if (t >= t1 + 2) break;  // uniform over the lane row
+      const float4 a = a_next, gr = g_next, u0 = u_next;
+      if (t + 1 < t1 + 2) loads(t + 1, a_next, g_next, u_next);
       const bool in = t < sh.T;
-      const float4 da = in ? wpath_da(dw, conv_out, base + t * sh.C, ok, eps, sh.G) : f4(0.f);
+      const float4 da = in ? wpath_da(a, gr, eps, sh.G) : f4(0.f);
       if (t < t1 && params) {
-        const float4 u0 = load4(u + base + t * sh.C, ok);
         if (t >= 2) acc[0] = add_mul(acc[0], da, um2);
         if (t >= 1) acc[1] = add_mul(acc[1], da, um1);
         acc[2] = add_mul(acc[2], da, u0);
