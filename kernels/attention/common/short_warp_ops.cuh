@@ -1,8 +1,7 @@
 // short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
 // path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
 // and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
-// 32 x 36 slot, a lane's row into a slot (store_row), the tensor-core products
-// (tf32 mma.sync, one or three passes; k-steps outside a triangle skipped, one-pass operands rounded
+// 32 x 36 slot, the tensor-core products (tf32 mma.sync, one or three passes; k-steps outside a triangle skipped, one-pass operands rounded
 // once when filled) from shared memory into fragments and out of them, and the causal softmax, its
 // backward and the forget gate's bias and gradient in fragments.
 #pragma once
@@ -118,23 +117,6 @@ __device__ __forceinline__ bool tri_in(int r, int c) {
   else if constexpr (S == Tri::Upper) return c >= r;
   else if constexpr (S == Tri::StrictUpper) return c > r;
   else return true;
-}
-// This lane's row of a slot: entries of S get v (0 at rows or columns >= T), the rest 0. Chunks
-// below nc.
-template <Tri S>
-__device__ __forceinline__ void store_row(float* slot, const float (&v)[TP], int nc, int T, int lane) {
-  float* row = slot + lane * LT;
-#pragma unroll
-  for (int n4 = 0; n4 < TP / 4; ++n4) {
-    if (n4 >= nc) break;
-    float e[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int j = 4 * n4 + u;
-      if (tri_in<S>(lane, j)) e[u] = lane < T && j < T ? v[j] : 0.f;
-    }
-    st4(row + 4 * n4, make_float4(e[0], e[1], e[2], e[3]));
-  }
 }
 // Tensor-core products over m16n8k8 tf32 tiles, each warp of a head its m-tile mt (rows 16 mt ..
 // 16 mt + 15) of a [32, N] result, in fragments: f.v[nt][e] is entry (frag_row(mt, e),

@@ -2,8 +2,9 @@
 // and backward: a CTA of two warps per (b, h), each warp one 16-row half of every result. The math
 // of path_short_sm80.cu (docs/path-backward.md's own block, the backward recomputing the forward from
 // lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
-// softmax and its backward in fragments, Tinv's triangular solve a lane per column (warp 0); the
-// backward's R = M^-T dTinv as the product D^-1 Tinv^T dTinv.
+// softmax and its backward in fragments, Tinv's two diagonal 16 x 16 blocks solved a lane per column
+// (one block a warp) and its off-diagonal block by two products; the backward's R = M^-T dTinv as
+// the product D^-1 Tinv^T dTinv.
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/common/short_warp_ops.cuh"
@@ -52,24 +53,61 @@ __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s
 template <int Dh, bool BF>
 constexpr bool kEarly = HeadRows<Dh, BF>::kRegisters <= 8;
 
-// Column `lane` of Tinv = (I + strictLower(D Gram))^-1 D by forward substitution (zero above the
-// diagonal): x_r = beta_r ([r == lane] - sum_{p<r} Gram_rp x_p), Gram from the strictly lower part
-// of `gram`.
-__device__ __forceinline__ void tinv_column(float (&x)[TP], const float* gram, const float* beta, int T, int lane) {
+// Tinv = M^-1 D, M = I + strictLower(D Gram), in blocks of 16 rows and columns: the diagonal blocks
+// Tinv_bb = M_bb^-1 D_b by forward substitution, block b on warp b at once, lane c (< 16) column
+// 16 b + c: x_r = beta_{16b+r} ([r == c] - sum_{p<r} Gram_{16b+r, 16b+p} x_p); its row 16 b + c of s2
+// (Tinv^T) gets x at columns 16 b .. 16 b + 15 and zeros elsewhere (and at rows or columns >= T).
+__device__ __forceinline__ void tinv_diagonal_block(float* s2, const float* gram, const float* beta, int T, int b,
+                                                    int lane) {
+  float x[16];
   zero(x);
 #pragma unroll
-  for (int r = 0; r < TP; ++r) {
-    if (r >= T) break;
+  for (int r = 0; r < 16; ++r) {
+    const int row = 16 * b + r;
+    if (row >= T) break;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int p4 = 0; p4 < (r + 3) / 4; ++p4) {
-      const float4 g = ld4(gram + r * LT + 4 * p4);
+      const float4 g = ld4(gram + row * LT + 16 * b + 4 * p4);
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         if (4 * p4 + u < r) acc[u] = fmaf(at4(g, u), x[4 * p4 + u], acc[u]);
     }
-    x[r] = beta[r] * ((r == lane ? 1.f : 0.f) - ((acc[0] + acc[1]) + (acc[2] + acc[3])));
+    x[r] = beta[row] * ((r == lane ? 1.f : 0.f) - ((acc[0] + acc[1]) + (acc[2] + acc[3])));
   }
+  const int c = 16 * b + lane;
+  float* out = s2 + c * LT;
+  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    st4(out + 16 * b + 4 * k, c < T ? make_float4(x[4 * k], x[4 * k + 1], x[4 * k + 2], x[4 * k + 3]) : z4);
+    st4(out + 16 * (1 - b) + 4 * k, z4);
+  }
+}
+
+// Tinv's lower-left block (rows 16..31, columns 0..15), by warp 1 once both diagonal blocks are in
+// s2: Tinv_21 = -M_22^-1 M_21 M_11^-1 D_1 = -Tinv_22 Gram_21 Tinv_11 (M_21 = D_2 Gram_21), through
+// Y = Gram_21 Tinv_11 in s1's upper part (transposed; free until C^T goes there), into s2 (transposed).
+template <int NP>
+__device__ __forceinline__ void tinv_lower_left_block(float* s1, float* s2, int T, int lane) {
+  Frag<TP> f;
+  zero(f);
+  mma_acc<NP>(f, View<Tri::StrictLower>{s1, LT}, View<Tri::Full, true>{s2, LT}, 16, lane, 1);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) s1[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
+  __syncwarp();
+  zero(f);
+  mma_acc<NP>(f, View<Tri::Full, true, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, 1);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) s2[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
 }
 
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
@@ -94,11 +132,9 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   mma_acc<NP>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
   store_frag<Tri::Lower>(s3, f, T, lane, mt);
   __syncthreads();
-  if (mt == 0) {
-    float x[TP];
-    tinv_column(x, s1, s + L.beta, T, lane);
-    store_row<Tri::Full>(s2, x, (T + 3) >> 2, T, lane);
-  }
+  if (lane < 16) tinv_diagonal_block(s2, s1, s + L.beta, T, mt, lane);
+  __syncthreads();
+  if (mt == 1 && T > 16) tinv_lower_left_block<NP>(s1, s2, T, lane);
   __syncthreads();
   zero(f);
   mma_acc<NP>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
