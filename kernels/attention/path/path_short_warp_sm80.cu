@@ -85,6 +85,16 @@ __device__ __forceinline__ void tinv_diagonal_block(float* s2, const float* gram
   }
 }
 
+// Entries (i, j), i >= 16 > j, of m-tile 1 of a [32, 32] result into a slot at (j, i).
+__device__ __forceinline__ void store_lower_left_transposed(float* slot, const Frag<TP>& f, int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) slot[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
+}
+
 // Tinv's lower-left block (rows 16..31, columns 0..15), by warp 1 once both diagonal blocks are in
 // s2: Tinv_21 = -M_22^-1 M_21 M_11^-1 D_1 = -Tinv_22 Gram_21 Tinv_11 (M_21 = D_2 Gram_21), through
 // Y = Gram_21 Tinv_11 in s1's upper part (transposed; free until C^T goes there), into s2 (transposed).
@@ -93,21 +103,11 @@ __device__ __forceinline__ void tinv_lower_left_block(float* s1, float* s2, int 
   Frag<TP> f;
   zero(f);
   mma_acc<NP>(f, View<Tri::StrictLower>{s1, LT}, View<Tri::Full, true>{s2, LT}, 16, lane, 1);
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) s1[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
+  store_lower_left_transposed(s1, f, lane);
   __syncwarp();
   zero(f);
   mma_acc<NP>(f, View<Tri::Full, true, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, 1);
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) s2[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
+  store_lower_left_transposed(s2, f, lane);
 }
 
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
