@@ -1,9 +1,9 @@
 // short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
 // path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
 // and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
-// 32 x 36 slot, the tensor-core products (tf32 mma.sync, one or three passes; k-steps outside a triangle skipped, one-pass operands rounded
-// once when filled) from shared memory into fragments and out of them, and the causal softmax, its
-// backward and the forget gate's bias and gradient in fragments.
+// 32 x 36 slot, the tensor-core products (tf32 mma.sync, one or three passes; k-steps outside a
+// triangle skipped, one-pass operands rounded once when stored) from shared memory into fragments and
+// out of them, and the causal softmax, its backward and the forget gate's bias and gradient in fragments.
 #pragma once
 #include <cuda_bf16.h>
 

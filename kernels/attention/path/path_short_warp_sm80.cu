@@ -269,7 +269,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
     for (int nt = 0; nt < TP / 8; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u)
-        if (frag_col(nt, u, lane) == frag_row(mt, 2 * h, lane)) scr[32 + frag_row(mt, 2 * h, lane)] = f.v[nt][2 * h + u];
+        if (frag_col(nt, u, lane) == frag_row(mt, 2 * h, lane))
+          scr[32 + frag_row(mt, 2 * h, lane)] = f.v[nt][2 * h + u];
   __syncthreads();
   // D E = strictLower(-R' Tinv^T) (Tinv_pm = s2(m, p)), E = strictLower(-R Tinv^T); dbeta_r = R_rr +
   // sum_{p<r} E_rp Gram_rp = (R'_rr + sum_{p<r} (D E)_rp Gram_rp) / beta_r (0 where beta_r is 0: its
@@ -291,7 +292,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
     if ((lane & 3) == 0) scr[i] = d;
   }
   __syncthreads();  // R' is no longer read: D E into s2's strictly lower part
-  if (mt == 0 && lane < T) a.dbeta[s0 + lane * a.H] = beta[lane] > 0.f ? (scr[32 + lane] + scr[lane]) / beta[lane] : 0.f;
+  if (mt == 0 && lane < T)
+    a.dbeta[s0 + lane * a.H] = beta[lane] > 0.f ? (scr[32 + lane] + scr[lane]) / beta[lane] : 0.f;
   store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
   __syncthreads();
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
