@@ -162,6 +162,24 @@ TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {
           EXPECT_GT(rounded, 0u) << what << ": not rounded?";
         }
         if (backward) {
+          // Rows of two such tensors side by side in a wider matrix (the runner's dq | dk in the packed
+          // gradient): one launch over 2 H heads a row, row stride ld; the 8 columns past them untouched.
+          const int64_t HD = H * Dh, ld = 2 * HD + 8;
+          std::vector<uint16_t> wide(B * T * ld, 0x7fc0);
+          for (int64_t r = 0; r < B * T; ++r)
+            for (int64_t j = 0; j < 2 * HD; ++j) wide[r * ld + j] = xb[r * HD + j % HD];
+          Dev<uint16_t> d_wide(wide);
+          cuda::rope_backward_bf16_cuda(d_wide.p, d_wide.p, d_cs.p, B, T, 2 * H, Dh, s, ld);
+          const auto got = d_wide.host();
+          for (int64_t half : {0, 1}) {
+            std::vector<uint16_t> part(n);
+            for (int64_t r = 0; r < B * T; ++r)
+              for (int64_t j = 0; j < HD; ++j) part[r * HD + j] = got[r * ld + half * HD + j];
+            expect_bf16_of(part, y, what + " side by side, tensor " + std::to_string(half));
+          }
+          for (int64_t r = 0; r < B * T; ++r)
+            for (int64_t j = 2 * HD; j < ld; ++j)
+              ASSERT_EQ(got[r * ld + j], 0x7fc0) << what << " pad r " << r << " j " << j;
           cuda::rope_backward_bf16_cuda(d_xb.p, d_xb.p, d_cs.p, B, T, H, Dh, s);  // in place
           expect_bf16_of(d_xb.host(), y, what + " in place");
         }
@@ -182,6 +200,7 @@ TEST_F(CudaOps, Bf16EmptySizesAndRopeShapeErrors) {
   EXPECT_NO_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 2, 0, 2, 64, s));
   EXPECT_ANY_THROW(cuda::rope_forward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 15, s));    // odd Dh
   EXPECT_ANY_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 2050, s));  // Dh > 2048
+  EXPECT_ANY_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 2, 16, s, 24));  // ld < H Dh
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -291,6 +310,24 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   cuda::pack_columns_cuda(wide_row.p, true, 20000, up, 2, 1, s);
   const auto wr = wide_row.host();
   for (int64_t i = 0; i < 20000; ++i) ASSERT_EQ(wr[i], i < 9000 ? u1[i] : i < 16001 ? u2[i - 9000] : 0.f) << i;
+  // A part marked in place (its producer wrote it into the rows) is left as it is; the others and the
+  // pad are written around it: [16 in place | 8 | pad] of 32.
+  {
+    const int64_t rows = 113;
+    std::vector<uint16_t> pre(rows * 32);
+    for (size_t i = 0; i < pre.size(); ++i) pre[i] = static_cast<uint16_t>(i * 7919u);
+    const auto b = randn(rows * 8, 9);
+    Dev<uint16_t> dst(pre);
+    Dev<float> d_b(b);
+    const cuda::PackPart parts[] = {{nullptr, 16, false, true}, {d_b.p, 8, true}};
+    cuda::pack_columns_cuda(dst.p, false, 32, parts, 2, rows, s);
+    const auto got = dst.host();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 32; ++j) {
+        const uint16_t want = j < 16 ? pre[r * 32 + j] : j < 24 ? to_bf16({b[r * 8 + j - 16]})[0] : uint16_t{0};
+        ASSERT_EQ(got[r * 32 + j], want) << "in place, r " << r << " column " << j;
+      }
+  }
   // Misuse throws: a bf16 part into fp32 rows, parts wider than the rows, no parts.
   Dev<uint16_t> h(64);
   const cuda::PackPart bad16[] = {{h.p, 4, false}}, wide[] = {{h.p, 40, false}};

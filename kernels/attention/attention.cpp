@@ -27,6 +27,8 @@ void check_dims(const AttnDims& d, const char* what) {
     fail("{}: head dim Dh = {} not supported (16, 32, 64 or 128)", what, d.Dh);
   const int64_t nb = (d.T + kBlock - 1) / kBlock;
   if (nb * d.B * d.H >= (int64_t{1} << 31)) fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
+  if (d.grad_ld != 0 && (d.grad_ld < d.H * d.Dh || d.grad_ld % 8 != 0))
+    fail("{}: grad_ld = {} is not 0 or a multiple of 8 of at least H Dh = {}", what, d.grad_ld, d.H * d.Dh);
 }
 
 // The backward kernels apply the scale to dS and divide the gate gradient by it.
@@ -147,6 +149,12 @@ size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt, c
 
 bool softmax_attention_uses_wgmma(int64_t Dh, DType dt, const AttentionOptions& opt) {
   return detail::uses_wgmma(Dh, dt, detail::device_limits(Dh, dt), opt);
+}
+
+bool attention_backward_takes_grad_ld(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt) {
+  const Planned P(d, dt, opt, "attention backward");
+  return path ? detail::path_short(d, P.dev, opt) && detail::path_short_warp(d, P.dev, opt)
+              : detail::softmax_short_warp(d, opt);
 }
 
 namespace {
@@ -307,6 +315,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       detail::require(p, name, what);
   }
   if (log_f) detail::require(dlog_f, "dlog_f", what);
+  if (d.grad_ld != 0 && d.grad_ld != d.H * d.Dh && !attention_backward_takes_grad_ld(path, d, dt, opt))
+    fail("{}: grad_ld = {} (not H Dh) needs the short kernels (attention_backward_takes_grad_ld)", what, d.grad_ld);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip

@@ -16,6 +16,7 @@ struct Parts {  // kernel argument: the parts by value, with their first columns
   int64_t begin[kMaxPackParts + 2];
   bool f32[kMaxPackParts + 1];
   bool vec8[kMaxPackParts + 1];  // eight columns a thread: 16-byte aligned rows, columns a multiple of 8
+  bool skip[kMaxPackParts + 1];  // in place: nothing to copy
   int n;
 };
 
@@ -69,7 +70,8 @@ __device__ __forceinline__ void pack_part(void* dst, int64_t ld, const Parts& pa
 template <bool DstF32>
 __global__ void pack_columns_kernel(void* dst, int64_t ld, Parts parts, int64_t rows, int64_t rows_per_cta) {
   const int64_t r0 = blockIdx.x * rows_per_cta, r1 = min(rows, r0 + rows_per_cta);
-  for (int p = 0; p <= parts.n; ++p) pack_part<DstF32>(dst, ld, parts, p, r0, r1);
+  for (int p = 0; p <= parts.n; ++p)
+    if (!parts.skip[p]) pack_part<DstF32>(dst, ld, parts, p, r0, r1);
 }
 
 struct Segs {
@@ -99,6 +101,7 @@ void pack_columns_cuda(void* dst, bool dst_f32, int64_t ld, const PackPart* part
   for (int p = 0; p < n_parts; ++p) {
     if (dst_f32 && !parts[p].f32) throw_error("pack_columns: a bf16 part into an fp32 destination");
     a.data[p] = parts[p].data, a.f32[p] = parts[p].f32, a.begin[p + 1] = a.begin[p] + parts[p].cols;
+    a.skip[p] = parts[p].in_place;
     a.vec8[p] = rows16 && a.begin[p] % 8 == 0 && parts[p].cols % 8 == 0 && ops_detail::aligned_to(parts[p].data, 16);
   }
   if (a.begin[n_parts] > ld) throw_error("pack_columns: the parts' columns exceed the row length");

@@ -11,11 +11,13 @@ namespace sb::cuda {
 
 constexpr int kMaxPackParts = 8;
 
-// One source of pack_columns_cuda: a row-major [rows, cols] matrix of fp32 or bf16 (raw 16-bit) values.
+// One source of pack_columns_cuda: a row-major [rows, cols] matrix of fp32 or bf16 (raw 16-bit) values,
+// or (in_place) columns that its producer wrote into the destination itself: left as they are.
 struct PackPart {
   const void* data = nullptr;
   int64_t cols = 0;
   bool f32 = true;
+  bool in_place = false;
 };
 
 // dst[r, :] = [parts[0][r, :] | parts[1][r, :] | ... | 0 ...] for r < rows: dst is [rows, ld] with

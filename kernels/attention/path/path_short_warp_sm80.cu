@@ -21,6 +21,7 @@ constexpr int resident(int64_t floats) { return static_cast<int>((228 * 1024) / 
 // The tensors of path_short_args.hpp, plus the heads (B H).
 struct WarpArgs : PathShortArgs {
   int64_t BH;
+  int64_t gs;  // elements from one (b, t) row of dq, dk, dv to the next (AttnDims::grad_ld)
 };
 
 // Zeroes the head's region and stores q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
@@ -197,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const Rows qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  const int64_t g0 = (bh / a.H) * a.T * a.gs + (bh % a.H) * Dh;  // the head's dq, dk, dv: rows g0 + t gs
   HeadRows<Dh, BF> v, d;
   if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
-  store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dv, g0, a.gs, o, T, lane, mt);
   __syncthreads();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane, mt);
   __syncthreads();
@@ -239,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower>{s4, LT}, k, T, lane, mt);
   mma_acc<NP>(o, Zeroed<Tri::Lower>{s5, LT}, w, T, lane, mt);
-  store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dq, g0, a.gs, o, T, lane, mt);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
   mma_acc<NP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane, mt);
@@ -254,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
   mma_acc<NP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
-  store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dk, g0, a.gs, o, T, lane, mt);
   // R = M^-T dTinv is D^-1 Tinv^T dTinv (Tinv = M^-1 D), so R' = D R = Tinv^T dTinv is one product
   // (Tinv_qr = s2(r, q), dTinv_qc = s3(c, q)) instead of a back substitution. Only R's strictly
   // lower part and diagonal are used: R' strictly lower into s2 below Tinv^T (dZ is no longer read),
@@ -311,6 +313,7 @@ WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
   if (d.T > kShortWarpT) throw_error("path_short_warp: T must be at most 32 (plan.hpp path_short_warp)");
   WarpArgs a{base};
   a.BH = d.B * d.H;
+  a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
   return a;
 }
 

@@ -17,7 +17,7 @@ struct SoftmaxShortArgs {
   const float* lse_in = nullptr;                                         // [B, H, T] (backward)
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;      // [B, T, H, Dh]
   float *lse = nullptr, *dlog_f = nullptr;                               // [B, H, T], [B, T, H]
-  int64_t T = 1, H = 1;
+  int64_t T = 1, H = 1, gs = 0;  // gs (backward): elements from one (b, t) row of dq, dk, dv to the next
   float scale = 1.f;
 };
 
@@ -121,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  const int64_t g0 = (bh / a.H) * a.T * a.gs + (bh % a.H) * Dh;  // the head's gradients: rows g0 + t gs
   float* slot = s + L.p;
   const Rows q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
   load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid, true);
@@ -137,23 +138,23 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, dout, T, lane, mt);
-  store_frag_global<BF>(a.dv, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dv, g0, a.gs, o, T, lane, mt);
   __syncthreads();  // P is no longer read: dS into the slot
   store_frag<Tri::Lower>(slot, dS, T, lane, mt);
   __syncthreads();
   if (a.log_f && mt == 0) gate_grad(a.dlog_f, slot, s0, a.H, a.scale, T, lane);
   zero(o);  // dq = dS K
   mma_acc<NP>(o, Zeroed<Tri::Lower>{slot, LT}, k, T, lane, mt);
-  store_frag_global<BF>(a.dq, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dq, g0, a.gs, o, T, lane, mt);
   zero(o);  // dk = dS^T Q
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
-  store_frag_global<BF>(a.dk, e0, es, o, T, lane, mt);
+  store_frag_global<BF>(a.dk, g0, a.gs, o, T, lane, mt);
 }
 
 SoftmaxShortArgs short_args(const AttnDims& d, float scale) {
   if (d.T > kShortWarpT) throw_error("softmax_short_warp: T must be at most 32 (plan.hpp softmax_short_warp)");
   SoftmaxShortArgs a;
-  a.T = d.T, a.H = d.H, a.scale = scale;
+  a.T = d.T, a.H = d.H, a.scale = scale, a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
   return a;
 }
 

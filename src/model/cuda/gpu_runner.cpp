@@ -108,12 +108,13 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     dzb.resize(N * H);
   }
   if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
-  int64_t KP = 0;  // the widest layer's packed input projections
-  for (const Layer& L : layers) {
+  for (Layer& L : layers) {  // KP: the widest layer's packed input projections
     InProj proj[kMaxPackParts];
     KP = std::max(KP, packed_width(proj, in_projections(L, "", proj)));
+    L.grads_in_pack =
+        bf && L.kind != Attention::sba && attention_backward_takes_grad_ld(uses_path(L.kind), dims, attn_dt);
   }
-  if (bf) dprojb.resize(N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
+  if (bf) dprojb.resize(2 * N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);
   if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(N * F);
   if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);

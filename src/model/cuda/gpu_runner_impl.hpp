@@ -56,6 +56,9 @@ struct GpuRunner::Impl {
     Buf y1, r2;  // post-norm: [N, D] norm1's output, norm2's input (norm1's input is x_mid)
     Bf16Buf h1b, h2b, qb, kb, vb, ob, gb, sb;  // [N, D] h1b h2b, [N, HD] qb kb vb ob, [N, f_in] gb, [N, F] sb
     DeviceBuffer<char> factors;  // PaTH: the forward's factors, reused by the backward
+    // bf16 training: the attention backward stores dq, dk, dv straight into the packed operand's
+    // columns (attention_backward_takes_grad_ld), so that packing copies only the small gradients.
+    bool grads_in_pack = false;
   };
 
   const Transformer<float>& model;
@@ -106,10 +109,11 @@ struct GpuRunner::Impl {
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
   Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
   // The attention's input projections packed (attention_inputs_backward): [N, KP] their gradients
-  // (dprojb in bf16 precision, else dprojf), [KP, D] their weights (wcatb / wcatf), [KP, D] fp32 the
-  // weights' gradient; KP = the widest layer's packed_width.
+  // (dprojb in bf16 precision, two of them alternating by layer, else dprojf), [KP, D] their weights
+  // (wcatb / wcatf), [KP, D] fp32 the weights' gradient; KP = the widest layer's packed_width.
   Buf dprojf, wcatf, dwcat;
   Bf16Buf dprojb, wcatb;
+  int64_t KP = 0;
   struct InProj {
     std::string weight;   // parameter name, [grad.cols, D]; with folded, PaTH's w1 (w2 beside it)
     PackPart grad;        // d(its output) [N, grad.cols]
@@ -198,6 +202,15 @@ struct GpuRunner::Impl {
   void attention_kernel_forward(Layer& L);
   void attention_kernel_backward(Layer& L);
   int in_projections(const Layer& L, const std::string& p, InProj* out) const;  // returns how many (<= 6)
+  // This step's use of L.grads_in_pack: not where the rows tail's PaTH rows kernels write dq, dk, dv.
+  bool packs_in_place(const Layer& L) const {
+    return L.grads_in_pack && !(rows_attention() && &L == &layers.back());
+  }
+  // L's packed gradient operand: dprojb's half of L's index parity in bf16 precision, else dprojf.
+  void* dproj_of(const Layer& L) const {
+    if (!bf16()) return dprojf.data();
+    return dprojb.data() + ((&L - layers.data()) % 2) * N * KP;
+  }
   void attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p);
   void mlp_forward(const float* prm, Layer& L, const std::string& p, float* x_next, int64_t n);
   void mlp_backward(const float* prm, float* grads, Layer& L, const std::string& p, int64_t n);

@@ -127,12 +127,20 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
     softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
 }
 
-// From d(attention output) of every row in datt / dob to dq, dk, dv (and dw, dbeta, dlogf).
+// From d(attention output) of every row in datt / dob to dq, dk, dv (and dw, dbeta, dlogf): into
+// dqb, dkb, dvb, or (packs_in_place) the first 3 HD columns of L's packed operand.
 void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   const bool gate = uses_gate(L.kind);
   void* gq = kernel_view(dq, dqb);
   void* gk = kernel_view(dk, dkb);
   void* gv = kernel_view(dv, dvb);
+  AttnDims d = dims;
+  if (packs_in_place(L)) {
+    InProj proj[kMaxPackParts];
+    d.grad_ld = packed_width(proj, in_projections(L, "", proj));
+    uint16_t* base = static_cast<uint16_t*>(dproj_of(L));
+    gq = base, gk = base + HD, gv = base + 2 * HD;
+  }
   const void* dout = kernel_view(datt, dob);
   const void* q = kernel_view(L.q, L.qb);
   const void* k = kernel_view(L.k, L.kb);
@@ -141,14 +149,14 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   ProfileScope op(prof, "bwd.attention");
   if (uses_path(L.kind))
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
-                                 L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale,
+                                 L.w.data(), L.beta.data(), gate ? L.logf.data() : nullptr, o, L.lse.data(), d, scale,
                                  attn_dt, ws.data(), ws_bytes, stream, L.factors.data());
   else if (L.kind == Attention::sba)
     sba_attention_backward_cuda(gq, gk, gv, dout, q, k, v, dims, scale, attn_dt,
                                 c.sba.remainder == SbaRemainder::current, ws.data(), ws_bytes, stream);
   else
     softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
-                                    gate ? L.logf.data() : nullptr, o, L.lse.data(), dims, scale, attn_dt, ws.data(),
+                                    gate ? L.logf.data() : nullptr, o, L.lse.data(), d, scale, attn_dt, ws.data(),
                                     ws_bytes, stream);
 }
 
@@ -157,9 +165,11 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
 int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) const {
   const bool bf = bf16();
   const bool rope32 = L.kind == Attention::rope && !bf;  // fp32 RoPE: the un-rotated copies
-  // d(q), d(k), d(v): bf16 in bf16 precision; the small gradients are fp32 (rounded by the packing).
+  // d(q), d(k), d(v): bf16 in bf16 precision (or already in the packed operand); the small gradients
+  // are fp32 (rounded by the packing).
+  const bool in_place = packs_in_place(L);
   auto act = [&](const Buf& f32, const Bf16Buf& b16) {
-    return bf ? PackPart{b16.data(), HD, false} : PackPart{f32.data(), HD, true};
+    return bf ? PackPart{b16.data(), HD, false, in_place} : PackPart{f32.data(), HD, true};
   };
   int n = 0;
   out[n++] = {p + "attn.wq", act(rope32 ? dq_pre : dq, dqb)};
@@ -180,7 +190,12 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
   if (L.kind == Attention::rope) {
     ProfileScope op(prof, "bwd.rope");
-    if (bf16()) {  // in place
+    if (bf16() && packs_in_place(L)) {  // dq and dk side by side in the packed operand: 2 H heads a row
+      uint16_t* base = static_cast<uint16_t*>(dproj_of(L));
+      InProj proj[kMaxPackParts];
+      const int64_t ld = packed_width(proj, in_projections(L, "", proj));
+      rope_backward_bf16_cuda(base, base, rope_cs.data(), B, T, 2 * H, Dh, stream, ld);
+    } else if (bf16()) {  // in place
       rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
       rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
     } else {
@@ -217,15 +232,17 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     segs[i] = {proj[i].folded ? nullptr : G(grads, proj[i].weight), rows * D};
     if (proj[i].folded) folded_row = row;
   }
-  const int64_t KP = packed_width(proj, n);
-  join(kProjGrad);  // the previous layer's weight gradients read dproj
-  pack_columns_cuda(kernel_view(dprojf, dprojb), !bf16(), KP, grad_parts, n, N, stream);
-  pack_columns_cuda(kernel_view(wcatf, wcatb), !bf16(), KP * D, weight_parts, n, 1, stream);  // one row: [KP, D]
-  const Operand dproj = in(dprojf, dprojb), wcat = in(wcatf, wcatb);
-  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat, N, D, KP, false);
+  const int64_t kp = packed_width(proj, n);
+  join(kProjGrad);  // the weight gradients of the layer before read dproj (fp32; in bf16 the other half)
+  void* dproj_data = dproj_of(L);
+  pack_columns_cuda(dproj_data, !bf16(), kp, grad_parts, n, N, stream);
+  pack_columns_cuda(kernel_view(wcatf, wcatb), !bf16(), kp * D, weight_parts, n, 1, stream);  // one row: [kp, D]
+  const Operand dproj = bf16() ? bf16_operand(static_cast<uint16_t*>(dproj_data)) : f32_operand(dprojf.data());
+  const Operand wcat = in(wcatf, wcatb);
+  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat, N, D, kp, false);
   overlap(kProjGrad, [&](const Blas& b) {
-    CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, KP * D * sizeof(float), b.stream()));
-    linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat, N, D, KP, false);
+    CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, kp * D * sizeof(float), b.stream()));
+    linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat, N, D, kp, false);
     add_segments_cuda(dwcat.data(), segs, n, b.stream());
     if (folded_row >= 0) {  // d(w12) [HD, D] to PaTH's pair: dw1 += w2^T d(w12), dw2 += d(w12) w1^T
       const float* dw12 = dwcat.data() + folded_row * D;
