@@ -1,8 +1,8 @@
 // test_cuda_attention.cpp: parity of the CUDA attention kernels (kernels/attention/attention.hpp) with
 // the CPU reference ops run in double: PaTH (nn::path_attention_*, Blockwise form) and softmax
-// attention (nn::softmax_attention_*; NoPE, RoPE-applied q/k, FoX gate). Forward output, lse and
-// every gradient, over awkward shapes, fp32 and bf16, outputs poisoned before each run (the launch
-// plans' host arithmetic is in test_attention_layout.cpp). The tests skip when built without CUDA
+// attention (nn::softmax_attention_*; NoPE, RoPE-applied q/k or RoPE inside the short kernels, FoX
+// gate). Forward output, lse and every gradient, over awkward shapes, fp32 and bf16, outputs poisoned
+// before each run (the launch plans' host arithmetic is in test_attention_layout.cpp). The tests skip when built without CUDA
 // or when no CUDA device is present.
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@
 #include "kernels/attention/attention.hpp"
 #include "kernels/attention/internal.hpp"
 #include "kernels/common/device_buffer.hpp"
+#include "kernels/ops/ops.hpp"
 #include "nn/ops_attention.hpp"
 #include "nn/path_attention.hpp"
 #include "tests/cuda/attention_selftest.hpp"
@@ -35,10 +36,12 @@ struct Shape {
   bool gate;
   double beta_lo = 0.05, beta_hi = 1.95;
   bool rope = false;  // softmax only: q, k rotated by RoPE first
+  bool rope_inside = false;  // softmax only: un-rotated q, k and RoPE's table to the kernels (rope_cs)
 };
 std::string describe(const Shape& s, DType dt) {
   return "(B,T,H,Dh)=(" + std::to_string(s.B) + "," + std::to_string(s.T) + "," + std::to_string(s.H) + "," +
          std::to_string(s.Dh) + ") " + cuda::dtype_name(dt) + (s.gate ? " gate" : "") + (s.rope ? " rope" : "") +
+         (s.rope_inside ? " rope inside" : "") +
          " beta in [" + std::to_string(s.beta_lo) + "," + std::to_string(s.beta_hi) + "]";
 }
 
@@ -61,6 +64,14 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
   DeviceBytes w = upload_f32(in.w), beta = upload_f32(in.beta), logf = upload_f32(in.log_f);
   DeviceBytes out = poisoned(nx * esz), lse = poisoned(ns * 4), dq = poisoned(nx * esz), dk = poisoned(nx * esz);
   DeviceBytes dv = poisoned(nx * esz), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
+  DeviceBytes cs;  // RoPE inside: the kernels rotate the uploaded q, k; the reference gets them rotated
+  if (s.rope_inside) {
+    cs = poisoned(static_cast<size_t>(s.T * s.Dh) * 4);
+    cuda::rope_table_cuda(cs.as<float>(), s.T, s.Dh, 10000.0, nullptr);
+    nn::rope_forward<double>(in.q.data(), in.q.data(), s.B, s.T, s.H, s.Dh);
+    nn::rope_forward<double>(in.k.data(), in.k.data(), s.B, s.T, s.H, s.Dh);
+  }
+  const float* rope_cs = s.rope_inside ? cs.as<float>() : nullptr;
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.Dh));
   const float* lf = s.gate ? logf.as<float>() : nullptr;
@@ -81,10 +92,10 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
                                        opt);
   } else {
     cuda::softmax_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), lf, d,
-                                         static_cast<float>(scale), dt, nullptr, 0, nullptr, opt);
+                                         static_cast<float>(scale), dt, nullptr, 0, nullptr, opt, rope_cs);
     cuda::softmax_attention_backward_cuda(dq.data(), dk.data(), dv.data(), s.gate ? dlogf.as<float>() : nullptr,
                                           dO.data(), q.data(), k.data(), v.data(), lf, out.data(), lse.as<float>(), d,
-                                          static_cast<float>(scale), dt, nullptr, 0, nullptr, opt);
+                                          static_cast<float>(scale), dt, nullptr, 0, nullptr, opt, rope_cs);
   }
   CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -107,6 +118,12 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
                                            dout.data(), in.q.data(), in.k.data(), in.v.data(), rlf, r_out.data(),
                                            r_lse.data(), s.B, s.T, s.H, s.Dh, scale);
   }
+  if (s.rope_inside)  // the kernels return the un-rotated q's and k's gradients
+    for (Vec* g : {&r_dq, &r_dk}) {
+      Vec un(nx, 0.0);
+      nn::rope_backward<double>(un.data(), g->data(), s.B, s.T, s.H, s.Dh);
+      *g = std::move(un);
+    }
 
   const Tol tol = tolerance(dt);
   int64_t bad = 0;
@@ -372,6 +389,35 @@ TEST(CudaAttention, SoftmaxShortKernels) {
         for (bool gate : {false, true}) check_case({3, T, 3, Dh, gate, 0.05, 1.95, T == 21}, dt, false, seed += 10);
     for (const Shape& s : {Shape{64, 32, 4, 32, false}, Shape{32, 21, 8, 64, true, 0.05, 1.95, true}})
       check_case(s, dt, false, seed += 10, false, blockwise);
+  }
+}
+
+// RoPE inside the short kernels (rope_cs): un-rotated q and k in, their gradients out, against the
+// reference on rotated ones; the call refuses a table where the blockwise kernels would run.
+TEST(CudaAttention, SoftmaxShortRopeInside) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 3500;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t Dh : {16, 32, 64})
+      for (int64_t T : {1, 7, 21, 32}) {
+        Shape s{3, T, 3, Dh, T == 7};
+        s.rope_inside = true;
+        check_case(s, dt, false, seed += 10);
+      }
+  EXPECT_TRUE(cuda::softmax_attention_takes_rope({2, 32, 2, 32}));
+  EXPECT_FALSE(cuda::softmax_attention_takes_rope({2, 33, 2, 32}));
+  AttentionOptions blockwise;
+  blockwise.softmax_short = false;
+  EXPECT_FALSE(cuda::softmax_attention_takes_rope({2, 32, 2, 32}, blockwise));
+  DeviceBytes buf = poisoned(1 << 20);
+  void* p = buf.data();
+  float* f = buf.as<float>();
+  try {
+    cuda::softmax_attention_forward_cuda(p, f, p, p, p, nullptr, {1, 40, 2, 32}, 0.5f, DType::BF16, nullptr, 0,
+                                         nullptr, {}, f);
+    ADD_FAILURE() << "a RoPE table at T = 40 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_cs"), std::string::npos) << e.what();
   }
 }
 

@@ -162,24 +162,6 @@ TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {
           EXPECT_GT(rounded, 0u) << what << ": not rounded?";
         }
         if (backward) {
-          // Rows of two such tensors side by side in a wider matrix (the runner's dq | dk in the packed
-          // gradient): one launch over 2 H heads a row, row stride ld; the 8 columns past them untouched.
-          const int64_t HD = H * Dh, ld = 2 * HD + 8;
-          std::vector<uint16_t> wide(B * T * ld, 0x7fc0);
-          for (int64_t r = 0; r < B * T; ++r)
-            for (int64_t j = 0; j < 2 * HD; ++j) wide[r * ld + j] = xb[r * HD + j % HD];
-          Dev<uint16_t> d_wide(wide);
-          cuda::rope_backward_bf16_cuda(d_wide.p, d_wide.p, d_cs.p, B, T, 2 * H, Dh, s, ld);
-          const auto got = d_wide.host();
-          for (int64_t half : {0, 1}) {
-            std::vector<uint16_t> part(n);
-            for (int64_t r = 0; r < B * T; ++r)
-              for (int64_t j = 0; j < HD; ++j) part[r * HD + j] = got[r * ld + half * HD + j];
-            expect_bf16_of(part, y, what + " side by side, tensor " + std::to_string(half));
-          }
-          for (int64_t r = 0; r < B * T; ++r)
-            for (int64_t j = 2 * HD; j < ld; ++j)
-              ASSERT_EQ(got[r * ld + j], 0x7fc0) << what << " pad r " << r << " j " << j;
           cuda::rope_backward_bf16_cuda(d_xb.p, d_xb.p, d_cs.p, B, T, H, Dh, s);  // in place
           expect_bf16_of(d_xb.host(), y, what + " in place");
         }
@@ -200,7 +182,6 @@ TEST_F(CudaOps, Bf16EmptySizesAndRopeShapeErrors) {
   EXPECT_NO_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 2, 0, 2, 64, s));
   EXPECT_ANY_THROW(cuda::rope_forward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 15, s));    // odd Dh
   EXPECT_ANY_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 1, 2050, s));  // Dh > 2048
-  EXPECT_ANY_THROW(cuda::rope_backward_bf16_cuda(nullptr, nullptr, nullptr, 1, 1, 2, 16, s, 24));  // ld < H Dh
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

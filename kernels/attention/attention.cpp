@@ -151,6 +151,10 @@ bool softmax_attention_uses_wgmma(int64_t Dh, DType dt, const AttentionOptions& 
   return detail::uses_wgmma(Dh, dt, detail::device_limits(Dh, dt), opt);
 }
 
+bool softmax_attention_takes_rope(const AttnDims& d, const AttentionOptions& opt) {
+  return detail::softmax_short_warp(d, opt);
+}
+
 bool attention_backward_takes_grad_ld(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt) {
   const Planned P(d, dt, opt, "attention backward");
   return path ? detail::path_short(d, P.dev, opt) && detail::path_short_warp(d, P.dev, opt)
@@ -193,7 +197,8 @@ detail::ScArgs sc_args(const detail::PrepOut& o, const float* w, const AttnDims&
 
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                   const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
-                  size_t workspace_bytes, cudaStream_t stream, void* factors, const AttentionOptions& opt) {
+                  size_t workspace_bytes, cudaStream_t stream, void* factors, const AttentionOptions& opt,
+                  const float* rope_cs = nullptr) {
   const char* what = path ? "path attention forward" : "softmax attention forward";
   detail::check_dims(d, what);
   detail::check_scale(scale, what);  // before anything asks the device
@@ -202,6 +207,8 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
     detail::require_tensor(p, name, what);
   detail::require(lse, "lse", what);
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
+  if (rope_cs && !softmax_attention_takes_rope(d, opt))
+    fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = P.workspace(d, dt, path, false, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
@@ -214,7 +221,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   }
   if (!path && detail::softmax_short_warp(d, opt)) {  // the whole head in one CTA, no scratch
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
-    detail::softmax_short_warp_forward(out, lse, q, k, v, log_f, d, scale, dt == DType::BF16, stream);
+    detail::softmax_short_warp_forward(out, lse, q, k, v, log_f, rope_cs, d, scale, dt == DType::BF16, stream);
     return;
   }
   detail::ScopedWorkspace ws(workspace, workspace_bytes, L.total, stream, what);
@@ -269,9 +276,10 @@ void path_attention_forward_cuda(void* out, float* lse, const void* q, const voi
 
 void softmax_attention_forward_cuda(void* out, float* lse, const void* q, const void* k, const void* v,
                                     const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
-                                    size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt) {
+                                    size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt,
+                                    const float* rope_cs) {
   forward_impl(false, out, lse, q, k, v, nullptr, nullptr, log_f, d, scale, dt, workspace, workspace_bytes, stream,
-               nullptr, opt);
+               nullptr, opt, rope_cs);
 }
 
 namespace {
@@ -301,7 +309,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
                    const void* q, const void* k, const void* v, const float* w, const float* beta,
                    const float* log_f, const void* out, const float* lse, const AttnDims& d, float scale, DType dt,
                    void* workspace, size_t workspace_bytes, cudaStream_t stream, const void* factors,
-                   const AttentionOptions& opt) {
+                   const AttentionOptions& opt, const float* rope_cs = nullptr) {
   const char* what = path ? "path attention backward" : "softmax attention backward";
   detail::check_dims(d, what);
   detail::check_scale(scale, what);  // before anything asks the device
@@ -317,6 +325,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   if (log_f) detail::require(dlog_f, "dlog_f", what);
   if (d.grad_ld != 0 && d.grad_ld != d.H * d.Dh && !attention_backward_takes_grad_ld(path, d, dt, opt))
     fail("{}: grad_ld = {} (not H Dh) needs the short kernels (attention_backward_takes_grad_ld)", what, d.grad_ld);
+  if (rope_cs && !softmax_attention_takes_rope(d, opt))
+    fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip
@@ -331,8 +341,8 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   }
   if (!path && detail::softmax_short_warp(d, opt)) {
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
-    detail::softmax_short_warp_backward(dq, dk, dv, dlog_f, dout, q, k, v, log_f, lse, d, scale, dt == DType::BF16,
-                                        stream);
+    detail::softmax_short_warp_backward(dq, dk, dv, dlog_f, dout, q, k, v, log_f, rope_cs, lse, d, scale,
+                                        dt == DType::BF16, stream);
     return;
   }
   const detail::BwdConfig cfg = detail::bwd_config(d, dt, path, P.dev, opt);
@@ -478,9 +488,10 @@ void path_attention_backward_cuda(void* dq, void* dk, void* dv, float* dw, float
 void softmax_attention_backward_cuda(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
                                      const void* k, const void* v, const float* log_f, const void* out,
                                      const float* lse, const AttnDims& d, float scale, DType dt, void* workspace,
-                                     size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt) {
+                                     size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt,
+                                     const float* rope_cs) {
   backward_impl(false, dq, dk, dv, nullptr, nullptr, dlog_f, dout, q, k, v, nullptr, nullptr, log_f, out, lse, d,
-                scale, dt, workspace, workspace_bytes, stream, nullptr, opt);
+                scale, dt, workspace, workspace_bytes, stream, nullptr, opt, rope_cs);
 }
 
 }  // namespace sb::cuda

@@ -120,7 +120,10 @@ void path_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
                                   const AttentionOptions& opt = {});
 
 // Causal softmax attention (CPU: nn::softmax_attention_forward): s_ij = scale q_i . k_j +
-// sum_{s=j+1..i} log_f_s. RoPE is applied to q and k by the caller beforehand.
+// sum_{s=j+1..i} log_f_s. RoPE is applied to q and k by the caller beforehand, or, where
+// softmax_attention_takes_rope (the short kernels, T <= 32), inside the kernels: pass RoPE's table
+// (rope_table_cuda, [T, Dh / 2] (cos, sin)) as rope_cs with un-rotated q and k, to the forward and
+// to its backward, whose dq and dk are then the un-rotated q's and k's gradients.
 void softmax_attention_forward_cuda(void* out,           // [B, T, H, Dh] dt
                                     float* lse,          // [B, H, T]
                                     const void* q,       // [B, T, H, Dh] dt
@@ -129,7 +132,8 @@ void softmax_attention_forward_cuda(void* out,           // [B, T, H, Dh] dt
                                     const float* log_f,  // [B, T, H] or nullptr
                                     const AttnDims& d, float scale, DType dt,
                                     void* workspace,     // [softmax_attention_forward_workspace_bytes] or nullptr
-                                    size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {});
+                                    size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {},
+                                    const float* rope_cs = nullptr);  // [T, Dh / 2, 2] or nullptr
 
 // Softmax attention backward; overwrites dq, dk, dv and (with a gate) dlog_f.
 void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
@@ -145,7 +149,10 @@ void softmax_attention_backward_cuda(void* dq,            // [B, T, H, Dh] dt
                                      const float* lse,    // [B, H, T]
                                      const AttnDims& d, float scale, DType dt,
                                      void* workspace,     // [softmax_attention_backward_workspace_bytes] or nullptr
-                                     size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {});
+                                     size_t workspace_bytes, cudaStream_t stream, const AttentionOptions& opt = {},
+                                     const float* rope_cs = nullptr);  // [T, Dh / 2, 2] or nullptr
+// Whether the softmax kernels at d's shape apply RoPE themselves (rope_cs above).
+bool softmax_attention_takes_rope(const AttnDims& d, const AttentionOptions& opt = {});
 
 // Causal stick-breaking attention (Tan et al.; CPU: nn::sba_attention_forward, math in
 // docs/attention.md): for keys j < i, z_ij = scale q_i . k_j, A_ij = sigmoid(z_ij)

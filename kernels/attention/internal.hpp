@@ -386,11 +386,13 @@ void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* db
 
 // Causal softmax attention at T <= 32 and Dh 16, 32 or 64, two warps per (b, h), no workspace
 // (kernels/attention/softmax/softmax_short_warp_sm80.cu; plan.hpp softmax_short_warp): out and lse;
-// from lse, dq, dk, dv and (with a gate) dlog_f, whose position 0 gets 0.
+// from lse, dq, dk, dv and (with a gate) dlog_f, whose position 0 gets 0. With rope_cs (RoPE's table,
+// [T, Dh / 2] (cos, sin)) q and k are rotated on chip and dq, dk rotated back.
 void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
-                                const float* log_f, const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
+                                const float* log_f, const float* rope_cs, const AttnDims& d, float scale, bool bf16,
+                                cudaStream_t stream);
 void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
-                                 const void* k, const void* v, const float* log_f, const float* lse,
-                                 const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
+                                 const void* k, const void* v, const float* log_f, const float* rope_cs,
+                                 const float* lse, const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
 
 }  // namespace sb::cuda::detail

@@ -44,14 +44,12 @@ void swiglu_backward_bf16_cuda(uint16_t* dinp,        // [N, 2F] (overwritten)
                                int64_t N, int64_t F, cudaStream_t stream);
 
 // RoPE with the table of rope_table_cuda. The forward rotates fp32 rows (a product's fp32 output) and
-// rounds once; the backward rotates bf16 rows, dinp may alias dout. Its rows (b, t) of H heads start
-// ld elements apart (0: H Dh), so that heads of two tensors side by side in a wider matrix (dq, dk
-// in the packed projections' gradient) rotate in one launch as 2H heads.
+// rounds once; the backward rotates bf16 rows, dinp may alias dout.
 void rope_forward_bf16_cuda(uint16_t* out, const float* inp,  // [B, T, H, Dh] each
                             const float* cs,                       // [T, Dh/2, 2]
                             int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
-void rope_backward_bf16_cuda(uint16_t* dinp, const uint16_t* dout,  // [B, T, ld] each (H Dh used a row)
+void rope_backward_bf16_cuda(uint16_t* dinp, const uint16_t* dout,  // [B, T, H, Dh] each
                              const float* cs,                         // [T, Dh/2, 2]
-                             int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream, int64_t ld = 0);
+                             int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
 
 }  // namespace sb::cuda

@@ -1,4 +1,4 @@
-// softmax_short_warp_sm80.cu: causal softmax attention (NoPE, RoPE-applied q and k, FoX gate) at
+// softmax_short_warp_sm80.cu: causal softmax attention (NoPE, RoPE on chip or by the caller, FoX gate) at
 // T <= 32 and Dh 16, 32 or 64 (plan.hpp softmax_short_warp), forward and backward: a CTA of two
 // warps per (b, h), each warp one 16-row half of every result, the whole head in shared memory;
 // every product on tensor cores (common/short_warp_ops.cuh), the softmax and its backward (delta
@@ -14,6 +14,7 @@ using namespace short_warp;
 struct SoftmaxShortArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // [B, T, H, Dh]
   const float* log_f = nullptr;                                          // [B, T, H] or nullptr
+  const float2* rope_cs = nullptr;                                       // [T, Dh / 2] (cos, sin) or nullptr
   const float* lse_in = nullptr;                                         // [B, H, T] (backward)
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;      // [B, T, H, Dh]
   float *lse = nullptr, *dlog_f = nullptr;                               // [B, H, T], [B, T, H]
@@ -69,6 +70,52 @@ __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, i
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
+// RoPE's rotation of rows [0, T) of a [32, Dh + 4] region in place (rope.cu's forward: pairs m,
+// m + Dh / 2 of row t at angle t theta^(-2m / Dh), from the table).
+template <int Dh>
+__device__ void rotate_rows(float* r, const float2* cs, int T, int tid) {
+  constexpr int half = Dh / 2;
+  for (int idx = tid; idx < T * half; idx += kThreads) {
+    const int i = idx / half, m = idx - i * half;
+    const float2 a = cs[idx];
+    float* row = r + i * (Dh + 4);
+    const float x1 = row[m], x2 = row[m + half];
+    row[m] = x1 * a.x - x2 * a.y;
+    row[m + half] = x2 * a.x + x1 * a.y;
+  }
+}
+
+// The inverse rotation of a [32, Dh] result's rows t < T in fragments (rope.cu's backward): columns
+// m and m + Dh / 2 of a row are entries nt and nt + Dh / 16 of the same lane.
+template <int Dh>
+__device__ void rotate_back(Frag<Dh>& f, const float2* cs, int T, int lane, int mt) {
+  constexpr int half = Dh / 2, P = Dh / 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    if (i >= T) continue;
+#pragma unroll
+    for (int nt = 0; nt < P; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float2 a = cs[i * half + frag_col(nt, e, lane)];
+        const float x1 = f.v[nt][2 * h + e], x2 = f.v[nt + P][2 * h + e];
+        f.v[nt][2 * h + e] = x1 * a.x + x2 * a.y;
+        f.v[nt + P][2 * h + e] = x2 * a.x - x1 * a.y;
+      }
+  }
+}
+
+// q and k rotated in place where the call applies RoPE (then a barrier).
+template <int Dh>
+__device__ void rotate_qk(float* s, const SoftmaxShortArgs& a, int T, int tid) {
+  if (!a.rope_cs) return;
+  constexpr Layout L = layout(Dh);
+  rotate_rows<Dh>(s + L.q, a.rope_cs, T, tid);
+  rotate_rows<Dh>(s + L.k, a.rope_cs, T, tid);
+  __syncthreads();
+}
+
 // m-tile mt of the logits S = scale Q K^T + G_i - G_j in fragments (q unscaled: bf16 inputs stay
 // exact in one tf32 pass; entries above the diagonal: undefined).
 template <int Dh, bool BF>
@@ -98,6 +145,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
   load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid, false);
   __syncthreads();
+  rotate_qk<Dh>(s, a, T, tid);
   Frag<TP> S;
   logits<Dh, BF>(S, s, lane, mt, a.scale, a.log_f != nullptr);
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
@@ -128,6 +176,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
+  rotate_qk<Dh>(s, a, T, tid);
   Frag<TP> P, dS;
   logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
   zero(dS);
@@ -145,9 +194,11 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   if (a.log_f && mt == 0) gate_grad(a.dlog_f, slot, s0, a.H, a.scale, T, lane);
   zero(o);  // dq = dS K
   mma_acc<NP>(o, Zeroed<Tri::Lower>{slot, LT}, k, T, lane, mt);
+  if (a.rope_cs) rotate_back<Dh>(o, a.rope_cs, T, lane, mt);
   store_frag_global<BF>(a.dq, g0, a.gs, o, T, lane, mt);
   zero(o);  // dk = dS^T Q
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
+  if (a.rope_cs) rotate_back<Dh>(o, a.rope_cs, T, lane, mt);
   store_frag_global<BF>(a.dk, g0, a.gs, o, T, lane, mt);
 }
 
@@ -177,9 +228,11 @@ void with_short_dh(int64_t Dh, F&& f) {
 }  // namespace
 
 void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
-                                const float* log_f, const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
+                                const float* log_f, const float* rope_cs, const AttnDims& d, float scale, bool bf16,
+                                cudaStream_t stream) {
   SoftmaxShortArgs a = short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   with_short_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     launch(bf16 ? softmax_short_warp_fwd_kernel<D, true> : softmax_short_warp_fwd_kernel<D, false>,
@@ -188,10 +241,11 @@ void softmax_short_warp_forward(void* out, float* lse, const void* q, const void
 }
 
 void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
-                                 const void* k, const void* v, const float* log_f, const float* lse,
-                                 const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
+                                 const void* k, const void* v, const float* log_f, const float* rope_cs,
+                                 const float* lse, const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
   SoftmaxShortArgs a = short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
   with_short_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;

@@ -65,9 +65,10 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
   }
 }
 void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
-                     const AttnDims& d, float scale, bool bf16) {
+                     const float* rope_cs, const AttnDims& d, float scale, bool bf16) {
   SoftmaxShortArgs a;
   a.T = d.T, a.H = d.H, a.scale = scale, a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
   switch (d.Dh) {
     case 16: go(bf16 ? softmax_short_warp_fwd_kernel<16, true> : softmax_short_warp_fwd_kernel<16, false>, layout(16).fwd_floats); break;
@@ -76,9 +77,11 @@ void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const 
   }
 }
 void emu_softmax_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q, const void* k,
-                     const void* v, const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16) {
+                     const void* v, const float* log_f, const float* rope_cs, const float* lse, const AttnDims& d,
+                     float scale, bool bf16) {
   SoftmaxShortArgs a;
   a.T = d.T, a.H = d.H, a.scale = scale, a.gs = d.H * d.Dh;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
@@ -194,21 +197,34 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
   failures += !ok;
 }
-// Softmax (NoPE / FoX gate) against nn::softmax_attention_* in double; position 0's dlog_f is 0.
-void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint64_t seed) {
+// Softmax (NoPE / FoX gate; with rope, RoPE inside the kernels: the reference gets q and k rotated and
+// its dq, dk rotated back) against nn::softmax_attention_* in double; position 0's dlog_f is 0.
+void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint64_t seed, bool rope = false) {
   using namespace sb;
   test::PathInputs in = test::make_inputs(B, T, H, Dh, gate, seed, 0.05, 1.95);
   Vec dout = test::randn(in.nx(), seed + 99);
   const size_t nx = in.nx(), ns = in.ns();
   Buf q = up(in.q, bf), k = up(in.k, bf), v = up(in.v, bf), dO = up(dout, bf), lf = up(in.log_f, false);
+  std::vector<float> cs(static_cast<size_t>(T * Dh));  // rope.cu's table: [T, Dh / 2] (cos, sin), angles in double
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t m = 0; m < Dh / 2; ++m) {
+      const double a = static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(m) / Dh);
+      const size_t i = static_cast<size_t>(2 * (t * Dh / 2 + m));
+      cs[i] = static_cast<float>(std::cos(a)), cs[i + 1] = static_cast<float>(std::sin(a));
+    }
+  if (rope) {
+    nn::rope_forward<double>(in.q.data(), in.q.data(), B, T, H, Dh);
+    nn::rope_forward<double>(in.k.data(), in.k.data(), B, T, H, Dh);
+  }
+  const float* csp = rope ? cs.data() : nullptr;
   Buf out = out_buf(nx, bf), lse = out_buf(ns, false), dq = out_buf(nx, bf), dk = out_buf(nx, bf), dv = out_buf(nx, bf);
   Buf df = out_buf(ns, false);
   const cuda::AttnDims d{B, T, H, Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const float* lfp = gate ? lf.f.data() : nullptr;
-  cuda::detail::emu_softmax_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), lfp, d, scale, bf);
+  cuda::detail::emu_softmax_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), lfp, csp, d, scale, bf);
   cuda::detail::emu_softmax_bwd(dq.p(bf), dk.p(bf), dv.p(bf), df.f.data(), dO.p(bf), q.p(bf), k.p(bf), v.p(bf), lfp,
-                                lse.f.data(), d, scale, bf);
+                                csp, lse.f.data(), d, scale, bf);
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_df(ns, 0.0);
   const double* rlf = gate ? in.log_f.data() : nullptr;
   nn::softmax_attention_forward<double>(r_out.data(), r_lse.data(), in.q.data(), in.k.data(), in.v.data(), rlf, B, T,
@@ -216,6 +232,12 @@ void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool 
   nn::softmax_attention_backward<double>(r_dq.data(), r_dk.data(), r_dv.data(), gate ? r_df.data() : nullptr,
                                          dout.data(), in.q.data(), in.k.data(), in.v.data(), rlf, r_out.data(),
                                          r_lse.data(), B, T, H, Dh, scale);
+  if (rope)
+    for (Vec* g : {&r_dq, &r_dk}) {
+      Vec un(nx, 0.0);
+      nn::rope_backward<double>(un.data(), g->data(), B, T, H, Dh);
+      *g = std::move(un);
+    }
   const double tout = bf ? 1e-2 : 1e-4, tlse = bf ? 1e-3 : 1e-4, tg = bf ? 2e-2 : 1e-3;
   int64_t bad = 0;
   struct It { const char* n; Vec g; const Vec* r; double tol; };
@@ -225,8 +247,8 @@ void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool 
   if (gate) items.push_back({"dlog_f", down(df, ns, false, bad), &r_df, tg});
   bool ok = bad == 0;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "softmax (%ld,%ld,%ld,%ld) %s%s:", (long)B, (long)T, (long)H, (long)Dh,
-                bf ? "bf16" : "fp32", gate ? " gate" : "");
+  std::snprintf(buf, sizeof buf, "softmax (%ld,%ld,%ld,%ld) %s%s%s:", (long)B, (long)T, (long)H, (long)Dh,
+                bf ? "bf16" : "fp32", gate ? " gate" : "", rope ? " rope" : "");
   std::string line = buf;
   for (auto& it : items) {
     const double e = rel_err(it.g, *it.r);
@@ -261,6 +283,9 @@ int main(int argc, char** argv) {
       for (int64_t Dh : {16, 32, 64})
         for (int64_t T : {1, 2, 7, 21, 31, 32})
           for (bool gate : {false, true}) check_softmax(3, T, 3, Dh, gate, bf, seed += 7);
+    for (bool bf : {false, true})
+      for (int64_t Dh : {16, 32, 64})
+        for (int64_t T : {1, 7, 21, 32}) check_softmax(3, T, 3, Dh, T == 7, bf, seed += 7, true);
     for (bool bf : {false, true}) {  // PaTH at Dh 64: the grid's lengths, Merrill's A5 shape, beta near 2
       for (int64_t T : {1, 2, 7, 16, 31, 32})
         for (bool gate : {false, true}) check(3, T, 3, 64, gate, bf, seed += 7);
@@ -273,6 +298,7 @@ int main(int argc, char** argv) {
     check(1, 13, 1, 32, false, false, seed += 7);
     check_softmax(1, 21, 1, 64, true, true, seed += 7);
     check_softmax(1, 32, 2, 16, false, false, seed += 7);
+    check_softmax(1, 21, 2, 32, false, true, seed += 7, true);
   }
   std::printf("%d failures\n", failures);
   return failures != 0;

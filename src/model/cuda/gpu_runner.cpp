@@ -33,12 +33,14 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
   const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
   const bool bf = bf16();
-  bool any_path = false, any_rope = false, any_gate = false;
+  bool any_path = false, any_rope = false, any_gate = false, any_rope_ops = false;  // ops: rope.cu's kernels
   for (int64_t l = 0; l < c.n_layers; ++l) {
     Layer L;
     L.kind = c.layer_attention(l);
     L.x_in.resize(N * D), L.mean1.resize(N), L.rstd1.resize(N);
-    if (bf && L.kind == Attention::rope) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
+    L.rope_in_kernel = L.kind == Attention::rope && softmax_attention_takes_rope(dims);
+    const bool rope_ops = L.kind == Attention::rope && !L.rope_in_kernel;
+    if (bf && rope_ops) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
     if (bf)
       L.h1b.resize(N * D), L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
     else
@@ -53,7 +55,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
       L.factors.resize(static_cast<int64_t>(path_attention_factors_bytes(dims, attn_dt)));
       any_path = true;
     }
-    any_rope |= L.kind == Attention::rope;
+    any_rope |= L.kind == Attention::rope, any_rope_ops |= rope_ops;
     L.lse.resize(B * H * T), L.x_mid.resize(N * D);
     if (c.mlp != MlpKind::none) {
       L.mean2.resize(N), L.rstd2.resize(N);
@@ -101,7 +103,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
   } else {
     datt.resize(N * HD), dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
-    if (any_rope) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
+    if (any_rope_ops) dq_pre.resize(N * HD), dk_pre.resize(N * HD);
   }
   if (any_path) {
     dw.resize(N * HD), du.resize(N * HD), dconv.resize(N * HD), dbeta.resize(N * H);

@@ -59,6 +59,8 @@ struct GpuRunner::Impl {
     // bf16 training: the attention backward stores dq, dk, dv straight into the packed operand's
     // columns (attention_backward_takes_grad_ld), so that packing copies only the small gradients.
     bool grads_in_pack = false;
+    // RoPE inside the softmax kernels (softmax_attention_takes_rope): q, k and their gradients un-rotated.
+    bool rope_in_kernel = false;
   };
 
   const Transformer<float>& model;

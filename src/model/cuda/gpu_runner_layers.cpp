@@ -95,7 +95,8 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
         path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, st);
       }
     });
-  const bool rope = L.kind == Attention::rope;  // bf16 precision: fp32 q, k, rotated and rounded once
+  // RoPE by rope.cu's kernels (else inside the attention kernels); bf16: fp32 q, k rotated and rounded once
+  const bool rope = L.kind == Attention::rope && !L.rope_in_kernel;
   ProfileScope qkv_op(prof, "fwd.qkv");
   linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
   linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
@@ -124,7 +125,8 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   else if (L.kind == Attention::sba)
     sba_attention_forward_cuda(o, q, k, v, dims, scale, attn_dt, c.sba.remainder == SbaRemainder::current, stream);
   else
-    softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream);
+    softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream,
+                                   {}, L.rope_in_kernel ? rope_cs.data() : nullptr);
 }
 
 // From d(attention output) of every row in datt / dob to dq, dk, dv (and dw, dbeta, dlogf): into
@@ -157,14 +159,14 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   else
     softmax_attention_backward_cuda(gq, gk, gv, gate ? dlogf.data() : nullptr, dout, q, k, v,
                                     gate ? L.logf.data() : nullptr, o, L.lse.data(), d, scale, attn_dt, ws.data(),
-                                    ws_bytes, stream);
+                                    ws_bytes, stream, {}, L.rope_in_kernel ? rope_cs.data() : nullptr);
 }
 
 // The attention's input projections of h (their weights, rows in the packed order: q, k, v, the
 // gate's, PaTH's w12 = w2 w1 and beta) and their gradients: the packed operand's parts.
 int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj* out) const {
   const bool bf = bf16();
-  const bool rope32 = L.kind == Attention::rope && !bf;  // fp32 RoPE: the un-rotated copies
+  const bool rope32 = L.kind == Attention::rope && !L.rope_in_kernel && !bf;  // fp32 RoPE ops: the un-rotated copies
   // d(q), d(k), d(v): bf16 in bf16 precision (or already in the packed operand); the small gradients
   // are fp32 (rounded by the packing).
   const bool in_place = packs_in_place(L);
@@ -188,14 +190,9 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
 // d(h) is one product and their weight gradients another (into dwcat, then added to each; PaTH's
 // folded w12's to w1 and w2 by two small products).
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
-  if (L.kind == Attention::rope) {
+  if (L.kind == Attention::rope && !L.rope_in_kernel) {
     ProfileScope op(prof, "bwd.rope");
-    if (bf16() && packs_in_place(L)) {  // dq and dk side by side in the packed operand: 2 H heads a row
-      uint16_t* base = static_cast<uint16_t*>(dproj_of(L));
-      InProj proj[kMaxPackParts];
-      const int64_t ld = packed_width(proj, in_projections(L, "", proj));
-      rope_backward_bf16_cuda(base, base, rope_cs.data(), B, T, 2 * H, Dh, stream, ld);
-    } else if (bf16()) {  // in place
+    if (bf16()) {  // in place (the kernels that store into the packed operand apply RoPE themselves)
       rope_backward_bf16_cuda(dqb.data(), dqb.data(), rope_cs.data(), B, T, H, Dh, stream);
       rope_backward_bf16_cuda(dkb.data(), dkb.data(), rope_cs.data(), B, T, H, Dh, stream);
     } else {
