@@ -94,14 +94,14 @@ void run_pairs(cuda::GpuRunner& ra, cuda::GpuRunner& rb, const cuda::DeviceBuffe
 }
 
 // bf16 precision (bf16 activations, products and attention; fp32 master weights) against the double
-// CPU model: its loss and gradients.
-inline void check_bf16_model(const ModelConfig& cfg) {
-  const int64_t V = 11, B = 2, T = 33;
+// CPU model: its loss and gradients, on a batch of length T (sparse: about a third of it labelled).
+inline void check_bf16_model(const ModelConfig& cfg, int64_t T = 33, bool sparse = false) {
+  const int64_t V = 11, B = 2;
   TwinModels m(cfg, V, 3);
   const Transformer<float>& mf = m.f;
   const int64_t n = mf.params().size();
   std::vector<int32_t> ids, labels;
-  batch(B, T, V, 9, false, ids, labels);
+  batch(B, T, V, 9, sparse, ids, labels);
   TransformerRunner<double> cpu(m.d, B, T);
   const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
   std::vector<double> g_cpu(n, 0.0);

@@ -218,6 +218,15 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
 TEST_P(CudaModel, Bf16LossAndGradientsTrackDoubleCpu) { check_bf16_model(two_layer(GetParam(), false)); }
 // The variant's ops in bf16 activations: GELU MLP, LayerNorm, tied embeddings, the conv bias.
 TEST_P(CudaModel, Bf16VariantTracksDoubleCpu) { check_bf16_model(two_layer(GetParam(), true)); }
+// T <= 32: the short kernels read q, k, v from one product, apply RoPE themselves and store dq, dk,
+// dv into the packed gradient; a sparse batch ends in the rows tail (PaTH's rows kernels read dense
+// q, k, v and write dense gradients there).
+TEST_P(CudaModel, Bf16ShortSequencesTrackDoubleCpu) {
+  for (bool sparse : {false, true}) {
+    SCOPED_TRACE(sparse ? "sparse labels" : "dense labels");
+    check_bf16_model(two_layer(GetParam(), false), 21, sparse);
+  }
+}
 
 // Head dim 64 (width 128, 2 heads): on an H100 the softmax kinds run the wgmma attention kernels.
 // The init std is halved with the 4x width, so activations and scores have the width-32 model's

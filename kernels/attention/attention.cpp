@@ -27,8 +27,9 @@ void check_dims(const AttnDims& d, const char* what) {
     fail("{}: head dim Dh = {} not supported (16, 32, 64 or 128)", what, d.Dh);
   const int64_t nb = (d.T + kBlock - 1) / kBlock;
   if (nb * d.B * d.H >= (int64_t{1} << 31)) fail("{}: B * H * ceil(T / 64) = {} blocks is too many", what, nb * d.B * d.H);
-  if (d.grad_ld != 0 && (d.grad_ld < d.H * d.Dh || d.grad_ld % 8 != 0))
-    fail("{}: grad_ld = {} is not 0 or a multiple of 8 of at least H Dh = {}", what, d.grad_ld, d.H * d.Dh);
+  for (auto [ld, name] : {std::pair<int64_t, const char*>{d.qkv_ld, "qkv_ld"}, {d.grad_ld, "grad_ld"}})
+    if (ld != 0 && (ld < d.H * d.Dh || ld % 8 != 0))
+      fail("{}: {} = {} is not 0 or a multiple of 8 of at least H Dh = {}", what, name, ld, d.H * d.Dh);
 }
 
 // The backward kernels apply the scale to dS and divide the gate gradient by it.
@@ -155,7 +156,7 @@ bool softmax_attention_takes_rope(const AttnDims& d, const AttentionOptions& opt
   return detail::softmax_short_warp(d, opt);
 }
 
-bool attention_backward_takes_grad_ld(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt) {
+bool attention_takes_strides(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt) {
   const Planned P(d, dt, opt, "attention backward");
   return path ? detail::path_short(d, P.dev, opt) && detail::path_short_warp(d, P.dev, opt)
               : detail::softmax_short_warp(d, opt);
@@ -195,6 +196,15 @@ detail::ScArgs sc_args(const detail::PrepOut& o, const float* w, const AttnDims&
   return sa;
 }
 
+// Row strides other than H Dh only where the planned kernels take them.
+void check_strides(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt, const char* what) {
+  const int64_t dense = d.H * d.Dh;
+  const bool strided = (d.qkv_ld != 0 && d.qkv_ld != dense) || (d.grad_ld != 0 && d.grad_ld != dense);
+  if (strided && !attention_takes_strides(path, d, dt, opt))
+    fail("{}: row strides qkv_ld = {}, grad_ld = {} (not H Dh) need the short kernels (attention_takes_strides)",
+         what, d.qkv_ld, d.grad_ld);
+}
+
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                   const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
                   size_t workspace_bytes, cudaStream_t stream, void* factors, const AttentionOptions& opt,
@@ -209,6 +219,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
   if (rope_cs && !softmax_attention_takes_rope(d, opt))
     fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
+  check_strides(path, d, dt, opt, what);
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = P.workspace(d, dt, path, false, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
@@ -323,8 +334,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       detail::require(p, name, what);
   }
   if (log_f) detail::require(dlog_f, "dlog_f", what);
-  if (d.grad_ld != 0 && d.grad_ld != d.H * d.Dh && !attention_backward_takes_grad_ld(path, d, dt, opt))
-    fail("{}: grad_ld = {} (not H Dh) needs the short kernels (attention_backward_takes_grad_ld)", what, d.grad_ld);
+  check_strides(path, d, dt, opt, what);
   if (rope_cs && !softmax_attention_takes_rope(d, opt))
     fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here

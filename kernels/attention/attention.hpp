@@ -24,10 +24,10 @@ size_t dtype_bytes(DType dt);
 
 struct AttnDims {
   int64_t B = 1, T = 1, H = 1, Dh = 64;  // Dh in {16, 32, 64, 128}; any T >= 1, any B * H >= 1
-  // Elements from one (b, t) row of the backward's dq, dk, dv to the next: 0 means H Dh (dense).
-  // Another value (a multiple of 8, at least H Dh) lets a caller put the three into the columns of a
-  // wider matrix; only where attention_backward_takes_grad_ld says so.
-  int64_t grad_ld = 0;
+  // Elements from one (b, t) row of q, k, v (qkv_ld) and of the backward's dq, dk, dv (grad_ld) to
+  // the next: 0 means H Dh (dense). Another value (a multiple of 8, at least H Dh) lets a caller keep
+  // the three side by side in the columns of a wider matrix; only where attention_takes_strides.
+  int64_t qkv_ld = 0, grad_ld = 0;
 };
 
 // How the kernels run, where a caller may choose (the defaults are the measured best; the plan,
@@ -228,8 +228,8 @@ void path_attention_rows_backward_cuda(void* dq,                  // [B, T, H, D
 // Whether softmax attention at head dim Dh and dtype dt runs the Hopper wgmma kernels (bf16, Dh 64
 // or 128, an sm_90 device, a build with sm_90a code and opt.sm90) rather than the mma.sync kernels.
 bool softmax_attention_uses_wgmma(int64_t Dh, DType dt, const AttentionOptions& opt = {});
-// Whether the backward (PaTH when path, else softmax) at d's shape runs a kernel that stores dq,
-// dk, dv with a row stride d.grad_ld other than H Dh (the short kernels at T <= 32).
-bool attention_backward_takes_grad_ld(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt = {});
+// Whether PaTH (path) or softmax attention at d's shape runs kernels that take row strides other than
+// H Dh (AttnDims::qkv_ld, grad_ld): the short kernels at T <= 32.
+bool attention_takes_strides(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt = {});
 
 }  // namespace sb::cuda

@@ -93,6 +93,11 @@ __device__ __forceinline__ HeadAt head_at(int64_t bh, int64_t T, int64_t H, int 
   const int64_t s0 = (bh / H) * T * H + bh % H;
   return {s0, s0 * Dh, H * Dh};
 }
+// Row 0 of head bh in a [B, T, ld] matrix whose rows hold the H heads' Dh columns first (row t at
+// that + t ld): q, k, v and dq, dk, dv side by side in a wider matrix (AttnDims::qkv_ld, grad_ld).
+__device__ __forceinline__ int64_t head_row0(int64_t bh, int64_t T, int64_t H, int Dh, int64_t ld) {
+  return (bh / H) * T * ld + (bh % H) * Dh;
+}
 
 // The prefix sums G_t = sum_{s=1..t} log f_s (double, 0 past T and without a gate) of the head whose
 // position 0 is at s0 (stride H) into G[32], by warp 0.

@@ -21,7 +21,7 @@ constexpr int resident(int64_t floats) { return static_cast<int>((228 * 1024) / 
 // The tensors of path_short_args.hpp, plus the heads (B H).
 struct WarpArgs : PathShortArgs {
   int64_t BH;
-  int64_t gs;  // elements from one (b, t) row of dq, dk, dv to the next (AttnDims::grad_ld)
+  int64_t is, gs;  // from one (b, t) row to the next: of q, k, v (AttnDims::qkv_ld), of dq, dk, dv (grad_ld)
 };
 
 // Zeroes the head's region and stores q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
@@ -29,14 +29,15 @@ struct WarpArgs : PathShortArgs {
 // their loads in flight before the zeroing (W's after it where the three would hold more than 32
 // registers a thread), as are any that the caller issued before this call (kEarly).
 template <int Dh, bool BF>
-__device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t e0, int T, int tid) {
+__device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s0, int64_t i0, int64_t e0, int T,
+                          int tid) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
   constexpr bool kOneRound = 2 * HeadRows<Dh, BF>::kRegisters + HeadRows<Dh, false>::kRegisters <= 32;
   const int64_t es = a.H * Dh;
   HeadRows<Dh, BF> q, k;
   HeadRows<Dh, false> w;
-  q.load(a.q, e0, es, T, tid);
-  k.load(a.k, e0, es, T, tid);
+  q.load(a.q, i0, a.is, T, tid);
+  k.load(a.k, i0, a.is, T, tid);
   if constexpr (kOneRound) w.load(a.w, e0, es, T, tid);
   const float beta = tid < T ? a.beta[s0 + tid * a.H] : 0.f;  // T <= 32: lanes of warp 0
   for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
@@ -163,16 +164,17 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  const int64_t i0 = head_row0(bh, a.T, a.H, Dh, a.is);  // q, k, v: rows i0 + t is
   HeadRows<Dh, BF> v;  // held until the softmax has freed its slots
-  if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid);
-  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid);
+  if constexpr (kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid);
+  load_head<Dh, BF>(s, L.fwd_floats, a, s0, i0, e0, T, tid);
   __syncthreads();
   Frag<TP> S;
   own_block<Dh, BF>(S, s, T, lane, mt, a.scale, a.log_f != nullptr);
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
   store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
-  if constexpr (!kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid);
+  if constexpr (!kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid);
   v.store(s + L.fwd_v, T, tid);
   __syncthreads();
   Frag<Dh> o;  // out = P V
@@ -198,11 +200,12 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   const Rows qs{s + L.qs, LX}, k{s + L.k, LX}, w{s + L.w, LX}, dout{s + L.dout, LX};
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  const int64_t g0 = (bh / a.H) * a.T * a.gs + (bh % a.H) * Dh;  // the head's dq, dk, dv: rows g0 + t gs
+  const int64_t i0 = head_row0(bh, a.T, a.H, Dh, a.is);  // q, k, v: rows i0 + t is
+  const int64_t g0 = head_row0(bh, a.T, a.H, Dh, a.gs);  // dq, dk, dv: rows g0 + t gs
   HeadRows<Dh, BF> v, d;
-  if constexpr (kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
-  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid);
-  if constexpr (!kEarly<Dh, BF>) v.load(a.v, e0, es, T, tid), d.load(a.dout, e0, es, T, tid);
+  if constexpr (kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid), d.load(a.dout, e0, es, T, tid);
+  load_head<Dh, BF>(s, L.bwd_floats, a, s0, i0, e0, T, tid);
+  if constexpr (!kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid), d.load(a.dout, e0, es, T, tid);
   v.store(s + L.v, T, tid);
   d.store(s + L.dout, T, tid);
   float lse[2];
@@ -313,6 +316,7 @@ WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
   if (d.T > kShortWarpT) throw_error("path_short_warp: T must be at most 32 (plan.hpp path_short_warp)");
   WarpArgs a{base};
   a.BH = d.B * d.H;
+  a.is = d.qkv_ld ? d.qkv_ld : d.H * d.Dh;
   a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
   return a;
 }

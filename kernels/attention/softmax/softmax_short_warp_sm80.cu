@@ -18,7 +18,7 @@ struct SoftmaxShortArgs {
   const float* lse_in = nullptr;                                         // [B, H, T] (backward)
   void *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;      // [B, T, H, Dh]
   float *lse = nullptr, *dlog_f = nullptr;                               // [B, H, T], [B, T, H]
-  int64_t T = 1, H = 1, gs = 0;  // gs (backward): elements from one (b, t) row of dq, dk, dv to the next
+  int64_t T = 1, H = 1, is = 0, gs = 0;  // elements from one (b, t) row of q, k, v / dq, dk, dv to the next
   float scale = 1.f;
 };
 
@@ -40,28 +40,28 @@ constexpr Layout layout(int64_t Dh) {
 // rounds as keep the rows held at once within 32 registers a thread (one round: all before the
 // zeroing); the gate's prefix sums.
 template <int Dh, bool BF>
-__device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, int64_t s0, int64_t e0, int T, int tid,
-                          bool dout) {
+__device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, int64_t s0, int64_t i0, int64_t e0,
+                          int T, int tid, bool dout) {
   constexpr Layout L = layout(Dh);
   constexpr int kReg = HeadRows<Dh, BF>::kRegisters, kRounds = 4 * kReg <= 32 ? 1 : 2 * kReg <= 32 ? 2 : 4;
   const int64_t es = a.H * Dh;
   HeadRows<Dh, BF> q, k, v, d;
-  q.load(a.q, e0, es, T, tid);
-  if constexpr (kRounds <= 2) k.load(a.k, e0, es, T, tid);
+  q.load(a.q, i0, a.is, T, tid);
+  if constexpr (kRounds <= 2) k.load(a.k, i0, a.is, T, tid);
   if constexpr (kRounds == 1) {
-    v.load(a.v, e0, es, T, tid);
+    v.load(a.v, i0, a.is, T, tid);
     if (dout) d.load(a.dout, e0, es, T, tid);
   }
   for (int64_t i = 4 * tid; i < floats; i += 4 * kThreads) st4(s + i, make_float4(0.f, 0.f, 0.f, 0.f));
   __syncthreads();
   q.store(s + L.q, T, tid);
-  if constexpr (kRounds == 4) k.load(a.k, e0, es, T, tid);
+  if constexpr (kRounds == 4) k.load(a.k, i0, a.is, T, tid);
   k.store(s + L.k, T, tid);
   if constexpr (kRounds == 2) {
-    v.load(a.v, e0, es, T, tid);
+    v.load(a.v, i0, a.is, T, tid);
     if (dout) d.load(a.dout, e0, es, T, tid);
   }
-  if constexpr (kRounds == 4) v.load(a.v, e0, es, T, tid);
+  if constexpr (kRounds == 4) v.load(a.v, i0, a.is, T, tid);
   v.store(s + L.v, T, tid);
   if (dout) {
     if constexpr (kRounds == 4) d.load(a.dout, e0, es, T, tid);
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  load_head<Dh, BF>(s, L.fwd_floats, a, s0, e0, T, tid, false);
+  load_head<Dh, BF>(s, L.fwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, false);
   __syncthreads();
   rotate_qk<Dh>(s, a, T, tid);
   Frag<TP> S;
@@ -169,10 +169,10 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  const int64_t g0 = (bh / a.H) * a.T * a.gs + (bh % a.H) * Dh;  // the head's gradients: rows g0 + t gs
+  const int64_t g0 = head_row0(bh, a.T, a.H, Dh, a.gs);  // the head's dq, dk, dv: rows g0 + t gs
   float* slot = s + L.p;
   const Rows q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
-  load_head<Dh, BF>(s, L.bwd_floats, a, s0, e0, T, tid, true);
+  load_head<Dh, BF>(s, L.bwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, true);
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
@@ -205,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
 SoftmaxShortArgs short_args(const AttnDims& d, float scale) {
   if (d.T > kShortWarpT) throw_error("softmax_short_warp: T must be at most 32 (plan.hpp softmax_short_warp)");
   SoftmaxShortArgs a;
-  a.T = d.T, a.H = d.H, a.scale = scale, a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
+  a.T = d.T, a.H = d.H, a.scale = scale;
+  a.is = d.qkv_ld ? d.qkv_ld : d.H * d.Dh, a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
   return a;
 }
 

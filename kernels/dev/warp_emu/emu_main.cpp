@@ -41,7 +41,7 @@ void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
 void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* w, const float* beta,
              const float* log_f, const AttnDims& d, float scale, bool bf16) {
   WarpArgs a{};
-  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale;
+  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale, a.is = d.H * d.Dh;
   a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, a.BH); };
   switch (d.Dh) {
@@ -54,7 +54,7 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
              const void* k, const void* v, const float* w, const float* beta, const float* log_f, const float* lse,
              const AttnDims& d, float scale, bool bf16) {
   WarpArgs a{};
-  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale, a.gs = d.H * d.Dh;
+  a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale, a.is = d.H * d.Dh, a.gs = d.H * d.Dh;
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, a.BH); };
@@ -67,7 +67,8 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
 void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
                      const float* rope_cs, const AttnDims& d, float scale, bool bf16) {
   SoftmaxShortArgs a;
-  a.T = d.T, a.H = d.H, a.scale = scale, a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh;
+  a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
   switch (d.Dh) {
@@ -80,7 +81,7 @@ void emu_softmax_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* do
                      const void* v, const float* log_f, const float* rope_cs, const float* lse, const AttnDims& d,
                      float scale, bool bf16) {
   SoftmaxShortArgs a;
-  a.T = d.T, a.H = d.H, a.scale = scale, a.gs = d.H * d.Dh;
+  a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh, a.gs = d.H * d.Dh;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;

@@ -41,10 +41,18 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     L.rope_in_kernel = L.kind == Attention::rope && softmax_attention_takes_rope(dims);
     const bool rope_ops = L.kind == Attention::rope && !L.rope_in_kernel;
     if (bf && rope_ops) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
-    if (bf)
-      L.h1b.resize(N * D), L.qb.resize(N * HD), L.kb.resize(N * HD), L.vb.resize(N * HD), L.ob.resize(N * HD);
-    else
-      L.q.resize(N * HD), L.k.resize(N * HD), L.v.resize(N * HD), L.att.resize(N * HD);
+    const std::string prefix = Transformer<float>::layer_prefix(l);
+    const auto offset = [&](const char* w) { return model.params().view(prefix + w).offset; };
+    L.qkv_fusable = L.kind != Attention::sba && attention_takes_strides(uses_path(L.kind), dims, attn_dt) &&
+                    offset("attn.wk") == offset("attn.wq") + HD * D && offset("attn.wv") == offset("attn.wk") + HD * D;
+    const int64_t qkv = L.qkv_fusable ? 3 : 1;  // q's buffer holds k and v too
+    if (bf) {
+      L.h1b.resize(N * D), L.qb.resize(qkv * N * HD), L.ob.resize(N * HD);
+      if (!L.qkv_fusable) L.kb.resize(N * HD), L.vb.resize(N * HD);
+    } else {
+      L.q.resize(qkv * N * HD), L.att.resize(N * HD);
+      if (!L.qkv_fusable) L.k.resize(N * HD), L.v.resize(N * HD);
+    }
     if (!bf && !post) L.h1.resize(N * D);  // post-norm fp32 reads x_in in place
     if (post) L.y1.resize(N * D);
     if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
@@ -114,7 +122,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     InProj proj[kMaxPackParts];
     KP = std::max(KP, packed_width(proj, in_projections(L, "", proj)));
     L.grads_in_pack =
-        bf && L.kind != Attention::sba && attention_backward_takes_grad_ld(uses_path(L.kind), dims, attn_dt);
+        bf && L.kind != Attention::sba && attention_takes_strides(uses_path(L.kind), dims, attn_dt);
   }
   if (bf) dprojb.resize(2 * N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);

@@ -98,9 +98,17 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
   // RoPE by rope.cu's kernels (else inside the attention kernels); bf16: fp32 q, k rotated and rounded once
   const bool rope = L.kind == Attention::rope && !L.rope_in_kernel;
   ProfileScope qkv_op(prof, "fwd.qkv");
-  linear(rope ? f32_target(L.q.data()) : out(L.q, L.qb), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
-  linear(rope ? f32_target(L.k.data()) : out(L.k, L.kb), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
-  linear(out(L.v, L.vb), h, W(prm, p + "attn.wv"), nullptr, N, D, HD);
+  auto target = [&](int i) {  // q, k or v where the attention kernels read it
+    void* x = qkv_view(L, i);
+    return bf16() ? bf16_target(static_cast<uint16_t*>(x)) : f32_target(static_cast<float*>(x));
+  };
+  if (qkv_in_one(L)) {  // wq, wk, wv adjacent: [3 HD, D]
+    linear(target(0), h, W(prm, p + "attn.wq"), nullptr, N, D, 3 * HD);
+  } else {
+    linear(rope ? f32_target(L.q.data()) : target(0), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
+    linear(rope ? f32_target(L.k.data()) : target(1), h, W(prm, p + "attn.wk"), nullptr, N, D, HD);
+    linear(target(2), h, W(prm, p + "attn.wv"), nullptr, N, D, HD);
+  }
   if (rope && bf16()) {
     rope_forward_bf16_cuda(L.qb.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
     rope_forward_bf16_cuda(L.kb.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
@@ -114,19 +122,19 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
 void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   join(kAttnInputs);
   const float* logf = uses_gate(L.kind) ? L.logf.data() : nullptr;
-  const void* q = kernel_view(L.q, L.qb);
-  const void* k = kernel_view(L.k, L.kb);
-  const void* v = kernel_view(L.v, L.vb);
+  const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   void* o = kernel_view(L.att, L.ob);
+  AttnDims d = dims;
+  if (qkv_in_one(L)) d.qkv_ld = 3 * HD;
   ProfileScope op(prof, "fwd.attention");
   if (uses_path(L.kind))
-    path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, dims, scale, attn_dt,
+    path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, d, scale, attn_dt,
                                 ws.data(), ws_bytes, stream, L.factors.data());
   else if (L.kind == Attention::sba)
     sba_attention_forward_cuda(o, q, k, v, dims, scale, attn_dt, c.sba.remainder == SbaRemainder::current, stream);
   else
-    softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, dims, scale, attn_dt, ws.data(), ws_bytes, stream,
-                                   {}, L.rope_in_kernel ? rope_cs.data() : nullptr);
+    softmax_attention_forward_cuda(o, L.lse.data(), q, k, v, logf, d, scale, attn_dt, ws.data(), ws_bytes, stream, {},
+                                   L.rope_in_kernel ? rope_cs.data() : nullptr);
 }
 
 // From d(attention output) of every row in datt / dob to dq, dk, dv (and dw, dbeta, dlogf): into
@@ -144,10 +152,9 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
     gq = base, gk = base + HD, gv = base + 2 * HD;
   }
   const void* dout = kernel_view(datt, dob);
-  const void* q = kernel_view(L.q, L.qb);
-  const void* k = kernel_view(L.k, L.kb);
-  const void* v = kernel_view(L.v, L.vb);
+  const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   const void* o = kernel_view(L.att, L.ob);
+  if (qkv_in_one(L)) d.qkv_ld = 3 * HD;
   ProfileScope op(prof, "bwd.attention");
   if (uses_path(L.kind))
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
@@ -409,8 +416,8 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   void* o_rows = kernel_view(att_rows, att_rowsb);
   if (rows_attention())
-    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
-                                     kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
+    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), qkv_view(L, 0), qkv_view(L, 1), qkv_view(L, 2),
+                                     L.w.data(), L.beta.data(),
                                      uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale,
                                      attn_dt, stream);
   else if (bf16())
@@ -456,7 +463,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
         gate ? dlogf.data() : nullptr, kernel_view(datt_rows, datt_rowsb), kernel_view(att_rows, att_rowsb),
-        lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
+        lse_rows.data(), qkv_view(L, 0), qkv_view(L, 1), qkv_view(L, 2), L.w.data(),
         L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale, attn_dt,
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
