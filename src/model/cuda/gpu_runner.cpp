@@ -43,15 +43,15 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (bf && rope_ops) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
     const std::string prefix = Transformer<float>::layer_prefix(l);
     const auto offset = [&](const char* w) { return model.params().view(prefix + w).offset; };
-    L.qkv_fusable = L.kind != Attention::sba && attention_takes_strides(uses_path(L.kind), dims, attn_dt) &&
-                    offset("attn.wk") == offset("attn.wq") + HD * D && offset("attn.wv") == offset("attn.wk") + HD * D;
-    const int64_t qkv = L.qkv_fusable ? 3 : 1;  // q's buffer holds k and v too
+    L.qkv_in_one = L.kind != Attention::sba && !uses_path(L.kind) && attention_takes_strides(false, dims, attn_dt) &&
+                   offset("attn.wk") == offset("attn.wq") + HD * D && offset("attn.wv") == offset("attn.wk") + HD * D;
+    const int64_t qkv = L.qkv_in_one ? 3 : 1;  // q's buffer holds k and v too
     if (bf) {
       L.h1b.resize(N * D), L.qb.resize(qkv * N * HD), L.ob.resize(N * HD);
-      if (!L.qkv_fusable) L.kb.resize(N * HD), L.vb.resize(N * HD);
+      if (!L.qkv_in_one) L.kb.resize(N * HD), L.vb.resize(N * HD);
     } else {
       L.q.resize(qkv * N * HD), L.att.resize(N * HD);
-      if (!L.qkv_fusable) L.k.resize(N * HD), L.v.resize(N * HD);
+      if (!L.qkv_in_one) L.k.resize(N * HD), L.v.resize(N * HD);
     }
     if (!bf && !post) L.h1.resize(N * D);  // post-norm fp32 reads x_in in place
     if (post) L.y1.resize(N * D);

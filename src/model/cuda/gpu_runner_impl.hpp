@@ -59,9 +59,11 @@ struct GpuRunner::Impl {
     // bf16 training: the attention backward stores dq, dk, dv straight into the packed operand's
     // columns (attention_takes_strides), so that packing copies only the small gradients.
     bool grads_in_pack = false;
-    // q, k, v as one product into one [N, 3 HD] matrix (q.data() / qb.data(), 3 N HD long) that the
-    // attention kernels read with a row stride (attention_takes_strides; wq, wk, wv adjacent).
-    bool qkv_fusable = false;
+    // Softmax kinds: q, k, v as one product into one [N, 3 HD] matrix (q.data() / qb.data(), 3 N HD
+    // long) that the attention kernels read with a row stride (attention_takes_strides; wq, wk, wv
+    // adjacent). Not PaTH: its w and beta inputs on the side stream take longer than q, k, v, and the
+    // one wider product slowed its step by 1% (kernels/DESIGN.md).
+    bool qkv_in_one = false;
     // RoPE inside the softmax kernels (softmax_attention_takes_rope): q, k and their gradients un-rotated.
     bool rope_in_kernel = false;
   };
@@ -211,17 +213,11 @@ struct GpuRunner::Impl {
   bool packs_in_place(const Layer& L) const {
     return L.grads_in_pack && !(rows_attention() && &L == &layers.back());
   }
-  // This step's use of L.qkv_fusable: not where the rows tail's PaTH rows kernels read q, k, v (they
-  // then read the same buffer as three dense [N, HD] matrices).
-  bool qkv_in_one(const Layer& L) const {
-    return L.qkv_fusable && !(rows_attention() && &L == &layers.back());
-  }
   // q (i = 0), k (1) or v (2) of L as the products write them and the attention kernels read them.
   void* qkv_view(const Layer& L, int i) const {
-    if (!L.qkv_fusable)
+    if (!L.qkv_in_one)
       return i == 0 ? kernel_view(L.q, L.qb) : i == 1 ? kernel_view(L.k, L.kb) : kernel_view(L.v, L.vb);
-    const int64_t off = i * (qkv_in_one(L) ? HD : N * HD);
-    return bf16() ? static_cast<void*>(L.qb.data() + off) : static_cast<void*>(L.q.data() + off);
+    return bf16() ? static_cast<void*>(L.qb.data() + i * HD) : static_cast<void*>(L.q.data() + i * HD);
   }
   // L's packed gradient operand: dprojb's half of L's index parity in bf16 precision, else dprojf.
   void* dproj_of(const Layer& L) const {

@@ -102,7 +102,7 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
     void* x = qkv_view(L, i);
     return bf16() ? bf16_target(static_cast<uint16_t*>(x)) : f32_target(static_cast<float*>(x));
   };
-  if (qkv_in_one(L)) {  // wq, wk, wv adjacent: [3 HD, D]
+  if (L.qkv_in_one) {  // wq, wk, wv adjacent: [3 HD, D]
     linear(target(0), h, W(prm, p + "attn.wq"), nullptr, N, D, 3 * HD);
   } else {
     linear(rope ? f32_target(L.q.data()) : target(0), h, W(prm, p + "attn.wq"), nullptr, N, D, HD);
@@ -125,7 +125,7 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   void* o = kernel_view(L.att, L.ob);
   AttnDims d = dims;
-  if (qkv_in_one(L)) d.qkv_ld = 3 * HD;
+  if (L.qkv_in_one) d.qkv_ld = 3 * HD;
   ProfileScope op(prof, "fwd.attention");
   if (uses_path(L.kind))
     path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, d, scale, attn_dt,
@@ -154,7 +154,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   const void* dout = kernel_view(datt, dob);
   const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   const void* o = kernel_view(L.att, L.ob);
-  if (qkv_in_one(L)) d.qkv_ld = 3 * HD;
+  if (L.qkv_in_one) d.qkv_ld = 3 * HD;
   ProfileScope op(prof, "bwd.attention");
   if (uses_path(L.kind))
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
@@ -416,8 +416,8 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   void* o_rows = kernel_view(att_rows, att_rowsb);
   if (rows_attention())
-    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), qkv_view(L, 0), qkv_view(L, 1), qkv_view(L, 2),
-                                     L.w.data(), L.beta.data(),
+    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
+                                     kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
                                      uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale,
                                      attn_dt, stream);
   else if (bf16())
@@ -463,7 +463,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
         gate ? dlogf.data() : nullptr, kernel_view(datt_rows, datt_rowsb), kernel_view(att_rows, att_rowsb),
-        lse_rows.data(), qkv_view(L, 0), qkv_view(L, 1), qkv_view(L, 2), L.w.data(),
+        lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
         L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale, attn_dt,
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
