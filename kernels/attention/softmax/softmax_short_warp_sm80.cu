@@ -70,20 +70,6 @@ __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, i
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
-// RoPE's rotation of rows [0, T) of a [32, Dh + 4] region in place (rope.cu's forward: pairs m,
-// m + Dh / 2 of row t at angle t theta^(-2m / Dh), from the table).
-template <int Dh>
-__device__ void rotate_rows(float* r, const float2* cs, int T, int tid) {
-  constexpr int half = Dh / 2;
-  for (int idx = tid; idx < T * half; idx += kThreads) {
-    const int i = idx / half, m = idx - i * half;
-    const float2 a = cs[idx];
-    float* row = r + i * (Dh + 4);
-    const float x1 = row[m], x2 = row[m + half];
-    row[m] = x1 * a.x - x2 * a.y;
-    row[m + half] = x2 * a.x + x1 * a.y;
-  }
-}
 
 // The inverse rotation of a [32, Dh] result's rows t < T in fragments (rope.cu's backward): columns
 // m and m + Dh / 2 of a row are entries nt and nt + Dh / 16 of the same lane.
@@ -106,13 +92,32 @@ __device__ void rotate_back(Frag<Dh>& f, const float2* cs, int T, int lane, int 
   }
 }
 
-// q and k rotated in place where the call applies RoPE (then a barrier).
+// q and k rotated in place where the call applies RoPE, then a barrier (rope.cu's forward: pairs m,
+// m + Dh / 2 of row t at angle t theta^(-2m / Dh)). A thread's table entries are loaded first, all in
+// flight together, and each serves the same pair of q and of k.
 template <int Dh>
 __device__ void rotate_qk(float* s, const SoftmaxShortArgs& a, int T, int tid) {
   if (!a.rope_cs) return;
   constexpr Layout L = layout(Dh);
-  rotate_rows<Dh>(s + L.q, a.rope_cs, T, tid);
-  rotate_rows<Dh>(s + L.k, a.rope_cs, T, tid);
+  constexpr int half = Dh / 2, kPairs = TP * half / kThreads;  // pairs of a row a thread: 4, 8 or 16
+  float2 c[kPairs];
+#pragma unroll
+  for (int it = 0; it < kPairs; ++it) {
+    const int idx = tid + it * kThreads;
+    c[it] = idx < T * half ? a.rope_cs[idx] : make_float2(1.f, 0.f);
+  }
+#pragma unroll
+  for (int it = 0; it < kPairs; ++it) {
+    const int idx = tid + it * kThreads, i = idx / half, m = idx % half;
+    if (i >= T) continue;
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      float* row = s + (x == 0 ? L.q : L.k) + i * (Dh + 4);
+      const float x1 = row[m], x2 = row[m + half];
+      row[m] = x1 * c[it].x - x2 * c[it].y;
+      row[m + half] = x2 * c[it].x + x1 * c[it].y;
+    }
+  }
   __syncthreads();
 }
 
