@@ -126,6 +126,20 @@ struct Planned {
   Workspace workspace(const AttnDims& d, DType dt, bool path, bool backward, bool external) const {
     return detail::workspace_layout(d, dt, path, backward, external, dev, opt);
   }
+  // The short kernels (two warps a head) run: they take row strides and, for softmax, RoPE's table.
+  bool short_warp(bool path, const AttnDims& d) const {
+    return path ? detail::path_short_warp(d, dev, opt) : detail::softmax_short_warp(d, opt);
+  }
+  // Row strides other than H Dh (AttnDims::qkv_ld, grad_ld) and RoPE's table only where they run.
+  void check_layout(bool path, const AttnDims& d, const float* rope_cs, const char* what) const {
+    const int64_t dense = d.H * d.Dh;
+    const bool strided = (d.qkv_ld != 0 && d.qkv_ld != dense) || (d.grad_ld != 0 && d.grad_ld != dense);
+    if (strided && !short_warp(path, d))
+      fail("{}: row strides qkv_ld = {}, grad_ld = {} (not H Dh) need the short kernels (attention_takes_strides)",
+           what, d.qkv_ld, d.grad_ld);
+    if (rope_cs && !short_warp(path, d))
+      fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
+  }
 };
 }  // namespace
 
@@ -157,9 +171,7 @@ bool softmax_attention_takes_rope(const AttnDims& d, const AttentionOptions& opt
 }
 
 bool attention_takes_strides(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt) {
-  const Planned P(d, dt, opt, "attention backward");
-  return path ? detail::path_short(d, P.dev, opt) && detail::path_short_warp(d, P.dev, opt)
-              : detail::softmax_short_warp(d, opt);
+  return Planned(d, dt, opt, "attention").short_warp(path, d);
 }
 
 namespace {
@@ -196,15 +208,6 @@ detail::ScArgs sc_args(const detail::PrepOut& o, const float* w, const AttnDims&
   return sa;
 }
 
-// Row strides other than H Dh only where the planned kernels take them.
-void check_strides(bool path, const AttnDims& d, DType dt, const AttentionOptions& opt, const char* what) {
-  const int64_t dense = d.H * d.Dh;
-  const bool strided = (d.qkv_ld != 0 && d.qkv_ld != dense) || (d.grad_ld != 0 && d.grad_ld != dense);
-  if (strided && !attention_takes_strides(path, d, dt, opt))
-    fail("{}: row strides qkv_ld = {}, grad_ld = {} (not H Dh) need the short kernels (attention_takes_strides)",
-         what, d.qkv_ld, d.grad_ld);
-}
-
 void forward_impl(bool path, void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                   const float* beta, const float* log_f, const AttnDims& d, float scale, DType dt, void* workspace,
                   size_t workspace_bytes, cudaStream_t stream, void* factors, const AttentionOptions& opt,
@@ -217,9 +220,7 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
     detail::require_tensor(p, name, what);
   detail::require(lse, "lse", what);
   if (path) detail::require(w, "w", what), detail::require(beta, "beta", what);
-  if (rope_cs && !softmax_attention_takes_rope(d, opt))
-    fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
-  check_strides(path, d, dt, opt, what);
+  P.check_layout(path, d, rope_cs, what);
   const bool external = factors != nullptr;  // kept for the backward: with minv
   const Workspace L = P.workspace(d, dt, path, false, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
@@ -334,9 +335,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
       detail::require(p, name, what);
   }
   if (log_f) detail::require(dlog_f, "dlog_f", what);
-  check_strides(path, d, dt, opt, what);
-  if (rope_cs && !softmax_attention_takes_rope(d, opt))
-    fail("{}: RoPE inside the kernel (rope_cs) needs the short kernels (softmax_attention_takes_rope)", what);
+  P.check_layout(path, d, rope_cs, what);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip

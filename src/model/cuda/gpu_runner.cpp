@@ -43,8 +43,10 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (bf && rope_ops) L.q.resize(N * HD), L.k.resize(N * HD);  // rotated, then rounded once
     const std::string prefix = Transformer<float>::layer_prefix(l);
     const auto offset = [&](const char* w) { return model.params().view(prefix + w).offset; };
-    L.qkv_in_one = L.kind != Attention::sba && !uses_path(L.kind) && attention_takes_strides(false, dims, attn_dt) &&
-                   offset("attn.wk") == offset("attn.wq") + HD * D && offset("attn.wv") == offset("attn.wk") + HD * D;
+    const bool strides = L.kind != Attention::sba && attention_takes_strides(uses_path(L.kind), dims, attn_dt);
+    L.grads_in_pack = bf && strides;
+    L.qkv_in_one = strides && !uses_path(L.kind) && offset("attn.wk") == offset("attn.wq") + HD * D &&
+                   offset("attn.wv") == offset("attn.wk") + HD * D;
     const int64_t qkv = L.qkv_in_one ? 3 : 1;  // q's buffer holds k and v too
     if (bf) {
       L.h1b.resize(N * D), L.qb.resize(qkv * N * HD), L.ob.resize(N * HD);
@@ -120,9 +122,8 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   if (any_gate) dlogf.resize(N * H), dzf.resize(N * H);
   for (Layer& L : layers) {  // KP: the widest layer's packed input projections
     InProj proj[kMaxPackParts];
-    KP = std::max(KP, packed_width(proj, in_projections(L, "", proj)));
-    L.grads_in_pack =
-        bf && L.kind != Attention::sba && attention_takes_strides(uses_path(L.kind), dims, attn_dt);
+    L.kp = packed_width(proj, in_projections(L, "", proj));
+    KP = std::max(KP, L.kp);
   }
   if (bf) dprojb.resize(2 * N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);

@@ -59,6 +59,7 @@ struct GpuRunner::Impl {
     // bf16 training: the attention backward stores dq, dk, dv straight into the packed operand's
     // columns (attention_takes_strides), so that packing copies only the small gradients.
     bool grads_in_pack = false;
+    int64_t kp = 0;  // training: the packed width of its input projections (packed_width)
     // Softmax kinds: q, k, v as one product into one [N, 3 HD] matrix (q.data() / qb.data(), 3 N HD
     // long) that the attention kernels read with a row stride (attention_takes_strides; wq, wk, wv
     // adjacent). Not PaTH: its w and beta inputs on the side stream take longer than q, k, v, and the

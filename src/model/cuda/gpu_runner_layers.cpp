@@ -146,8 +146,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   void* gv = kernel_view(dv, dvb);
   AttnDims d = dims;
   if (packs_in_place(L)) {
-    InProj proj[kMaxPackParts];
-    d.grad_ld = packed_width(proj, in_projections(L, "", proj));
+    d.grad_ld = L.kp;
     uint16_t* base = static_cast<uint16_t*>(dproj_of(L));
     gq = base, gk = base + HD, gv = base + 2 * HD;
   }
@@ -236,7 +235,7 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     segs[i] = {proj[i].folded ? nullptr : G(grads, proj[i].weight), rows * D};
     if (proj[i].folded) folded_row = row;
   }
-  const int64_t kp = packed_width(proj, n);
+  const int64_t kp = L.kp;
   join(kProjGrad);  // the weight gradients of the layer before read dproj (fp32; in bf16 the other half)
   void* dproj_data = dproj_of(L);
   pack_columns_cuda(dproj_data, !bf16(), kp, grad_parts, n, N, stream);
