@@ -152,6 +152,25 @@ TEST(Tables, BestLearningRate) {
   EXPECT_NE(t.title.find("best learning rate"), std::string::npos) << t.title;
 }
 
+// A rate tried on one seed (a tuning run) does not beat a rate's mean over three, however high its
+// value; once it has as many seeds, it competes.
+TEST(Tables, BestLearningRateComparesRatesRunOnAsManySeeds) {
+  auto study = [](const std::string& name, int tuned_seeds) {
+    std::vector<RunSpec> runs;
+    for (int seed : {0, 1, 2}) {
+      RunSpec r;
+      r.lr = 1e-3, r.seed = seed, r.evals = {{"val", {0.7 + 0.05 * seed}}};
+      runs.push_back(r);
+      if (seed >= tuned_seeds) continue;
+      r.lr = 3e-4, r.evals = {{"val", {0.95}}};
+      runs.push_back(r);
+    }
+    return load_study(write_sweep(name, runs, {}, "grid", "{}").string());
+  };
+  EXPECT_EQ(cell(accuracy_grid(study("lr_one_seed", 1), {}), {"path", "1"}, "L=16"), "0.750 ± 0.050 (3) lr=0.001");
+  EXPECT_EQ(cell(accuracy_grid(study("lr_all_seeds", 3), {}), {"path", "1"}, "L=16"), "0.950 ± 0.000 (3) lr=0.0003");
+}
+
 TEST(Tables, FlipFlopErrorCountsAndExactBounds) {
   const fs::path dir = scratch("flipflop");
   const int64_t val_errors[2][2] = {{0, 0}, {3, 5}};

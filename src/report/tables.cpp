@@ -281,6 +281,14 @@ CellValue cell_value(const Cell& cell, const std::string& key, Field field) {
   return v;
 }
 
+namespace {
+// The runs of one learning rate that were run or are still to run (those skipped by the protocol left out).
+size_t seeds_run(const std::vector<const RunRecord*>& runs) {
+  return static_cast<size_t>(
+      std::count_if(runs.begin(), runs.end(), [](const RunRecord* r) { return r->status != RunStatus::skipped; }));
+}
+}  // namespace
+
 CellGrid::CellGrid(const Study& study, const Metric& metric) {
   std::set<int64_t> lengths;
   for (const RunRecord& r : study.runs) {
@@ -301,8 +309,12 @@ CellGrid::CellGrid(const Study& study, const Metric& metric) {
       continue;
     }
     compares_lrs_ = true;
+    // Only the rates run on the most seeds compete: a rate tried on one seed is no match for a mean over five.
+    size_t most = 0;
+    for (const auto& [lr, runs] : by_lr) most = std::max(most, seeds_run(runs));
     double best = kNaN;
     for (const auto& [lr, runs] : by_lr) {
+      if (seeds_run(runs) < most) continue;
       Cell one;
       one.chosen = runs;
       const double mean = cell_value(one, metric.key, metric.field).stats.mean;
