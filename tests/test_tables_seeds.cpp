@@ -73,6 +73,28 @@ TEST(SeedsTable, EachSeedMedianBestAndHowManyPass) {
 
 // Under another metric than the study's, a depth the protocol skipped is not decided: it was not
 // run (min_depth skipped it because a smaller depth reached the study's threshold).
+// A cell that compared learning rates shows each rate's seeds on a row of its own, the chosen rate
+// marked, so that the per-seed spread of a rate that lost stays on the page (and in the CSV).
+TEST(SeedsTable, EveryLearningRateOnItsOwnRow) {
+  std::vector<RunSpec> runs;
+  for (double lr : {1e-3, 3e-4})
+    for (int seed : {0, 1}) {
+      RunSpec r;
+      r.lr = lr, r.seed = seed, r.evals = {{"val", {lr == 1e-3 ? 0.6 + 0.1 * seed : 0.9 + 0.05 * seed}}};
+      runs.push_back(r);
+    }
+  const Study s = load_study(write_sweep("seeds_lrs", runs).string());
+  const Table t = seeds_table(s, {});
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(cell(t, {"path", "1", "16", "0.0003 (best)"}, "token"), "0.900 0.950");
+  EXPECT_EQ(cell(t, {"path", "1", "16", "0.001"}, "token"), "0.600 0.700");
+  EXPECT_EQ(cell(t, {"path", "1", "16", "0.001"}, "passed"), "0/2");
+  EXPECT_CONTAINS(t.title, "a row per learning rate run");
+  std::map<std::string, int> csv_rows_by_lr;  // lr is the fourth CSV column (no length keys here)
+  for (const auto& row : t.csv_rows) ++csv_rows_by_lr[row.at(3)];
+  EXPECT_EQ(csv_rows_by_lr, (std::map<std::string, int>{{"0.0003", 2}, {"0.001", 2}}));
+}
+
 TEST(SeedsTable, MinDepthOnAnotherMetricLeavesSkippedDepthsOpen) {
   std::vector<RunSpec> rs;
   for (int depth : {1, 2, 3})

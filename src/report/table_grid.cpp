@@ -114,6 +114,46 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
   return t;
 }
 
+namespace {
+
+// The seeds table's row (and CSV rows) of one learning rate's runs of a cell; `chosen` marks the rate
+// the other tables use where the cell compared several.
+void add_seed_rows(Table& t, const Study& study, const CellGrid& grid, const Metric& m,
+                   const std::vector<Field>& fields, double threshold, const std::string& model, int64_t depth, int64_t L, const Cell& part,
+                   std::optional<double> lr, bool chosen) {
+  std::vector<std::string> row{model, fmt::format("{}", depth), fmt::format("{}", L)};
+  append(row, length_setting_values(study, L));
+  for (const RunRecord* r : part.chosen)  // a cell of one rate: the rate its runs name
+    if (!lr && r->lr) lr = r->lr;
+  if (grid.compares_lrs()) row.push_back(!lr ? "-" : chosen ? fmt::format("{} (best)", *lr) : fmt::format("{}", *lr));
+  std::vector<std::vector<SeedValue>> by_field;
+  for (Field f : fields) by_field.push_back(seed_values(part, m.key, f));
+  std::vector<std::string> seeds;
+  for (const auto& v : by_field[0]) seeds.push_back(v.seed);
+  row.push_back(join(seeds, ","));
+  for (size_t i = 0; i < fields.size(); ++i) {
+    std::vector<std::string> texts;
+    std::vector<double> xs;
+    for (const auto& v : by_field[i]) texts.push_back(seed_text(v, fields[i])), xs.push_back(v.value);
+    const Stats s = compute_stats(xs);
+    append(row, {join(texts, " "), format_number(s.median, fields[i]), format_number(s.best(fields[i]), fields[i])});
+    if (fields[i] == m.field) row.push_back(fmt::format("{}/{}", count_passing(by_field[i], m.field, threshold), s.n));
+  }
+  t.rows.push_back(std::move(row));
+  Cell lead = part;
+  lead.best_lr = lr;
+  for (size_t r = 0; r < by_field[0].size(); ++r) {
+    std::vector<std::string> csv = csv_lead(study, model, depth, L, &lead);
+    const SeedValue& v = by_field[0][r];
+    append(csv, {v.seed, to_string(v.run->status)});
+    for (const auto& values : by_field) csv.push_back(csv_number(values[r].value));
+    csv.push_back(std::isnan(v.value) ? "" : passes(v.value, m.field, threshold) ? "1" : "0");
+    t.csv_rows.push_back(std::move(csv));
+  }
+}
+
+}  // namespace
+
 Table seeds_table(const Study& study, const TableOptions& o) {
   const Metric m = parse_metric(o.metric, study);
   const CellGrid grid(study, m);
@@ -125,8 +165,9 @@ Table seeds_table(const Study& study, const TableOptions& o) {
   std::string of = fmt::format("{} ({})", m.name(), short_name(m.field));
   if (fields.size() > 1) of += fmt::format(" and {}.{} ({})", m.key, to_string(fields[1]), short_name(fields[1]));
   t.title = fmt::format("Seeds: {} of each seed, in the order of `seeds`; their median and best; passed = seeds whose "
-                        "{} {}{}",
-                        of, m.name(), pass, lr_words(grid, m));
+                        "{} {}{}{}",
+                        of, m.name(), pass, lr_words(grid, m),
+                        grid.compares_lrs() ? ": a row per learning rate run, (best) marks it" : "");
   t.header = {"model", "depth", "L"};
   append(t.header, length_key_names(study));
   if (grid.compares_lrs()) t.header.push_back("lr");
@@ -144,32 +185,19 @@ Table seeds_table(const Study& study, const TableOptions& o) {
     for (int64_t depth : grid.depths(model))
       for (int64_t L : grid.lengths()) {
         const Cell* cell = grid.find(model, depth, L);
-        if (!cell || seed_values(*cell, m.key, m.field).empty()) continue;  // only protocol-skipped runs
-        std::vector<std::string> row{model, fmt::format("{}", depth), fmt::format("{}", L)};
-        append(row, length_setting_values(study, L));
-        if (grid.compares_lrs()) row.push_back(cell->best_lr ? fmt::format("{}", *cell->best_lr) : "-");
-        std::vector<std::vector<SeedValue>> by_field;
-        for (Field f : fields) by_field.push_back(seed_values(*cell, m.key, f));
-        std::vector<std::string> seeds;
-        for (const auto& v : by_field[0]) seeds.push_back(v.seed);
-        row.push_back(join(seeds, ","));
-        for (size_t i = 0; i < fields.size(); ++i) {
-          std::vector<std::string> texts;
-          std::vector<double> xs;
-          for (const auto& v : by_field[i]) texts.push_back(seed_text(v, fields[i])), xs.push_back(v.value);
-          const Stats s = compute_stats(xs);
-          append(row, {join(texts, " "), format_number(s.median, fields[i]), format_number(s.best(fields[i]), fields[i])});
-          if (fields[i] == m.field) row.push_back(fmt::format("{}/{}", count_passing(by_field[i], m.field, threshold), s.n));
+        if (!cell) continue;
+        // One row per learning rate the cell compared (the chosen one marked), else one row.
+        std::vector<std::pair<std::optional<double>, Cell>> parts;
+        for (const auto& [lr, runs] : cell->rates) {
+          Cell one;
+          one.chosen = runs;
+          parts.emplace_back(lr, std::move(one));
         }
-        t.rows.push_back(std::move(row));
-        for (size_t r = 0; r < by_field[0].size(); ++r) {
-          std::vector<std::string> csv = csv_lead(study, model, depth, L, cell);
-          const SeedValue& v = by_field[0][r];
-          append(csv, {v.seed, to_string(v.run->status)});
-          for (const auto& values : by_field) csv.push_back(csv_number(values[r].value));
-          csv.push_back(std::isnan(v.value) ? "" : passes(v.value, m.field, threshold) ? "1" : "0");
-          t.csv_rows.push_back(std::move(csv));
-        }
+        if (parts.empty()) parts.emplace_back(cell->best_lr, *cell);
+        for (const auto& [lr, part] : parts)
+          if (!seed_values(part, m.key, m.field).empty())  // else only protocol-skipped runs
+            add_seed_rows(t, study, grid, m, fields, threshold, model, depth, L, part, lr,
+                          parts.size() > 1 && lr == cell->best_lr);
       }
   t.notes.push_back("per seed: the value, or div / fail (diverged / failed: no value) or - (not finished); median and best over the seeds with a value, passed = k/n of them");
   note_length_keys(study, t);

@@ -309,6 +309,8 @@ CellGrid::CellGrid(const Study& study, const Metric& metric) {
       continue;
     }
     compares_lrs_ = true;
+    for (const auto& [lr, runs] : by_lr)
+      if (lr >= 0) cell.rates.emplace_back(lr, runs);
     // Only the rates run on the most seeds compete: a rate tried on one seed is no match for a mean over five.
     size_t most = 0;
     for (const auto& [lr, runs] : by_lr) most = std::max(most, seeds_run(runs));
