@@ -119,8 +119,8 @@ namespace {
 // The seeds table's row (and CSV rows) of one learning rate's runs of a cell; `chosen` marks the rate
 // the other tables use where the cell compared several.
 void add_seed_rows(Table& t, const Study& study, const CellGrid& grid, const Metric& m,
-                   const std::vector<Field>& fields, double threshold, const std::string& model, int64_t depth, int64_t L, const Cell& part,
-                   std::optional<double> lr, bool chosen) {
+                   const std::vector<Field>& fields, double threshold, const std::string& model, int64_t depth,
+                   int64_t L, const Cell& part, std::optional<double> lr, bool chosen) {
   std::vector<std::string> row{model, fmt::format("{}", depth), fmt::format("{}", L)};
   append(row, length_setting_values(study, L));
   for (const RunRecord* r : part.chosen)  // a cell of one rate: the rate its runs name
