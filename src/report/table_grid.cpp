@@ -116,15 +116,14 @@ Table accuracy_grid(const Study& study, const TableOptions& o) {
 
 namespace {
 
-// The seeds table's row (and CSV rows) of one learning rate's runs of a cell; `chosen` marks the rate
-// the other tables use where the cell compared several.
+// The seeds table's row (and CSV rows) of one learning rate's runs of a cell (part.chosen); `chosen`
+// marks the rate the other tables use where the cell compared several.
 void add_seed_rows(Table& t, const Study& study, const CellGrid& grid, const Metric& m,
                    const std::vector<Field>& fields, double threshold, const std::string& model, int64_t depth,
-                   int64_t L, const Cell& part, std::optional<double> lr, bool chosen) {
+                   int64_t L, const Cell& part, bool chosen) {
   std::vector<std::string> row{model, fmt::format("{}", depth), fmt::format("{}", L)};
   append(row, length_setting_values(study, L));
-  for (const RunRecord* r : part.chosen)  // a cell of one rate: the rate its runs name
-    if (!lr && r->lr) lr = r->lr;
+  const std::optional<double> lr = rate_of(part);
   if (grid.compares_lrs()) row.push_back(!lr ? "-" : chosen ? fmt::format("{} (best)", *lr) : fmt::format("{}", *lr));
   std::vector<std::vector<SeedValue>> by_field;
   for (Field f : fields) by_field.push_back(seed_values(part, m.key, f));
@@ -140,10 +139,8 @@ void add_seed_rows(Table& t, const Study& study, const CellGrid& grid, const Met
     if (fields[i] == m.field) row.push_back(fmt::format("{}/{}", count_passing(by_field[i], m.field, threshold), s.n));
   }
   t.rows.push_back(std::move(row));
-  Cell lead = part;
-  lead.best_lr = lr;
   for (size_t r = 0; r < by_field[0].size(); ++r) {
-    std::vector<std::string> csv = csv_lead(study, model, depth, L, &lead);
+    std::vector<std::string> csv = csv_lead(study, model, depth, L, &part);
     const SeedValue& v = by_field[0][r];
     append(csv, {v.seed, to_string(v.run->status)});
     for (const auto& values : by_field) csv.push_back(csv_number(values[r].value));
@@ -187,17 +184,17 @@ Table seeds_table(const Study& study, const TableOptions& o) {
         const Cell* cell = grid.find(model, depth, L);
         if (!cell) continue;
         // One row per learning rate the cell compared (the chosen one marked), else one row.
-        std::vector<std::pair<std::optional<double>, Cell>> parts;
+        std::vector<Cell> parts;
         for (const auto& [lr, runs] : cell->rates) {
           Cell one;
-          one.chosen = runs;
-          parts.emplace_back(lr, std::move(one));
+          one.chosen = runs, one.best_lr = lr;
+          parts.push_back(std::move(one));
         }
-        if (parts.empty()) parts.emplace_back(cell->best_lr, *cell);
-        for (const auto& [lr, part] : parts)
+        if (parts.empty()) parts.push_back(*cell);
+        for (const Cell& part : parts)
           if (!seed_values(part, m.key, m.field).empty())  // else only protocol-skipped runs
-            add_seed_rows(t, study, grid, m, fields, threshold, model, depth, L, part, lr,
-                          parts.size() > 1 && lr == cell->best_lr);
+            add_seed_rows(t, study, grid, m, fields, threshold, model, depth, L, part,
+                          parts.size() > 1 && part.best_lr == cell->best_lr);
       }
   t.notes.push_back("per seed: the value, or div / fail (diverged / failed: no value) or - (not finished); median and best over the seeds with a value, passed = k/n of them");
   note_length_keys(study, t);

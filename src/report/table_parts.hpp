@@ -32,6 +32,9 @@ std::vector<std::string> study_seeds(const Study& study);
 // CSV texts: "" for NaN, else 6 significant digits ("0.583333", "4.73186e-06"); integers as is.
 std::string csv_number(double v);
 std::string csv_integer(int64_t v);
+// The learning rate of a cell's chosen runs: the best one where rates were compared, else the one
+// its runs name (none without one).
+std::optional<double> rate_of(const Cell& cell);
 // The CSV lead of a cell: model, depth, L, the length-bound settings, and lr ("" without one).
 std::vector<std::string> csv_lead(const Study& study, const std::string& model, int64_t depth, int64_t length,
                                   const Cell* cell);

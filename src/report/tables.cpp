@@ -117,14 +117,18 @@ std::vector<std::string> csv_lead_header(const Study& study) {
   return h;
 }
 
+std::optional<double> rate_of(const Cell& cell) {
+  if (cell.best_lr) return cell.best_lr;
+  for (const RunRecord* r : cell.chosen)
+    if (r->lr) return r->lr;
+  return std::nullopt;
+}
+
 std::vector<std::string> csv_lead(const Study& study, const std::string& model, int64_t depth, int64_t length,
                                   const Cell* cell) {
   std::vector<std::string> row{model, csv_integer(depth), length > 0 ? csv_integer(length) : ""};
   append(row, length_setting_values(study, length));
-  std::optional<double> lr = cell ? cell->best_lr : std::nullopt;
-  if (!lr && cell)  // one learning rate in the cell: say which
-    for (const RunRecord* r : cell->chosen)
-      if (r->lr) lr = r->lr;
+  const std::optional<double> lr = cell ? rate_of(*cell) : std::nullopt;
   row.push_back(lr ? fmt::format("{}", *lr) : "");
   return row;
 }
