@@ -132,8 +132,7 @@ struct Planned {
   }
   // Row strides other than H Dh (AttnDims::qkv_ld, grad_ld) and RoPE's table only where they run.
   void check_layout(bool path, const AttnDims& d, const float* rope_cs, const char* what) const {
-    const int64_t dense = d.H * d.Dh;
-    const bool strided = (d.qkv_ld != 0 && d.qkv_ld != dense) || (d.grad_ld != 0 && d.grad_ld != dense);
+    const bool strided = d.qkv_stride() != d.H * d.Dh || d.grad_stride() != d.H * d.Dh;
     if (strided && !short_warp(path, d))
       fail("{}: row strides qkv_ld = {}, grad_ld = {} (not H Dh) need the short kernels (attention_takes_strides)",
            what, d.qkv_ld, d.grad_ld);

@@ -28,6 +28,8 @@ struct AttnDims {
   // the next: 0 means H Dh (dense). Another value (a multiple of 8, at least H Dh) lets a caller keep
   // the three side by side in the columns of a wider matrix; only where attention_takes_strides.
   int64_t qkv_ld = 0, grad_ld = 0;
+  constexpr int64_t qkv_stride() const { return qkv_ld ? qkv_ld : H * Dh; }
+  constexpr int64_t grad_stride() const { return grad_ld ? grad_ld : H * Dh; }
 };
 
 // How the kernels run, where a caller may choose (the defaults are the measured best; the plan,

@@ -316,8 +316,8 @@ WarpArgs warp_args(const PathShortArgs& base, const AttnDims& d) {
   if (d.T > kShortWarpT) throw_error("path_short_warp: T must be at most 32 (plan.hpp path_short_warp)");
   WarpArgs a{base};
   a.BH = d.B * d.H;
-  a.is = d.qkv_ld ? d.qkv_ld : d.H * d.Dh;
-  a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
+  a.is = d.qkv_stride();
+  a.gs = d.grad_stride();
   return a;
 }
 

@@ -211,7 +211,7 @@ SoftmaxShortArgs short_args(const AttnDims& d, float scale) {
   if (d.T > kShortWarpT) throw_error("softmax_short_warp: T must be at most 32 (plan.hpp softmax_short_warp)");
   SoftmaxShortArgs a;
   a.T = d.T, a.H = d.H, a.scale = scale;
-  a.is = d.qkv_ld ? d.qkv_ld : d.H * d.Dh, a.gs = d.grad_ld ? d.grad_ld : d.H * d.Dh;
+  a.is = d.qkv_stride(), a.gs = d.grad_stride();
   return a;
 }
 

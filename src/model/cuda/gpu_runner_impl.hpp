@@ -220,6 +220,12 @@ struct GpuRunner::Impl {
       return i == 0 ? kernel_view(L.q, L.qb) : i == 1 ? kernel_view(L.k, L.kb) : kernel_view(L.v, L.vb);
     return bf16() ? static_cast<void*>(L.qb.data() + i * HD) : static_cast<void*>(L.q.data() + i * HD);
   }
+  // The attention kernels' dims for L: q, k and v rows 3 HD apart where one buffer holds the three.
+  AttnDims attn_dims(const Layer& L) const {
+    AttnDims d = dims;
+    if (L.qkv_in_one) d.qkv_ld = 3 * HD;
+    return d;
+  }
   // L's packed gradient operand: dprojb's half of L's index parity in bf16 precision, else dprojf.
   void* dproj_of(const Layer& L) const {
     if (!bf16()) return dprojf.data();

@@ -124,8 +124,7 @@ void GpuRunner::Impl::attention_kernel_forward(Layer& L) {
   const float* logf = uses_gate(L.kind) ? L.logf.data() : nullptr;
   const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   void* o = kernel_view(L.att, L.ob);
-  AttnDims d = dims;
-  if (L.qkv_in_one) d.qkv_ld = 3 * HD;
+  const AttnDims d = attn_dims(L);
   ProfileScope op(prof, "fwd.attention");
   if (uses_path(L.kind))
     path_attention_forward_cuda(o, L.lse.data(), q, k, v, L.w.data(), L.beta.data(), logf, d, scale, attn_dt,
@@ -144,7 +143,7 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   void* gq = kernel_view(dq, dqb);
   void* gk = kernel_view(dk, dkb);
   void* gv = kernel_view(dv, dvb);
-  AttnDims d = dims;
+  AttnDims d = attn_dims(L);
   if (packs_in_place(L)) {
     d.grad_ld = L.kp;
     uint16_t* base = static_cast<uint16_t*>(dproj_of(L));
@@ -153,7 +152,6 @@ void GpuRunner::Impl::attention_kernel_backward(Layer& L) {
   const void* dout = kernel_view(datt, dob);
   const void *q = qkv_view(L, 0), *k = qkv_view(L, 1), *v = qkv_view(L, 2);
   const void* o = kernel_view(L.att, L.ob);
-  if (L.qkv_in_one) d.qkv_ld = 3 * HD;
   ProfileScope op(prof, "bwd.attention");
   if (uses_path(L.kind))
     path_attention_backward_cuda(gq, gk, gv, dw.data(), dbeta.data(), gate ? dlogf.data() : nullptr, dout, q, k, v,
