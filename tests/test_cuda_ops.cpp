@@ -409,14 +409,19 @@ TEST_F(CudaOps, CrossEntropyArgmaxAndRows) {
     }
   // gather / scatter of rows
   const int64_t N = 113, D = 24;
-  const std::vector<int32_t> rows = {0, 5, 6, 112, 40};
+  const std::vector<int32_t> rows = {0, 5, 6, 112, 40, -1, -1};  // -1: padding
   const auto x = randn(N * D, 34);
-  Dev<float> d_x(x), d_g(rows.size() * D), d_back(N * D);
+  Dev<float> d_x(x), d_g(std::vector<float>(rows.size() * D, 7.f)), d_back(N * D);  // 7: not written
   Dev<int32_t> d_rows(rows);
   cuda::gather_rows_cuda(d_g.p, d_x.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
   cuda::scatter_rows_cuda(d_back.p, d_g.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
-  std::vector<float> expect(N * D, 0.f);
-  for (int32_t r : rows) std::copy_n(x.data() + r * D, D, expect.data() + r * D);
+  std::vector<float> expect(N * D, 0.f), gathered(rows.size() * D, 0.f);
+  for (size_t m = 0; m < rows.size(); ++m) {
+    if (rows[m] < 0) continue;
+    std::copy_n(x.data() + rows[m] * D, D, expect.data() + rows[m] * D);
+    std::copy_n(x.data() + rows[m] * D, D, gathered.data() + m * D);
+  }
+  expect_close(d_g.host(), gathered, 0, 0, "gather rows (padding rows zero)");
   expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
 }
 

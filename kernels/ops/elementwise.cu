@@ -211,12 +211,16 @@ bool four_columns(int64_t n, int64_t cols, const void* a, const void* b) {
 template <class T>
 __global__ void gather_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < M * D) out[i] = inp[static_cast<int64_t>(rows[i / D]) * D + i % D];
+  if (i >= M * D) return;
+  const int32_t r = rows[i / D];
+  out[i] = r < 0 ? T(0) : inp[static_cast<int64_t>(r) * D + i % D];
 }
 template <class T>
 __global__ void scatter_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < M * D) out[static_cast<int64_t>(rows[i / D]) * D + i % D] = inp[i];
+  if (i >= M * D) return;
+  const int32_t r = rows[i / D];
+  if (r >= 0) out[static_cast<int64_t>(r) * D + i % D] = inp[i];
 }
 
 }  // namespace

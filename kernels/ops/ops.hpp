@@ -152,7 +152,8 @@ void path_beta_backward_cuda(float* dz, const float* dbeta, const float* z, int6
                              cudaStream_t stream);
 
 // ---- rows of the head ----------------------------------------------------------------------------
-// out[m, :] = inp[rows[m], :]  /  out[rows[m], :] = inp[m, :] (other rows of out untouched).
+// out[m, :] = inp[rows[m], :]  /  out[rows[m], :] = inp[m, :] (other rows of out untouched). A row
+// index < 0 is padding: gathered as zeros, scattered nowhere.
 void gather_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [M, D], [N, D], [M]
                       int64_t M, int64_t D, cudaStream_t stream);
 void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [N, D], [M, D], [M]

@@ -23,8 +23,8 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
       B(b), T(t), N(b * t), D(c.d_model),
       H(c.n_heads),
       Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
-      attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graph(graphs),
-      backward_graph(graphs) {
+      attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graphs(graphs),
+      backward_graphs(graphs) {
   if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
   if (c.position == PositionKind::learned && T > c.max_len)
     fail("model.max_len: sequences of {} tokens exceed the {} learned positions", T, c.max_len);
@@ -179,12 +179,14 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   for (int64_t b = 0; b < B; ++b)
     max_rows_per_seq = std::max<int64_t>(max_rows_per_seq, host_row_starts[b + 1]),
     host_row_starts[b + 1] += host_row_starts[b];
+  Mt = pruned() ? std::min(N, tail_rows_for(M)) : M;
   StagingSlot& slot = *staging[next_slot];
   next_slot ^= 1;
   // Waits only for the upload issued from this slot two batches ago (bounds the host's run-ahead).
   CUDA_CHECK(cudaEventSynchronize(slot.copied));
   std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
   std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
+  std::fill(slot.host + N + M, slot.host + N + Mt, -1);
   std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
   std::memcpy(slot.host + 3 * N, host_row_starts.data(), (B + 1) * sizeof(int32_t));
   embedding_index_build(slot.host + 3 * N + B + 1, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
@@ -192,25 +194,27 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   CUDA_CHECK(cudaEventRecord(slot.copied, stream));
 }
 
-// A sparse-label batch (pruned()) ends the last layer on its M labelled rows (the rows tail, after
-// the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
+// A sparse-label batch (pruned()) ends the last layer on its labelled rows (the rows tail, over Mt
+// rows, in the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
 int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
   {
     ProfileScope op(prof, "fwd.upload");
     upload_batch(in_ids, labels);
   }
-  ensure_head_rows(std::max<int64_t>(1, M));
+  ensure_head_rows(std::max<int64_t>(1, Mt));
   if (pruned()) ensure_tail_rows();
-  if (prof)
+  const auto body = [&] {
     forward_layers(prm);
-  else
-    forward_graph.run(stream, {prm, graph_mode()}, [&] { forward_layers(prm); });
-  const float* head_in = hf.data();
-  if (pruned()) {
+    if (!pruned()) return;
     ProfileScope op(prof, "fwd.rows_tail");
     forward_rows_tail(prm);  // writes hf_rows
-    head_in = hf_rows.data();
-  }
+  };
+  // head_rows in the key: the tail's buffers move when they grow.
+  if (prof)
+    body();
+  else
+    forward_graphs.of(pruned() ? Mt : 0).run(stream, {prm, graph_mode(), as_key(head_rows)}, body);
+  const float* head_in = pruned() ? hf_rows.data() : hf.data();
   {
     ProfileScope op(prof, "fwd.head");
     if (!pruned() && !all_rows()) {
@@ -236,12 +240,10 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
   }
   float* dhead = G(grads, head_name());
   ProfileScope head_op(prof, "bwd.head");
-  if (pruned()) {  // dh holds the M rows' d(final norm output)
+  if (pruned()) {  // dh holds the Mt rows' d(final norm output), zero on the padding rows
+    CUDA_CHECK(cudaMemsetAsync(dh.data() + M * D, 0, (Mt - M) * D * sizeof(float), stream));
     linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M, D,
                          V, false);
-    head_op.close();
-    ProfileScope op(prof, "bwd.rows_tail");
-    backward_rows_tail(prm, grads);
   } else if (all_rows()) {
     linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
                          false);
@@ -252,10 +254,17 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
     scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
   }
   head_op.close();
-  if (prof)
+  const auto body = [&] {
+    if (pruned()) {
+      ProfileScope op(prof, "bwd.rows_tail");
+      backward_rows_tail(prm, grads);
+    }
     backward_layers(prm, grads);
+  };
+  if (prof)
+    body();
   else
-    backward_graph.run(stream, {prm, grads, graph_mode()}, [&] { backward_layers(prm, grads); });
+    backward_graphs.of(pruned() ? Mt : 0).run(stream, {prm, grads, graph_mode(), as_key(head_rows)}, body);
 }
 
 

@@ -87,7 +87,9 @@ struct GpuRunner::Impl {
   std::vector<int32_t> host_rows, host_row_labels, host_row_starts;  // host copies of rows, row labels, row starts
   std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
   int next_slot = 0;
-  StreamGraph forward_graph, backward_graph;  // the layer stacks (fixed shapes); the head runs eagerly (M varies)
+  // The layer stacks and, for sparse-label batches, the rows tail (its Mt rows: one graph each); the
+  // head and the loss run eagerly (M varies).
+  StreamGraphs forward_graphs, backward_graphs;
   Buf x_final, hf, meanf, rstdf, hf_rows, losses;
   Buf rope_cs;  // [T, Dh/2, 2] RoPE (cos, sin), filled once (rope_table_cuda)
   Buf logits, dlogits;  // [head_rows, V]: sized to the most labelled rows seen (grown on demand, not N x V)
@@ -98,6 +100,17 @@ struct GpuRunner::Impl {
   // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
   int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence
   int64_t max_rows_per_seq = 0;
+  // The rows the tail computes: M rounded up by tail_rows_for (rows[M .. Mt) = -1: padding rows,
+  // gathered as zeros, never scattered, their head gradient zero), so that batches whose M differs a
+  // little run the same shapes and replay one graph. M where there is no tail.
+  int64_t Mt = 0;
+  // M rounded up to a multiple of 64, or of an eighth of the power of two at or below M (at most
+  // 12.5% more rows from M = 512 on); the caller caps it at N.
+  static int64_t tail_rows_for(int64_t m) {
+    int64_t g = 64;
+    while (g * 16 <= m) g *= 2;
+    return (m + g - 1) / g * g;
+  }
   Buf x_rows, dres_rows, att_rows, datt_rows, lse_rows;  // [head_rows, D] x 2, [head_rows, HD] x 2, [head_rows, H]
   Bf16Buf att_rowsb, datt_rowsb;                          // bf16 precision: [head_rows, HD]
   DeviceBuffer<char> rows_ws;  // rows attention backward: path_attention_rows_backward_workspace_bytes
@@ -249,6 +262,7 @@ struct GpuRunner::Impl {
     return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
   }
   // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
+  static const void* as_key(int64_t v) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(v)); }
   const void* graph_mode() const {
     return reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned() + rows_attention()));
   }

@@ -406,8 +406,9 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
     bias_backward_cuda(G(grads, "pos.weight"), dx.data(), B, T * D, stream, blas.reduce_scratch());
 }
 
-// The last layer from its attention on, over the M labelled rows: attention output rows, x_mid =
-// x_in + o Wo, the MLP into x_final and the final norm into hf_rows (first M rows of each buffer).
+// The last layer from its attention on, over the Mt rows (the labelled ones, then
+// padding): attention output rows, x_mid =
+// x_in + o Wo, the MLP into x_final and the final norm into hf_rows (first Mt rows of each buffer).
 void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   Layer& L = layers.back();
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
@@ -415,25 +416,25 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   if (rows_attention())
     path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
                                      kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
-                                     uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale,
+                                     uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale,
                                      attn_dt, stream);
   else if (bf16())
-    gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, M, HD, stream);
+    gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, Mt, HD, stream);
   else
-    gather_rows_cuda(att_rows.data(), L.att.data(), rows, M, HD, stream);
-  gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, M, D, stream);
-  linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), M,
+    gather_rows_cuda(att_rows.data(), L.att.data(), rows, Mt, HD, stream);
+  gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, Mt, D, stream);
+  linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), Mt,
                                HD, D);
-  if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", M);
+  if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", Mt);
   if (c.mlp != MlpKind::none)
-    mlp_forward(prm, L, p, x_final.data(), M);
+    mlp_forward(prm, L, p, x_final.data(), Mt);
   else
-    CUDA_CHECK(cudaMemcpyAsync(x_final.data(), (post ? L.y1 : L.x_mid).data(), M * D * sizeof(float),
+    CUDA_CHECK(cudaMemcpyAsync(x_final.data(), (post ? L.y1 : L.x_mid).data(), Mt * D * sizeof(float),
                                cudaMemcpyDeviceToDevice, stream));
   if (post)
-    CUDA_CHECK(cudaMemcpyAsync(hf_rows.data(), x_final.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    CUDA_CHECK(cudaMemcpyAsync(hf_rows.data(), x_final.data(), Mt * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   else
-    norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", M);
+    norm_forward(prm, f32_target(hf_rows.data()), meanf, rstdf, x_final.data(), "norm_f", Mt);
 }
 
 // Backward of forward_rows_tail from d(hf_rows) in dh: leaves d(x_in) of the last layer's residual
@@ -443,17 +444,17 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   Layer& L = layers.back();
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   if (post)
-    dres_from_dh(M);
+    dres_from_dh(Mt);
   else
-    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, M);
-  if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, M);
-  if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", M);
+    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, Mt);
+  if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, Mt);
+  if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", Mt);
   linear_backward_cuda(blas, out(datt_rows, datt_rowsb), G(grads, p + "attn.wo"), dres(), in(att_rows, att_rowsb),
-                       W(prm, p + "attn.wo"), M, HD, D, false);
-  CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), M * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+                       W(prm, p + "attn.wo"), Mt, HD, D, false);
+  CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), Mt * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   join_all();  // before dx is rewritten, and before the backward graph (no side work may cross into it)
   CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
-  scatter_rows_cuda(dx.data(), dres_rows.data(), rows, M, D, stream);
+  scatter_rows_cuda(dx.data(), dres_rows.data(), rows, Mt, D, stream);
   if (rows_attention()) {
     ensure_rows_workspace();
     const bool gate = uses_gate(L.kind);
@@ -461,16 +462,16 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
         gate ? dlogf.data() : nullptr, kernel_view(datt_rows, datt_rowsb), kernel_view(att_rows, att_rowsb),
         lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
-        L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, M, dims, scale, attn_dt,
+        L.beta.data(), gate ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale, attn_dt,
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
   }
   if (bf16()) {
     CUDA_CHECK(cudaMemsetAsync(dob.data(), 0, N * HD * sizeof(uint16_t), stream));
-    scatter_rows_cuda(dob.data(), datt_rowsb.data(), rows, M, HD, stream);
+    scatter_rows_cuda(dob.data(), datt_rowsb.data(), rows, Mt, HD, stream);
   } else {
     CUDA_CHECK(cudaMemsetAsync(datt.data(), 0, N * HD * sizeof(float), stream));
-    scatter_rows_cuda(datt.data(), datt_rows.data(), rows, M, HD, stream);
+    scatter_rows_cuda(datt.data(), datt_rows.data(), rows, Mt, HD, stream);
   }
   attention_kernel_backward(L);
 }

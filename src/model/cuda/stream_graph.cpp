@@ -1,5 +1,5 @@
 // stream_graph.cpp: StreamGraph (see model/cuda/stream_graph.hpp): eager warm-up, capture, instantiate,
-// replay; capture failures end the capture cleanly and fall back to eager launches.
+// replay; capture failures end the capture cleanly and fall back to eager launches. StreamGraphs.
 #include "model/cuda/stream_graph.hpp"
 
 #include <fmt/core.h>
@@ -57,6 +57,14 @@ void StreamGraph::run(cudaStream_t stream, std::initializer_list<const void*> ke
     return give_up(cudaGetErrorString(inst));
   }
   CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+}
+
+StreamGraph& StreamGraphs::of(int64_t size) {
+  const auto it = graphs_.find(size);
+  if (it != graphs_.end()) return *it->second;
+  for (const auto& g : graphs_) enabled_ = enabled_ && g.second->enabled();
+  if (graphs_.size() >= kMaxSizes) graphs_.clear();
+  return *graphs_.emplace(size, std::make_unique<StreamGraph>(enabled_)).first->second;
 }
 
 }  // namespace sb::cuda
