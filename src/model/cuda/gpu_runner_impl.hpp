@@ -206,7 +206,7 @@ struct GpuRunner::Impl {
     linear_forward_cuda(blas, y, x, w, b, n, i, o);
   }
 
-  // model/cuda/gpu_runner_layers.cpp: the layer ops over the first n rows of their buffers (n = N, or M in the rows tail).
+  // model/cuda/gpu_runner_layers.cpp: the layer ops over the first n rows of their buffers (n = N, or Mt in the rows tail).
   void norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x, const std::string& name,
                     int64_t n);
   void norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
@@ -255,8 +255,8 @@ struct GpuRunner::Impl {
   const char* head_name() const { return c.tied_embeddings ? "embed.weight" : "head.weight"; }
   bool all_rows() const { return M == N; }
   // The last batch's mode, from M and its rows per sequence: a rows tail where at most half the rows
-  // are labelled (denser batches, e.g. flip-flop's, would pay its gathers and eager launches for little
-  // saved work), with PaTH's rows attention where no sequence has more than kPathRowsMaxPerSeq.
+  // are labelled (denser batches would pay its gathers for little saved work), with PaTH's rows
+  // attention where no sequence has more than kPathRowsMaxPerSeq.
   bool pruned() const { return M > 0 && 2 * M <= N && !layers.empty(); }
   bool rows_attention() const {
     return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;

@@ -1,9 +1,10 @@
 // gpu_runner_layers.cpp: GpuRunner's layer stacks (embedding and learned positions, pre- or
 // post-norm blocks, attention, MLP; forward and backward, recorded into the CUDA graphs) and the
 // rows tail of sparse-label batches: with M of
-// the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on the
-// M rows only (attention output rows, wo, MLP, final norm), which is exact since the loss reads
-// nothing else; with PaTH there, its attention runs per labelled query (path_attention_rows_*).
+// the N rows labelled, the last layer after its q / k / v (and w, beta, gate) products runs on
+// those rows only, padded to Mt (attention output rows, wo, MLP, final norm), which is exact since
+// the loss reads nothing else; with PaTH there, its attention runs per labelled query
+// (path_attention_rows_*).
 // Op regions (ProfileScope) time each op when a profiler is attached; otherwise they do nothing.
 #include <string>
 
