@@ -261,11 +261,10 @@ struct GpuRunner::Impl {
   bool rows_attention() const {
     return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
   }
-  // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
+  // A number as a part of a StreamGraph key.
   static const void* as_key(int64_t v) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(v)); }
-  const void* graph_mode() const {
-    return reinterpret_cast<const void*>(static_cast<uintptr_t>(pruned() + rows_attention()));
-  }
+  // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
+  const void* graph_mode() const { return as_key(pruned() + rows_attention()); }
   int64_t batch_ints() const { return 3 * N + (B + 1) + embedding_index_ints(N); }
   void upload_batch(const int32_t* in_ids, const int32_t* labels);
   int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels);
