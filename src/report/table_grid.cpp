@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <span>
 
 #include "core/error.hpp"
 #include "report/table_parts.hpp"
@@ -184,13 +185,7 @@ Table seeds_table(const Study& study, const TableOptions& o) {
         const Cell* cell = grid.find(model, depth, L);
         if (!cell) continue;
         // One row per learning rate the cell compared (the chosen one marked), else one row.
-        std::vector<Cell> parts;
-        for (const auto& [lr, runs] : cell->rates) {
-          Cell one;
-          one.chosen = runs, one.best_lr = lr;
-          parts.push_back(std::move(one));
-        }
-        if (parts.empty()) parts.push_back(*cell);
+        const std::span<const Cell> parts = cell->rates.empty() ? std::span<const Cell>(cell, 1) : cell->rates;
         for (const Cell& part : parts)
           if (!seed_values(part, m.key, m.field).empty())  // else only protocol-skipped runs
             add_seed_rows(t, study, grid, m, fields, threshold, model, depth, L, part,

@@ -313,23 +313,25 @@ CellGrid::CellGrid(const Study& study, const Metric& metric) {
       continue;
     }
     compares_lrs_ = true;
-    for (const auto& [lr, runs] : by_lr)
-      if (lr >= 0) cell.rates.emplace_back(lr, runs);
+    std::vector<Cell> groups;  // one per rate (-1: none known)
+    for (auto& [lr, runs] : by_lr) {
+      Cell& one = groups.emplace_back();
+      one.chosen = std::move(runs);
+      if (lr >= 0) one.best_lr = lr;
+    }
     // Only the rates run on the most seeds compete: a rate tried on one seed is no match for a mean over five.
     size_t most = 0;
-    for (const auto& [lr, runs] : by_lr) most = std::max(most, seeds_run(runs));
+    for (const Cell& one : groups) most = std::max(most, seeds_run(one.chosen));
     double best = kNaN;
-    for (const auto& [lr, runs] : by_lr) {
-      if (seeds_run(runs) < most) continue;
-      Cell one;
-      one.chosen = runs;
+    for (const Cell& one : groups) {
+      if (seeds_run(one.chosen) < most) continue;
       const double mean = cell_value(one, metric.key, metric.field).stats.mean;
-      if (!std::isnan(mean) && (std::isnan(best) || better(mean, best, metric.higher_is_better()))) {
-        best = mean, cell.chosen = runs;
-        if (lr >= 0) cell.best_lr = lr;
-      }
+      if (!std::isnan(mean) && (std::isnan(best) || better(mean, best, metric.higher_is_better())))
+        best = mean, cell.chosen = one.chosen, cell.best_lr = one.best_lr;
     }
     if (std::isnan(best)) cell.chosen = cell.runs;  // nothing finished: show the statuses of all
+    for (Cell& one : groups)
+      if (one.best_lr) cell.rates.push_back(std::move(one));
   }
 }
 

@@ -51,8 +51,9 @@ struct Cell {
   std::vector<const RunRecord*> runs;
   std::vector<const RunRecord*> chosen;
   std::optional<double> best_lr;  // set when several learning rates were compared
-  // When several learning rates were compared: each rate's runs (those of no known rate in each), ascending.
-  std::vector<std::pair<double, std::vector<const RunRecord*>>> rates;
+  // When several learning rates were compared: one Cell per rate, ascending (chosen = its runs, with
+  // those of no known rate; best_lr = the rate).
+  std::vector<Cell> rates;
 };
 
 // One chosen run of a cell and its value of one eval key and field (NaN without a result).
