@@ -407,6 +407,27 @@ TEST_F(CudaOps, CrossEntropyArgmaxAndRows) {
         EXPECT_EQ(arg[m], std::max_element(row, row + V) - row) << "argmax row " << m;
       }
     }
+  // Padding rows (label -1) after 4 labelled ones: the labelled rows as the reference's, the padding
+  // rows' loss and gradient 0 (warp and block kernels).
+  for (int64_t V : {37, 1000}) {
+    const int64_t M = 7, labelled = 4;
+    const auto logits = randn(M * V, 35, 3.f);
+    std::vector<int32_t> labels = {3, 0, 11, 36, -1, -1, -1};
+    std::vector<float> losses(labelled), dl(M * V, 0.f);
+    const nn::LossSum ls = nn::crossentropy_forward(losses.data(), static_cast<float*>(nullptr), logits.data(),
+                                                    labels.data(), labelled, V);
+    nn::crossentropy_backward(dl.data(), static_cast<const float*>(nullptr), logits.data(), labels.data(), labelled,
+                              V, 0.25);
+    losses.resize(M, 0.f);
+    Dev<float> d_logits(logits), d_losses(std::vector<float>(M, 7.f)), d_dl(std::vector<float>(M * V, 7.f));
+    Dev<int32_t> d_labels(labels);
+    Dev<double> d_sum(1);
+    cuda::crossentropy_forward_cuda(d_losses.p, d_sum.p, d_logits.p, d_labels.p, M, V, s);
+    cuda::crossentropy_backward_cuda(d_dl.p, d_logits.p, d_labels.p, M, V, 0.25f, s);
+    expect_close(d_losses.host(), losses, 1e-5, 1e-5, "crossentropy losses with padding rows");
+    EXPECT_NEAR(d_sum.host()[0], ls.loss_sum, 1e-5 * (1 + std::fabs(ls.loss_sum)));
+    expect_close(d_dl.host(), dl, 1e-5, 1e-7, "crossentropy backward with padding rows");
+  }
   // gather / scatter of rows
   const int64_t N = 113, D = 24;
   const std::vector<int32_t> rows = {0, 5, 6, 112, 40, -1, -1};  // -1: padding

@@ -1,6 +1,7 @@
-// loss.cu: softmax cross-entropy over the labelled rows of the head (forward with a
-// fixed-order double loss sum, backward) and row argmax. Rows of up to 1024 logits: one warp per
-// row, the row held in registers (one read of the logits); longer rows: one block per row.
+// loss.cu: softmax cross-entropy over the labelled rows of the head (forward with a fixed-order
+// double loss sum, backward; a label < 0 is a padding row: loss and gradient 0) and row argmax.
+// Rows of up to 1024 logits: one warp per row, the row held in registers (one read of the logits);
+// longer rows: one block per row.
 // Fixed reduction orders throughout (deterministic). API: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
@@ -48,7 +49,8 @@ __global__ void ce_forward_kernel(float* losses, const float* logits, const int3
   float s = 0.f;
   for (int64_t v = threadIdx.x; v < V; v += kThreads) s += expf(x[v] - m);
   s = block_sum(s, sh);
-  if (threadIdx.x == 0) losses[blockIdx.x] = logf(s) - (x[labels[blockIdx.x]] - m);
+  const int32_t label = labels[blockIdx.x];
+  if (threadIdx.x == 0) losses[blockIdx.x] = label < 0 ? 0.f : logf(s) - (x[label] - m);
 }
 
 // *out = sum of in[0 .. n) in double: one block of kSumThreads, thread i sums i, i + kSumThreads, ...,
@@ -72,6 +74,11 @@ __global__ void ce_backward_kernel(float* dlogits, const float* logits, const in
   __shared__ float sh[kThreads];
   const float* x = logits + blockIdx.x * V;
   float* dx = dlogits + blockIdx.x * V;
+  const int32_t label = labels[blockIdx.x];
+  if (label < 0) {  // padding: no gradient
+    for (int64_t v = threadIdx.x; v < V; v += kThreads) dx[v] = 0.f;
+    return;
+  }
   float m = -FLT_MAX;
   for (int64_t v = threadIdx.x; v < V; v += kThreads) m = fmaxf(m, x[v]);
   m = block_max(m, sh);
@@ -79,7 +86,6 @@ __global__ void ce_backward_kernel(float* dlogits, const float* logits, const in
   for (int64_t v = threadIdx.x; v < V; v += kThreads) s += expf(x[v] - m);
   s = block_sum(s, sh);
   const float w = scale / s;
-  const int32_t label = labels[blockIdx.x];
   for (int64_t v = threadIdx.x; v < V; v += kThreads) dx[v] = w * expf(x[v] - m) - (v == label ? scale : 0.f);
 }
 
@@ -144,7 +150,8 @@ __global__ void ce_forward_warp_kernel(float* losses, const float* logits, const
     const float* x = logits + row * V;
     float v[K], m, s;
     warp_row_stats<K>(v, x, V, lane, m, s);
-    if (lane == 0) losses[row] = logf(s) - (x[labels[row]] - m);
+    const int label = labels[row];
+    if (lane == 0) losses[row] = label < 0 ? 0.f : logf(s) - (x[label] - m);
   }
 }
 
@@ -156,13 +163,13 @@ __global__ void ce_backward_warp_kernel(float* dlogits, const float* logits, con
   for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < M; row += warps) {
     float v[K], m, s;
     warp_row_stats<K>(v, logits + row * V, V, lane, m, s);
-    const float w = scale / s;
     const int label = labels[row];
+    const float w = label < 0 ? 0.f : scale / s, hot = label < 0 ? 0.f : scale;  // padding: no gradient
     float* dx = dlogits + row * V;
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       const int c = lane + 32 * j;
-      if (c < V) dx[c] = w * expf(v[j] - m) - (c == label ? scale : 0.f);
+      if (c < V) dx[c] = w * expf(v[j] - m) - (c == label ? hot : 0.f);
     }
   }
 }

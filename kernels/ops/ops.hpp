@@ -165,7 +165,8 @@ void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, 
                        cudaStream_t stream);
 
 // ---- loss --------------------------------------------------------------------------------------
-// Every row is labelled (labels in [0, V), the caller gathers the labelled rows):
+// Every row is labelled (labels in [0, V), the caller gathers the labelled rows) or padding (label
+// < 0: loss 0, gradient 0):
 //   losses[m] = logsumexp(logits[m, :]) - logits[m, labels[m]];  *loss_sum = sum_m losses[m]
 // (double, fixed order). loss_sum may be nullptr.
 void crossentropy_forward_cuda(float* losses,         // [M]

@@ -188,6 +188,7 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
   std::fill(slot.host + N + M, slot.host + N + Mt, -1);
   std::memcpy(slot.host + 2 * N, host_row_labels.data(), M * sizeof(int32_t));
+  std::fill(slot.host + 2 * N + M, slot.host + 2 * N + Mt, -1);
   std::memcpy(slot.host + 3 * N, host_row_starts.data(), (B + 1) * sizeof(int32_t));
   embedding_index_build(slot.host + 3 * N + B + 1, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
   CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, batch_ints() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
@@ -195,7 +196,9 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
 }
 
 // A sparse-label batch (pruned()) ends the last layer on its labelled rows (the rows tail, over Mt
-// rows, in the graph); otherwise the whole stack runs in the graph and the head gathers its rows.
+// rows); otherwise the whole stack runs. The head and the loss run in the same graph over Mt rows
+// (padding rows: label -1, loss 0), except for a batch between the two (more than half of its rows
+// labelled, not all), whose head gathers its M rows after the graph.
 int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const int32_t* labels) {
   {
     ProfileScope op(prof, "fwd.upload");
@@ -203,30 +206,33 @@ int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const 
   }
   ensure_head_rows(std::max<int64_t>(1, Mt));
   if (pruned()) ensure_tail_rows();
+  const auto head = [&] {
+    {
+      ProfileScope op(prof, "fwd.head");
+      const float* in = pruned() ? hf_rows.data() : hf.data();
+      if (!head_in_graph()) {
+        gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
+        in = hf_rows.data();
+      }
+      linear_forward_cuda(blas, logits.data(), in, P(prm, head_name()), nullptr, Mt, D, V);
+    }
+    ProfileScope op(prof, "fwd.loss");
+    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, Mt, V, stream);
+  };
   const auto body = [&] {
     forward_layers(prm);
-    if (!pruned()) return;
-    ProfileScope op(prof, "fwd.rows_tail");
-    forward_rows_tail(prm);  // writes hf_rows
+    if (pruned()) {
+      ProfileScope op(prof, "fwd.rows_tail");
+      forward_rows_tail(prm);  // writes hf_rows
+    }
+    if (head_in_graph()) head();
   };
-  // head_rows in the key: the tail's buffers move when they grow.
+  // head_rows in the key: the head's and the tail's buffers move when they grow.
   if (prof)
     body();
   else
     forward_graphs.of(pruned() ? Mt : 0).run(stream, {prm, graph_mode(), as_key(head_rows)}, body);
-  const float* head_in = pruned() ? hf_rows.data() : hf.data();
-  {
-    ProfileScope op(prof, "fwd.head");
-    if (!pruned() && !all_rows()) {
-      gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
-      head_in = hf_rows.data();
-    }
-    linear_forward_cuda(blas, logits.data(), head_in, P(prm, head_name()), nullptr, M, D, V);
-  }
-  {
-    ProfileScope op(prof, "fwd.loss");
-    crossentropy_forward_cuda(losses.data(), loss_sum.data(), logits.data(), row_labels, M, V, stream);
-  }
+  if (!head_in_graph()) head();
   have_forward = true;
   return M;
 }
@@ -235,26 +241,28 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
   if (!trains) fail("gpu runner: built for evaluation only (train = false): it has no backward");
   if (!have_forward) fail("gpu runner: backward needs a forward first");
   {
-    ProfileScope op(prof, "bwd.loss");
-    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, M, V, scale_loss, stream);
+    ProfileScope op(prof, "bwd.loss");  // eagerly: scale_loss changes from step to step
+    crossentropy_backward_cuda(dlogits.data(), logits.data(), row_labels, Mt, V, scale_loss, stream);
   }
-  float* dhead = G(grads, head_name());
-  ProfileScope head_op(prof, "bwd.head");
-  if (pruned()) {  // dh holds the Mt rows' d(final norm output), zero on the padding rows
-    CUDA_CHECK(cudaMemsetAsync(dh.data() + M * D, 0, (Mt - M) * D * sizeof(float), stream));
-    linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M, D,
-                         V, false);
-  } else if (all_rows()) {
-    linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
-                         false);
-  } else {
-    CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
-    linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), M,
-                         D, V, false);
-    scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
-  }
-  head_op.close();
+  const auto head = [&] {
+    ProfileScope op(prof, "bwd.head");
+    float* dhead = G(grads, head_name());
+    if (pruned()) {  // dh holds the Mt rows' d(final norm output), zero on the padding rows
+      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), Mt,
+                           D, V, false);
+    } else if (all_rows()) {
+      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
+                           false);
+    } else {
+      CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
+      linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()),
+                           M, D, V, false);
+      scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
+    }
+  };
+  if (!head_in_graph()) head();
   const auto body = [&] {
+    if (head_in_graph()) head();
     if (pruned()) {
       ProfileScope op(prof, "bwd.rows_tail");
       backward_rows_tail(prm, grads);

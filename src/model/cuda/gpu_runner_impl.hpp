@@ -87,8 +87,8 @@ struct GpuRunner::Impl {
   std::vector<int32_t> host_rows, host_row_labels, host_row_starts;  // host copies of rows, row labels, row starts
   std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
   int next_slot = 0;
-  // The layer stacks and, for sparse-label batches, the rows tail (its Mt rows: one graph each); the
-  // head and the loss run eagerly (M varies).
+  // The layer stacks, the head and the loss forward and, for sparse-label batches, the rows tail
+  // (its Mt rows: one graph each); the loss backward runs eagerly (its scale changes per step).
   StreamGraphs forward_graphs, backward_graphs;
   Buf x_final, hf, meanf, rstdf, hf_rows, losses;
   Buf rope_cs;  // [T, Dh/2, 2] RoPE (cos, sin), filled once (rope_table_cuda)
@@ -100,9 +100,10 @@ struct GpuRunner::Impl {
   // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
   int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence
   int64_t max_rows_per_seq = 0;
-  // The rows the tail computes: M rounded up by tail_rows_for (rows[M .. Mt) = -1: padding rows,
-  // gathered as zeros, never scattered, their head gradient zero), so that batches whose M differs a
-  // little run the same shapes and replay one graph. M where there is no tail.
+  // The rows the tail and the head compute: M rounded up by tail_rows_for (rows[M .. Mt) and their
+  // labels -1: padding rows, gathered as zeros, never scattered, loss and gradient zero), so that
+  // batches whose M differs a little run the same shapes and replay one graph. M where there is no
+  // tail.
   int64_t Mt = 0;
   // M rounded up to a multiple of 64, or of an eighth of the power of two at or below M (at most
   // 12.5% more rows from M = 512 on); the caller caps it at N.
@@ -263,8 +264,10 @@ struct GpuRunner::Impl {
   }
   // A number as a part of a StreamGraph key.
   static const void* as_key(int64_t v) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(v)); }
-  // The CUDA graphs' key part for that mode (the layer stacks differ between the three).
-  const void* graph_mode() const { return as_key(pruned() + rows_attention()); }
+  // Whether the head and the loss run in the graphs: over every row, or over the rows tail's Mt.
+  bool head_in_graph() const { return pruned() || all_rows(); }
+  // The CUDA graphs' key part for that mode (the recorded work differs between the four).
+  const void* graph_mode() const { return as_key(pruned() + rows_attention() + 4 * all_rows()); }
   int64_t batch_ints() const { return 3 * N + (B + 1) + embedding_index_ints(N); }
   void upload_batch(const int32_t* in_ids, const int32_t* labels);
   int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels);
