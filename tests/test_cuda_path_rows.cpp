@@ -81,14 +81,27 @@ void check_rows(const RowsCase& c, DType dt, uint64_t seed) {
   const float* lf = c.gate ? logf.as<float>() : nullptr;
   const int32_t* pr = d_rows.as<int32_t>();
   const int32_t* ps = d_starts.as<int32_t>();
-  DeviceBytes ws = poisoned(cuda::path_attention_rows_backward_workspace_bytes(d));
+  DeviceBytes ws = poisoned(cuda::path_attention_rows_workspace_bytes(d));  // the forward fills what the backward reads
   cuda::path_attention_rows_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
-                                         beta.as<float>(), lf, pr, ps, M, d, static_cast<float>(scale), dt, nullptr);
+                                         beta.as<float>(), lf, pr, ps, M, d, static_cast<float>(scale), dt, ws.data(),
+                                         ws.bytes(), nullptr);
   cuda::path_attention_rows_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(),
                                           c.gate ? dlogf.as<float>() : nullptr, dO.data(), out.data(), lse.as<float>(),
                                           q.data(), k.data(), v.data(), w.as<float>(), beta.as<float>(), lf, pr, ps, M, d,
                                           static_cast<float>(scale), dt, ws.data(), ws.bytes(), nullptr);
+  // Without a workspace (no backward follows) the forward computes the same rows, bit for bit.
+  DeviceBytes out2 = poisoned(nr * H * Dh * esz), lse2 = poisoned(nr * H * 4);
+  cuda::path_attention_rows_forward_cuda(out2.data(), lse2.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
+                                         beta.as<float>(), lf, pr, ps, M, d, static_cast<float>(scale), dt, nullptr, 0,
+                                         nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
+  const auto bytes_of = [](const DeviceBytes& b, int64_t n) {
+    return cuda::to_host<uint8_t>(b, static_cast<size_t>(n));
+  };
+  if (M > 0) {
+    EXPECT_EQ(bytes_of(out, M * H * Dh * esz), bytes_of(out2, M * H * Dh * esz)) << what << ": out without workspace";
+    EXPECT_EQ(bytes_of(lse, M * H * 4), bytes_of(lse2, M * H * 4)) << what << ": lse without workspace";
+  }
 
   // Reference: the whole sequence in double, outputs read at the rows.
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
@@ -161,9 +174,12 @@ TEST(CudaPathRows, RejectsBadArguments) {
   EXPECT_THROW(backward(ws.data(), ws.bytes(), nullptr, nullptr), Error);  // workspace too small
   EXPECT_THROW(backward(nullptr, 0, nullptr, nullptr), Error);            // no workspace
   EXPECT_THROW(backward(buf.data(), buf.bytes(), f, nullptr), Error);      // gate without dlog_f
-  EXPECT_THROW(cuda::path_attention_rows_forward_cuda(o, o, f, f, f, f, f, nullptr, i, i, -1, d, 1.f, DType::F32,
-                                                      nullptr),
-               Error);
+  auto forward = [&](int64_t M, void* w, size_t bytes) {
+    cuda::path_attention_rows_forward_cuda(o, o, f, f, f, f, f, nullptr, i, i, M, d, 1.f, DType::F32, w, bytes,
+                                           nullptr);
+  };
+  EXPECT_THROW(forward(-1, nullptr, 0), Error);                // negative row count
+  EXPECT_THROW(forward(1, ws.data(), ws.bytes()), Error);      // workspace too small
 }
 
 }  // namespace

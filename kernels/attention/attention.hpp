@@ -186,7 +186,8 @@ void sba_attention_backward_cuda(void* dq,          // [B, T, H, Dh] dt
 // lane group per query walks its chain q <- H_j q over every earlier key in fp32: O(rows T Dh) work
 // instead of the blockwise kernels' O(T^2 Dh). rows: device [M] row indices b T + t, ascending;
 // row_starts: device [B + 1], sequence b's rows are rows[row_starts[b] .. row_starts[b + 1]), at
-// most kPathRowsMaxPerSeq of them (the caller checks; rows beyond it are ignored).
+// most kPathRowsMaxPerSeq of them (the caller checks; rows beyond it are ignored). workspace: where
+// a backward follows, the forward leaves each chain's state every 8 keys there for it; else nullptr.
 constexpr int64_t kPathRowsMaxPerSeq = 32;
 void path_attention_rows_forward_cuda(void* out_rows,           // [M, H, Dh] dt
                                       float* lse_rows,          // [M, H]
@@ -198,14 +199,16 @@ void path_attention_rows_forward_cuda(void* out_rows,           // [M, H, Dh] dt
                                       const float* log_f,       // [B, T, H] or nullptr
                                       const int32_t* rows,      // [M]
                                       const int32_t* row_starts,  // [B + 1]
-                                      int64_t M, const AttnDims& d, float scale, DType dt, cudaStream_t stream);
+                                      int64_t M, const AttnDims& d, float scale, DType dt,
+                                      void* workspace,  // [path_attention_rows_workspace_bytes] or nullptr
+                                      size_t workspace_bytes, cudaStream_t stream);
 
-// Workspace of the rows backward: fp32 checkpoints of each query's chain every 8 keys.
-size_t path_attention_rows_backward_workspace_bytes(const AttnDims& d);
+// Workspace of the rows forward and backward: fp32 checkpoints of each query's chain every 8 keys.
+size_t path_attention_rows_workspace_bytes(const AttnDims& d);
 
 // Its backward. OVERWRITES the whole-sequence gradients dq (0 off the selected rows), dk, dv, dw,
 // dbeta and dlog_f (required with log_f; position 0 is exactly 0). dout_rows, out_rows, lse_rows:
-// per selected row, as the forward wrote them.
+// per selected row, and the workspace's checkpoints, as the forward wrote them (the same inputs).
 void path_attention_rows_backward_cuda(void* dq,                  // [B, T, H, Dh] dt
                                        void* dk,                  // [B, T, H, Dh] dt
                                        void* dv,                  // [B, T, H, Dh] dt
@@ -224,7 +227,7 @@ void path_attention_rows_backward_cuda(void* dq,                  // [B, T, H, D
                                        const int32_t* rows,       // [M]
                                        const int32_t* row_starts,  // [B + 1]
                                        int64_t M, const AttnDims& d, float scale, DType dt,
-                                       void* workspace,  // [path_attention_rows_backward_workspace_bytes]
+                                       void* workspace,  // [path_attention_rows_workspace_bytes], forward's
                                        size_t workspace_bytes, cudaStream_t stream);
 
 // Whether softmax attention at head dim Dh and dtype dt runs the Hopper wgmma kernels (bf16, Dh 64

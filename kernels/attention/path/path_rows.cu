@@ -2,8 +2,11 @@
 // forward and backward. Eight lanes per query walk the chain X <- H_j X from the query's position
 // down to key 0 in fp32 (O(T Dh) per query, no T x T tensor), one CTA per (b, h) holding all of its
 // queries; k, v, w, beta and log f stream through shared memory kC positions at a time (cp.async,
-// double-buffered). The backward keeps each chain's state every kC positions, recomputes kS states
-// in registers and walks them upward with the adjoint, summing the key-side gradients per segment.
+// double-buffered). A training forward leaves each chain's state every kC positions (checkpoints);
+// the backward recomputes a segment's kSeg states from them in registers and walks them upward with
+// the adjoint, summing the key-side gradients per segment.
+#include <type_traits>
+
 #include "kernels/attention/path/path_rows_common.cuh"
 
 namespace sb::cuda {
@@ -22,6 +25,9 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
   const int t0 = query_pos(a, hd, m), jtop = warp_max(t0);
   const int top = cta_max(jtop, &top_slot);
   if (top < 0) return;  // CTA-uniform: no query in this sequence
+  const int64_t nck = (a.T + kC - 1) / kC;
+  float* ckpt = a.ckpt ? a.ckpt + static_cast<int64_t>(blockIdx.x) * nck * kGroups * Dh : nullptr;
+  float* ckg = a.ckpt ? a.ckg + static_cast<int64_t>(blockIdx.x) * nck * kGroups : nullptr;
   float x[E], acc[E], kv[E], vv[E], wv[E];
   ld<E, BF>(x, a.q, hd.e0 + static_cast<int64_t>(t0) * hd.es, sl, t0 >= 0);
 #pragma unroll
@@ -46,6 +52,10 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
         for (int e = 0; e < E; ++e) x[e] = fmaf(-bt * r[0], wv[e], x[e]);
         s = a.scale * (r[1] - bt * r[0] * r[2]) + gsum;  // k_j . (X - bt a w)
       }
+      if (ckpt && (j == t0 || i == kC - 1)) {  // X^(j) at the interval's top (or the query)
+        st<E, false>(ckpt, (static_cast<int64_t>(c) * kGroups + m) * Dh, sl, x, true);
+        if (sl == 0) ckg[c * kGroups + m] = gsum;
+      }
       const float mnew = fmaxf(mrun, s), corr = expf(mrun - mnew), p = expf(s - mnew);
       l = l * corr + p;
 #pragma unroll
@@ -65,6 +75,7 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
 // Shared memory of the backward (floats unless noted), in this order.
 template <int Dh, bool BF>
 struct BwdSmem {
+  static constexpr int kS = kSeg<Dh>;
   static constexpr int zs = 0;                         // [kGroups][kS][Dh] this segment's dk terms, per query
   static constexpr int ys = zs + kGroups * kS * Dh;    // [kGroups][kS][Dh] dw terms
   static constexpr int dos = ys + kGroups * kS * Dh;   // [kGroups][Dh] dout rows (fp32)
@@ -93,7 +104,7 @@ struct Shared {
 template <int Dh, bool BF, int OFF>
 __device__ __forceinline__ void segment(const RowsArgs& a, const Head& hd, const Shared& sh, const Stage<Dh, BF>& s,
                                         int ck, int base, int sl, int m, int t0) {
-  constexpr int E = Dh / kQL;
+  constexpr int E = Dh / kQL, kS = kSeg<Dh>;
   const int cb = base - OFF;
   const bool act = t0 >= base;  // this query has work here (else it only joins the shuffles)
   const int top = min(cb + kC - 1, t0);
@@ -168,6 +179,7 @@ __device__ __forceinline__ void segment(const RowsArgs& a, const Head& hd, const
 template <int Dh, bool BF>
 __device__ __forceinline__ void flush(const RowsArgs& a, const Head& hd, const Shared& sh, const int* qpos,
                                       int base) {
+  constexpr int kS = kSeg<Dh>;
   for (int idx = threadIdx.x; idx < kS * Dh; idx += blockDim.x) {
     const int i = idx / Dh, d = idx % Dh, j = base + i;
     if (j >= a.T) continue;
@@ -209,7 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
   float* ckpt = a.ckpt + static_cast<int64_t>(blockIdx.x) * nck * kGroups * Dh;  // this head's checkpoints
   float* ckg = a.ckg + static_cast<int64_t>(blockIdx.x) * nck * kGroups;
 
-  // Phase 0: dq zeroed (phase 2 writes the query rows); per query its dout row, delta = dout . out,
+  // Phase 0: dq zeroed (phase 1 writes the query rows); per query its dout row, delta = dout . out,
   // a zero adjoint, lse and position.
   for (int64_t i = threadIdx.x; i < a.T * Dh; i += blockDim.x)
     st1<BF>(a.dq, (hd.s0 + (i / Dh) * a.H) * Dh + i % Dh, 0.f);
@@ -233,33 +245,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
   const int top = cta_max(jtop, &top_slot);  // also orders phase 0 before what follows
   const int ctop = top / kC;                  // 0 when top < 0
 
-  if (top >= 0) {  // Phase 1: each chain downward, its state (and gate sum) at the top of every interval
-    float x[E], wv[E];
-    ld<E, BF>(x, a.q, hd.e0 + static_cast<int64_t>(t0) * hd.es, sl, t0 >= 0);
-    float gsum = 0.f;
-    stream_down<Dh, BF>(sbase, a, hd, top, 0, [&](const S& cur, int c) {
-      const int base = c * kC;
-      for (int j = min(base + kC - 1, jtop); j >= base; --j) {
-        const int i = j - base;
-        if (j <= t0 && (j == t0 || i == kC - 1)) {
-          st<E, false>(ckpt, (static_cast<int64_t>(c) * kGroups + m) * Dh, sl, x, true);
-          if (sl == 0) ckg[c * kGroups + m] = gsum;
-        }
-        if (j == 0) break;
-        ld<E, false>(wv, cur.w(), i * Dh, sl, j <= t0);  // X^(j-1) = H_j X^(j)
-        float r[1] = {dot(wv, x)};
-        group_sum(r);
-        if (j > t0) continue;
-        const float bt = cur.scal()[i];
-#pragma unroll
-        for (int e = 0; e < E; ++e) x[e] = fmaf(-bt * r[0], wv[e], x[e]);
-        if (a.log_f) gsum += cur.scal()[kC + i];
-      }
-    });
-    __syncthreads();  // the checkpoints (global) before phase 2 stages them
-  }
-
-  // Phase 2, interval by interval upward (each staged with its checkpoints), two segments each.
+  // Phase 1, interval by interval upward (each staged with the forward's checkpoints), kC / kSeg
+  // segments each.
   auto stage_interval = [&](int slot, int ci) {
     const float s = fill(stg(slot), a, hd, ci * kC, 0);
     for (int idx = threadIdx.x; idx < kGroups * Dh / 4 + kGroups / 4; idx += blockDim.x) {
@@ -278,18 +265,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
       const int cur = ci & 1;
       float sc = 0.f;
       if (ci < ctop) sc = stage_interval(cur ^ 1, ci + 1);
-      for (int half = 0; half < 2; ++half) {
-        const int base = ci * kC + half * kS;
-        if (warp_max(t0) >= base) {
-          if (half == 0)
-            segment<Dh, BF, 0>(a, hd, sh, stg(cur), cur, base, sl, m, t0);
-          else
-            segment<Dh, BF, kS>(a, hd, sh, stg(cur), cur, base, sl, m, t0);
-        }
+      auto part = [&](auto off) {
+        constexpr int OFF = decltype(off)::value;
+        const int base = ci * kC + OFF;
+        if (warp_max(t0) >= base) segment<Dh, BF, OFF>(a, hd, sh, stg(cur), cur, base, sl, m, t0);
         __syncthreads();
         flush<Dh, BF>(a, hd, sh, sh.qpos, base);
         __syncthreads();
-      }
+      };
+      part(std::integral_constant<int, 0>{});
+      if constexpr (kSeg<Dh> < kC) part(std::integral_constant<int, kSeg<Dh>>{});
       if (ci < ctop) publish(stg(cur ^ 1).scal(), sc);
     }
   }
@@ -320,16 +305,25 @@ RowsArgs common_args(const void* q, const void* k, const void* v, const float* w
 
 int64_t ck_count(const AttnDims& d) { return (d.T + kC - 1) / kC; }
 
+// The checkpoints' two arrays in a workspace (path_attention_rows_workspace_bytes), or none.
+void set_checkpoints(RowsArgs& a, void* workspace, const AttnDims& d) {
+  a.ckpt = static_cast<float*>(workspace);
+  a.ckg = workspace ? a.ckpt + d.B * d.H * kGroups * ck_count(d) * d.Dh : nullptr;
+}
+
 }  // namespace
 
 void path_attention_rows_forward_cuda(void* out_rows, float* lse_rows, const void* q, const void* k, const void* v,
                                       const float* w, const float* beta, const float* log_f, const int32_t* rows,
                                       const int32_t* row_starts, int64_t M, const AttnDims& d, float scale, DType dt,
-                                      cudaStream_t stream) {
+                                      void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   RowsArgs a = common_args(q, k, v, w, beta, log_f, rows, row_starts, M, d, scale,
                            "PaTH rows forward: bad arguments (M >= 0, B, T, H >= 1, inputs non-null)");
+  if (workspace && workspace_bytes < path_attention_rows_workspace_bytes(d))
+    throw_error("PaTH rows forward: workspace too small");
   if (M == 0) return;
   a.out_rows = out_rows, a.lse_rows = lse_rows;
+  set_checkpoints(a, workspace, d);
   detail::with_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int smem = 2 * (dt == DType::BF16 ? Stage<D, true>::bytes : Stage<D, false>::bytes);
@@ -339,7 +333,7 @@ void path_attention_rows_forward_cuda(void* out_rows, float* lse_rows, const voi
   });
 }
 
-size_t path_attention_rows_backward_workspace_bytes(const AttnDims& d) {
+size_t path_attention_rows_workspace_bytes(const AttnDims& d) {
   return static_cast<size_t>(d.B * d.H * kGroups * ck_count(d) * (d.Dh + 1)) * sizeof(float);
 }
 
@@ -353,12 +347,11 @@ void path_attention_rows_backward_cuda(void* dq, void* dk, void* dv, float* dw, 
   RowsArgs a = common_args(q, k, v, w, beta, log_f, rows, row_starts, M, d, scale,
                            "PaTH rows backward: bad arguments (M >= 0, B, T, H >= 1, inputs non-null)");
   if (log_f && !dlog_f) throw_error("PaTH rows backward: dlog_f is required with a gate");
-  if (!workspace || workspace_bytes < path_attention_rows_backward_workspace_bytes(d))
+  if (!workspace || workspace_bytes < path_attention_rows_workspace_bytes(d))
     throw_error("PaTH rows backward: workspace too small");
   a.dout_rows = dout_rows, a.o_rows = out_rows, a.lse_rows = const_cast<float*>(lse_rows);
   a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
-  a.ckpt = static_cast<float*>(workspace);
-  a.ckg = a.ckpt + d.B * d.H * kGroups * ck_count(d) * d.Dh;
+  set_checkpoints(a, workspace, d);
   detail::with_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int smem = dt == DType::BF16 ? BwdSmem<D, true>::bytes : BwdSmem<D, false>::bytes;

@@ -22,8 +22,11 @@ constexpr int kQW = 32 / kQL;
 constexpr int kWarps = 8;
 constexpr int kGroups = kWarps * kQW;
 static_assert(kGroups == kPathRowsMaxPerSeq, "one lane group per query");
-constexpr int kS = 4;  // backward segment: kS states of E floats per lane in registers
-constexpr int kC = 8;  // positions per shared-memory stage, and the checkpoint stride (two segments)
+constexpr int kC = 8;  // positions per shared-memory stage, and the checkpoint stride
+// The backward's segment: kSeg states of E floats per lane in registers, a whole stage up to Dh 64
+// (E <= 8), half of one at Dh 128.
+template <int Dh>
+constexpr int kSeg = Dh <= 64 ? kC : kC / 2;
 
 struct RowsArgs {
   const void *q, *k, *v;                  // [B, T, H, Dh] dt
@@ -36,7 +39,9 @@ struct RowsArgs {
   const void *dout_rows, *o_rows;         // backward: [M, H, Dh] dt
   void *dq, *dk, *dv;                     // [B, T, H, Dh] dt
   float *dw, *dbeta, *dlog_f;             // [B, T, H, Dh], [B, T, H], [B, T, H] or nullptr
-  float *ckpt, *ckg;                      // [BH, nck, kGroups, Dh], [BH, nck, kGroups]
+  // Each chain's state and gate sum at the top of every kC interval (the forward writes them where
+  // a backward follows, the backward reads them): [BH, nck, kGroups, Dh], [BH, nck, kGroups].
+  float *ckpt, *ckg;
 };
 
 __device__ __forceinline__ float2 bf2(uint32_t u) {

@@ -154,11 +154,12 @@ void GpuRunner::Impl::ensure_tail_rows() {
   if (bf16()) datt_rowsb.resize(head_rows * HD); else datt_rows.resize(head_rows * HD);
 }
 
-// Allocates the rows attention's backward workspace on its first use.
+// Allocates the rows attention's workspace (the forward's checkpoints, read by the backward) on its
+// first use.
 void GpuRunner::Impl::ensure_rows_workspace() {
   if (rows_ws.size() > 0) return;
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  rows_ws.resize(static_cast<int64_t>(path_attention_rows_backward_workspace_bytes(dims)));
+  rows_ws.resize(static_cast<int64_t>(path_attention_rows_workspace_bytes(dims)));
 }
 
 // Validates the batch on the host, stages it in pinned memory and uploads it (asynchronously).
@@ -206,6 +207,7 @@ int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const 
   }
   ensure_head_rows(std::max<int64_t>(1, Mt));
   if (pruned()) ensure_tail_rows();
+  if (trains && rows_attention()) ensure_rows_workspace();
   const auto head = [&] {
     {
       ProfileScope op(prof, "fwd.head");

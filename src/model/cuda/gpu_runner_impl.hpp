@@ -114,7 +114,7 @@ struct GpuRunner::Impl {
   }
   Buf x_rows, dres_rows, att_rows, datt_rows, lse_rows;  // [head_rows, D] x 2, [head_rows, HD] x 2, [head_rows, H]
   Bf16Buf att_rowsb, datt_rowsb;                          // bf16 precision: [head_rows, HD]
-  DeviceBuffer<char> rows_ws;  // rows attention backward: path_attention_rows_backward_workspace_bytes
+  DeviceBuffer<char> rows_ws;  // training: the rows attention's checkpoints (path_attention_rows_workspace_bytes)
   DeviceBuffer<char> ws;  // attention workspace (max over calls)
   size_t ws_bytes = 0;
   bool have_forward = false;

@@ -418,7 +418,8 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
     path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
                                      kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
                                      uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale,
-                                     attn_dt, stream);
+                                     attn_dt, trains ? rows_ws.data() : nullptr, static_cast<size_t>(rows_ws.size()),
+                                     stream);
   else if (bf16())
     gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, Mt, HD, stream);
   else
@@ -457,7 +458,6 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
   scatter_rows_cuda(dx.data(), dres_rows.data(), rows, Mt, D, stream);
   if (rows_attention()) {
-    ensure_rows_workspace();
     const bool gate = uses_gate(L.kind);
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
