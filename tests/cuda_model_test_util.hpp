@@ -110,7 +110,7 @@ inline void check_bf16_model(const ModelConfig& cfg, int64_t T = 33, bool sparse
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
-    cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s);
+    cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::bf16, s, true, true, PathRows::on);
     const GpuResult r = run_gpu(gpu, params, grads, ids, labels, s);
     ASSERT_EQ(r.M, ls.count);
     EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 2e-2 * (ls.loss_sum / ls.count));

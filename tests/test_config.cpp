@@ -317,6 +317,23 @@ TEST(Config, ShuffleByEpoch) {
   EXPECT_CONTAINS(parse_error("train: {train_examples: 10, shuffle: yes}\n"), "'yes'");
 }
 
+// train.path_rows (PaTH's last layer in sparse-label batches: auto, on, off) round-trips, is written
+// only away from auto, and a bad value names the key and the choices.
+TEST(Config, PathRows) {
+  EXPECT_EQ(parse_config("").train.path_rows, PathRows::automatic);
+  EXPECT_EQ(to_yaml(parse_config("")).find("path_rows"), std::string::npos);
+  for (PathRows r : {PathRows::on, PathRows::off}) {
+    const TrainConfig c = parse_config("", {std::string("train.path_rows=") + to_string(r)});
+    EXPECT_EQ(c.train.path_rows, r);
+    EXPECT_CONTAINS(to_yaml(c), std::string("  path_rows: ") + to_string(r) + "\n");
+    EXPECT_EQ(parse_config(to_yaml(c)), c);
+  }
+  EXPECT_EQ(parse_config("train: {path_rows: auto}\n").train.path_rows, PathRows::automatic);
+  const std::string e = parse_error("train: {path_rows: sometimes}\n");
+  EXPECT_CONTAINS(e, "train.path_rows");
+  EXPECT_CONTAINS(e, "sometimes");
+}
+
 TEST(Config, ModelOptionsAddedLaterKeepExistingFingerprints) {
   const TrainConfig c = parse_config(
       "model:\n  attention: sba\n  position: learned\n  max_len: 300\n  norm_position: post\n  sba: {remainder: none}\n");
@@ -354,7 +371,7 @@ TEST(Config, FingerprintIgnoresOnlyNonSemanticKeys) {
   for (const char* set : {"out_dir=elsewhere", "train.log_every=1", "train.eval_every=3", "train.eval_examples=9",
                           "train.checkpoint_every=4", "train.target_accuracy=0.5", "train.threads=2",
                           "task.eval=[dense]", "train.device=cuda", "train.target_eval=[val]",
-                          "task.eval=[val, {split: val, scale: 2}]"})
+                          "task.eval=[val, {split: val, scale: 2}]", "train.path_rows=off"})
     EXPECT_EQ(config_fingerprint(parse_config("", {set})), f) << set;
   for (const char* set : {"model.d_model=32", "model.attention=rope", "optim.lr=0.1", "train.steps=2000",
                           "train.seed=1", "train.batch_size=3", "task.params.length=16", "task.name=parity",

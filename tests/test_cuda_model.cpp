@@ -69,7 +69,7 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
       cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
 
       cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
-      cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
+      cuda::GpuRunner gpu(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, PathRows::on);
       const int64_t M = gpu.forward(params.data(), ids.data(), labels.data());
       ASSERT_EQ(M, ls.count);
       gpu.backward(params.data(), grads.data(), 1.0f / static_cast<float>(M));
@@ -91,15 +91,17 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
 
 // Sparse-label batches end the last layer on the labelled rows (model/cuda/gpu_runner_layers.cpp):
 // with PaTH there through the rows attention while no sequence has more than kPathRowsMaxPerSeq
-// labelled rows, else through the whole-sequence kernels. Loss and every gradient must still match
-// the double CPU runner, for label patterns that take each path: the last rows of one sequence and
-// none in the other (with a 1-layer model: the tail is the whole layer), position 0 alone, 50
-// labelled rows per sequence (the tail, but not the rows attention) and 80 (no tail: more than half
-// the rows).
+// labelled rows (and PathRows allows it), else through the whole-sequence kernels. Loss and every
+// gradient must still match the double CPU runner, for label patterns that take each path: the last
+// rows of one sequence and none in the other (with a 1-layer model: the tail is the whole layer),
+// position 0 alone, 50 labelled rows per sequence (the tail, but not the rows attention) and 80 (no
+// tail: more than half the rows); PathRows on and off.
 TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
   const int64_t V = 11, B = 2, T = 100;
+  for (PathRows rows : {PathRows::on, PathRows::off})
   for (bool variant : {false, true})
     for (int pattern = 0; pattern < 4; ++pattern) {
+      SCOPED_TRACE(rows == PathRows::on ? "path_rows on" : "path_rows off");
       ModelConfig cfg = two_layer(GetParam(), variant);
       if (pattern == 0) cfg.n_layers = 1;
       TwinModels m(cfg, V, 5);
@@ -119,7 +121,7 @@ TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
       std::vector<double> g_cpu(n, 0.0);
       cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
       cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
-      cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+      cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, rows);
       const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
       ASSERT_EQ(r.M, ls.count);
       EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4)
@@ -143,7 +145,7 @@ TEST_P(CudaModel, HeadBuffersGrowFromSparseToDenseBatches) {
   TwinModels m(cfg, V, 4);
   const int64_t n = m.f.params().size();
   cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
-  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, PathRows::on);
   TransformerRunner<double> cpu(m.d, B, T);
   for (bool sparse : {true, false}) {
     std::vector<int32_t> ids, labels;
@@ -174,8 +176,8 @@ TEST_P(CudaModel, GraphReplaysEqualEagerLaunches) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     cuda::DeviceBuffer<float> params = device_params(mf);
-    cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
-    cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
+    cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false, true, PathRows::on);
+    cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true, true, PathRows::on);
     run_pairs(eager, graphed, params, B, T, V, 50, 6, s, [&](const GpuResult& a, const GpuResult& b, int call) {
       EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * (1 + std::fabs(a.loss_sum))) << "call " << call;
       const std::vector<double> want(a.grads.begin(), a.grads.end());
@@ -195,8 +197,8 @@ TEST_P(CudaModel, EvaluationRunnerMatchesForwardAndRefusesBackward) {
   mf.init_params(9);
   const int64_t n = mf.params().size();
   cuda::DeviceBuffer<float> params = device_params(mf), grads(n);
-  cuda::GpuRunner train(mf, B, T, cuda::MatmulPrecision::fp32, nullptr);
-  cuda::GpuRunner eval(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, false);
+  cuda::GpuRunner train(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, PathRows::on);
+  cuda::GpuRunner eval(mf, B, T, cuda::MatmulPrecision::fp32, nullptr, true, false, PathRows::on);
   for (int call = 0; call < 3; ++call) {  // the third call replays the recorded graph
     std::vector<int32_t> ids, labels;
     batch(B, T, V, 70 + static_cast<uint32_t>(call), call == 1, ids, labels);

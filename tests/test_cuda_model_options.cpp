@@ -60,7 +60,7 @@ void expect_fp32_parity(const ModelConfig& cfg, int64_t B, int64_t T, const std:
   std::vector<double> g_cpu(n, 0.0);
   cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
   cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
-  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr);
+  cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, PathRows::on);
   const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
   ASSERT_EQ(r.M, ls.count) << tag;
   EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4) << tag;
@@ -126,8 +126,8 @@ TEST_P(CudaModelOptions, GraphReplaysEqualEagerLaunches) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   {
     cuda::DeviceBuffer<float> params = device_params(mf);
-    cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false);
-    cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
+    cuda::GpuRunner eager(mf, B, T, cuda::MatmulPrecision::fp32, s, false, true, PathRows::on);
+    cuda::GpuRunner graphed(mf, B, T, cuda::MatmulPrecision::fp32, s, true, true, PathRows::on);
     run_pairs(eager, graphed, params, B, T, V, 50, 4, s, [&](const GpuResult& a, const GpuResult& b, int call) {
       EXPECT_NEAR(b.loss_sum, a.loss_sum, 1e-6 * (1 + std::fabs(a.loss_sum))) << "call " << call;
       const std::vector<double> want(a.grads.begin(), a.grads.end());

@@ -24,6 +24,14 @@ const char* to_string(TargetMetric m) {
   return m == TargetMetric::token_accuracy ? "token_accuracy" : "sequence_accuracy";
 }
 const char* to_string(Shuffle s) { return s == Shuffle::none ? "none" : "epoch"; }
+const char* to_string(PathRows r) {
+  switch (r) {
+    case PathRows::automatic: return "auto";
+    case PathRows::on: return "on";
+    case PathRows::off: return "off";
+  }
+  return "?";
+}
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
 const char* to_string(Precision p) {
   switch (p) {
@@ -204,6 +212,7 @@ std::string emit(const TrainConfig& c) {
   // Keys added after the fingerprint's text was fixed appear only away from their defaults, so that
   // the configs of earlier runs keep their fingerprints (and their checkpoints resume).
   if (!t.cuda_graphs) y += "  cuda_graphs: false\n";
+  if (t.path_rows != PathRows::automatic) y += fmt::format("  path_rows: {}\n", to_string(t.path_rows));
   if (t.shuffle != Shuffle::none) y += fmt::format("  shuffle: {}\n", to_string(t.shuffle));
   if (t.target_metric != TargetMetric::token_accuracy) y += fmt::format("  target_metric: {}\n", to_string(t.target_metric));
   if (!t.target_eval.empty()) {
@@ -233,6 +242,7 @@ uint64_t config_fingerprint(const TrainConfig& config) {
   c.train.threads = defaults.train.threads;
   c.train.precision = defaults.train.precision;
   c.train.cuda_graphs = defaults.train.cuda_graphs;
+  c.train.path_rows = defaults.train.path_rows;
   c.train.target_metric = defaults.train.target_metric;
   c.train.target_eval = defaults.train.target_eval;
   return mix64(hash_str(emit(c)));

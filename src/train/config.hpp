@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/config.hpp"
+#include "model/path_rows.hpp"
 
 namespace sb {
 
@@ -28,6 +29,7 @@ const char* to_string(Device d);
 const char* to_string(Precision p);
 const char* to_string(TargetMetric m);
 const char* to_string(Shuffle s);
+const char* to_string(PathRows r);
 
 struct EvalSplitConfig {
   std::string split = "val";  // a split name of the task (checked when the task is built)
@@ -73,6 +75,7 @@ struct TrainSettings {
   int64_t threads = 0;           // CPU threads, 0 = all cores
   Precision precision = Precision::fp32;  // tf32/bf16 only with device cuda
   bool cuda_graphs = true;       // device cuda: replay each step's fixed-shape launches as CUDA graphs
+  PathRows path_rows = PathRows::automatic;  // device cuda: PaTH's last layer of sparse-label batches (path_rows.hpp)
   bool operator==(const TrainSettings&) const = default;
 };
 

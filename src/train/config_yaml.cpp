@@ -229,6 +229,7 @@ constexpr std::array<Device, 2> kDevices = {Device::cpu, Device::cuda};
 constexpr std::array<Precision, 3> kPrecisions = {Precision::fp32, Precision::tf32, Precision::bf16};
 constexpr std::array<TargetMetric, 2> kTargetMetrics = {TargetMetric::token_accuracy, TargetMetric::sequence_accuracy};
 constexpr std::array<Shuffle, 2> kShuffles = {Shuffle::none, Shuffle::epoch};
+constexpr std::array<PathRows, 3> kPathRows = {PathRows::automatic, PathRows::on, PathRows::off};
 
 const Range kPositive{0, std::numeric_limits<double>::infinity(), true, false};
 const Range kNonNegative{0, std::numeric_limits<double>::infinity(), false, false};
@@ -348,6 +349,7 @@ void map_train(Section s, TrainSettings& t) {
   t.threads = s.integer("threads", d.threads, 0, 4096);
   t.precision = s.choice("precision", d.precision, kPrecisions);
   t.cuda_graphs = s.boolean("cuda_graphs", d.cuda_graphs);
+  t.path_rows = s.choice("path_rows", d.path_rows, kPathRows);
   t.target_metric = s.choice("target_metric", d.target_metric, kTargetMetrics);
   const YAML::Node target_eval = s.raw("target_eval");
   if (!Section::absent(target_eval)) {

@@ -36,7 +36,7 @@ class CpuTrainEngine final : public TrainEngine {
 class GpuTrainEngine final : public TrainEngine {
  public:
   GpuTrainEngine(const TrainConfig& c, int64_t V)
-      : engine_(c.model, c.optim, V, c.train.precision, c.train.cuda_graphs) {}
+      : engine_(c.model, c.optim, V, c.train.precision, c.train.cuda_graphs, c.train.path_rows) {}
   Transformer<float>& model() override { return engine_.model(); }
   AdamW<float>& optimizer() override { return engine_.optimizer(); }
   std::string device_name() const override { return engine_.device_name(); }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/path_rows.hpp"
 #include "model/step_profile.hpp"
 #include "model/transformer.hpp"
 #include "train/cpu_engine.hpp"  // StepResult
@@ -29,9 +30,9 @@ class GpuEngine {
  public:
   // precision: fp32, tf32 or bf16 (bf16 activations, products and attention: GpuRunner); fp32 master weights
   // and optimizer state in every case. Throws if no device. cuda_graphs: the layer stacks replay as
-  // CUDA graphs (GpuRunner).
+  // CUDA graphs; path_rows: PaTH's last layer in sparse-label batches (both GpuRunner's).
   GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision,
-            bool cuda_graphs = true);
+            bool cuda_graphs = true, PathRows path_rows = PathRows::automatic);
   ~GpuEngine();
 
   // Host mirrors (see the header comment): valid after the call, edits are uploaded before the next step.
@@ -62,6 +63,7 @@ class GpuEngine {
   OptimConfig optim_;
   Precision precision_;
   bool cuda_graphs_;
+  PathRows path_rows_;
   cudaStream_t stream_ = nullptr;
   struct DeviceState;
   std::unique_ptr<DeviceState> dev_;

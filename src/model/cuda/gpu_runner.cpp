@@ -18,7 +18,7 @@
 namespace sb::cuda {
 
 GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st,
-                      bool graphs, bool train)
+                      bool graphs, bool train, PathRows path_rows)
     : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), post(c.norm_position == NormPosition::post),
       B(b), T(t), N(b * t), D(c.d_model),
       H(c.n_heads),
@@ -31,6 +31,13 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
   dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
+  rows_kernels = path_rows == PathRows::on;
+  if (path_rows == PathRows::automatic) {  // one CTA a head: at least half the SMs busy (model/path_rows.hpp)
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    rows_kernels = 2 * B * H >= sms;
+  }
   const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
   const bool bf = bf16();
   bool any_path = false, any_rope = false, any_gate = false, any_rope_ops = false;  // ops: rope.cu's kernels
@@ -279,8 +286,8 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
 
 
 GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
-                     cudaStream_t stream, bool cuda_graphs, bool train)
-    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs, train)) {}
+                     cudaStream_t stream, bool cuda_graphs, bool train, PathRows path_rows)
+    : impl_(std::make_unique<Impl>(model, B, T, precision, stream, cuda_graphs, train, path_rows)) {}
 GpuRunner::~GpuRunner() = default;
 int64_t GpuRunner::batch() const { return impl_->B; }
 int64_t GpuRunner::seq_len() const { return impl_->T; }

@@ -12,6 +12,7 @@
 
 #include "kernels/common/device_buffer.hpp"
 #include "model/cuda/blas.hpp"
+#include "model/path_rows.hpp"
 #include "model/transformer.hpp"
 
 namespace sb::cuda {
@@ -32,9 +33,10 @@ class GpuRunner {
   // default stream nullptr); the head (M labelled rows vary) always launches eagerly.
   // train = false builds an evaluation runner: the forward's buffers and workspace only, no
   // gradient buffers or backward workspace (for evaluations at another length than training's,
-  // which need their own runner); backward() throws.
+  // which need their own runner); backward() throws. path_rows: whether a sparse-label batch's last
+  // PaTH layer attends at its labelled rows only (model/path_rows.hpp).
   GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision, cudaStream_t stream,
-            bool cuda_graphs = true, bool train = true);
+            bool cuda_graphs = true, bool train = true, PathRows path_rows = PathRows::automatic);
   ~GpuRunner();
   int64_t batch() const;
   int64_t seq_len() const;

@@ -97,8 +97,9 @@ struct GpuRunner::Impl {
   DeviceBuffer<double> loss_sum;
   // Sparse-label batches (0 < M <= N / 2): the last layer after its attention inputs runs on the M
   // labelled rows only (model/cuda/gpu_runner_layers.cpp, "rows tail"); with PaTH there, its attention too
-  // (path_attention_rows_*) while no sequence has more than kPathRowsMaxPerSeq labelled rows.
+  // (path_attention_rows_*) where rows_attention() allows it.
   int32_t* row_starts = nullptr;  // view of batch: [B + 1] first index into rows of each sequence
+  bool rows_kernels = false;      // the PathRows choice for this runner's (B, H) on this device
   int64_t max_rows_per_seq = 0;
   // The rows the tail and the head compute: M rounded up by tail_rows_for (rows[M .. Mt) and their
   // labels -1: padding rows, gathered as zeros, never scattered, loss and gradient zero), so that
@@ -147,7 +148,7 @@ struct GpuRunner::Impl {
   int64_t wb_begin = 0;
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
-       bool train);
+       bool train, PathRows path_rows);
   void ensure_head_rows(int64_t rows);
   void ensure_tail_rows();
   void ensure_rows_workspace();
@@ -257,10 +258,10 @@ struct GpuRunner::Impl {
   bool all_rows() const { return M == N; }
   // The last batch's mode, from M and its rows per sequence: a rows tail where at most half the rows
   // are labelled (denser batches would pay its gathers for little saved work), with PaTH's rows
-  // attention where no sequence has more than kPathRowsMaxPerSeq.
+  // attention where the runner takes it (rows_kernels) and no sequence has more than kPathRowsMaxPerSeq.
   bool pruned() const { return M > 0 && 2 * M <= N && !layers.empty(); }
   bool rows_attention() const {
-    return pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
+    return rows_kernels && pruned() && uses_path(layers.back().kind) && max_rows_per_seq <= kPathRowsMaxPerSeq;
   }
   // A number as a part of a StreamGraph key.
   static const void* as_key(int64_t v) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(v)); }
