@@ -1,5 +1,5 @@
 // path_rows.cu: PaTH attention at selected query rows (the labelled rows of a sparse-label batch),
-// forward and backward. Eight lanes per query walk the chain X <- H_j X from the query's position
+// forward and backward. A group of 8 or 16 lanes per query walks the chain X <- H_j X from the query's position
 // down to key 0 in fp32 (O(T Dh) per query, no T x T tensor), one CTA per (b, h) holding all of its
 // queries; k, v, w, beta and log f stream through shared memory kC positions at a time (cp.async,
 // double-buffered). A training forward leaves each chain's state every kC positions (checkpoints);
@@ -15,12 +15,12 @@ namespace {
 using namespace rows_detail;
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a) {
-  constexpr int E = Dh / kQL;
+__global__ void __launch_bounds__(kThreads<Dh>, 1) rows_fwd_kernel(const RowsArgs a) {
+  constexpr int E = kE<Dh>;
   using S = Stage<Dh, BF>;
   extern __shared__ __align__(16) char smem[];
   __shared__ int top_slot;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = warp * kQW + (lane >> 3), sl = lane & 7;
+  const int m = threadIdx.x / kQL<Dh>, sl = threadIdx.x % kQL<Dh>;
   const Head hd = head_of<Dh>(a, sl);
   const int t0 = query_pos(a, hd, m), jtop = warp_max(t0);
   const int top = cta_max(jtop, &top_slot);
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
   float* ckpt = a.ckpt ? a.ckpt + static_cast<int64_t>(blockIdx.x) * nck * kGroups * Dh : nullptr;
   float* ckg = a.ckpt ? a.ckg + static_cast<int64_t>(blockIdx.x) * nck * kGroups : nullptr;
   float x[E], acc[E], kv[E], vv[E], wv[E];
-  ld<E, BF>(x, a.q, hd.e0 + static_cast<int64_t>(t0) * hd.es, sl, t0 >= 0);
+  ld<Dh, BF>(x, a.q, hd.e0 + static_cast<int64_t>(t0) * hd.es, sl, t0 >= 0);
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;
   float mrun = -INFINITY, l = 0.f, gsum = 0.f;
@@ -38,11 +38,11 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
     for (int j = min(base + kC - 1, jtop); j >= base; --j) {  // warp-uniform bounds
       const int i = j - base;
       const bool move = j < t0;  // X <- H_{j+1} X first
-      ld<E, BF>(kv, cur.k(), i * Dh, sl, true);
-      ld<E, BF>(vv, cur.v(), i * Dh, sl, true);
-      ld<E, false>(wv, cur.w(), i * Dh, sl, move);
+      ld<Dh, BF>(kv, cur.k(), i * Dh, sl, true);
+      ld<Dh, BF>(vv, cur.v(), i * Dh, sl, true);
+      ld<Dh, false>(wv, cur.w(), i * Dh, sl, move);
       float r[3] = {dot(wv, x), dot(kv, x), dot(kv, wv)};
-      group_sum(r);
+      group_sum<Dh>(r);
       if (j > t0) continue;  // this group's query starts lower
       float s = a.scale * r[1];
       if (move) {
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
         s = a.scale * (r[1] - bt * r[0] * r[2]) + gsum;  // k_j . (X - bt a w)
       }
       if (ckpt && (j == t0 || i == kC - 1)) {  // X^(j) at the interval's top (or the query)
-        st<E, false>(ckpt, (static_cast<int64_t>(c) * kGroups + m) * Dh, sl, x, true);
+        st<Dh, false>(ckpt, (static_cast<int64_t>(c) * kGroups + m) * Dh, sl, x, true);
         if (sl == 0) ckg[c * kGroups + m] = gsum;
       }
       const float mnew = fmaxf(mrun, s), corr = expf(mrun - mnew), p = expf(s - mnew);
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(32 * kWarps) rows_fwd_kernel(const RowsArgs a)
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] *= inv;
   const int64_t rrow = static_cast<int64_t>(hd.r0 + m) * a.H + hd.h;
-  st<E, BF>(a.out_rows, rrow * Dh, sl, acc, true);
+  st<Dh, BF>(a.out_rows, rrow * Dh, sl, acc, true);
   if (sl == 0) a.lse_rows[rrow] = mrun + logf(l);
 }
 
@@ -104,21 +104,21 @@ struct Shared {
 template <int Dh, bool BF, int OFF>
 __device__ __forceinline__ void segment(const RowsArgs& a, const Head& hd, const Shared& sh, const Stage<Dh, BF>& s,
                                         int ck, int base, int sl, int m, int t0) {
-  constexpr int E = Dh / kQL, kS = kSeg<Dh>;
+  constexpr int E = kE<Dh>, kS = kSeg<Dh>;
   const int cb = base - OFF;
   const bool act = t0 >= base;  // this query has work here (else it only joins the shuffles)
   const int top = min(cb + kC - 1, t0);
   float x[E], wv[E], kv[E], vv[E], dO[E], g[E], X[kS][E], sv[kS], av[kS];
-  ld<E, false>(x, sh.ckx, (ck * kGroups + m) * Dh, sl, act);
+  ld<Dh, false>(x, sh.ckx, (ck * kGroups + m) * Dh, sl, act);
   float gsum = act ? sh.ckgs[ck * kGroups + m] : 0.f;
 #pragma unroll
   for (int jj = kC - 1; jj >= OFF; --jj) {  // down
     const int j = cb + jj;
     const bool on = act && j <= top;
-    ld<E, false>(wv, s.w(), jj * Dh, sl, on && j >= 1);
-    ld<E, BF>(kv, s.k(), jj * Dh, sl, on && jj < OFF + kS);
+    ld<Dh, false>(wv, s.w(), jj * Dh, sl, on && j >= 1);
+    ld<Dh, BF>(kv, s.k(), jj * Dh, sl, on && jj < OFF + kS);
     float r[2] = {dot(wv, x), dot(kv, x)};
-    group_sum(r);
+    group_sum<Dh>(r);
     if (jj < OFF + kS) {
 #pragma unroll
       for (int e = 0; e < E; ++e) X[jj - OFF][e] = x[e];
@@ -131,19 +131,19 @@ __device__ __forceinline__ void segment(const RowsArgs& a, const Head& hd, const
       if (a.log_f) gsum += s.scal()[kC + jj];
     }
   }
-  ld<E, false>(g, sh.gs, m * Dh, sl, act);
-  ld<E, false>(dO, sh.dos, m * Dh, sl, act);
+  ld<Dh, false>(g, sh.gs, m * Dh, sl, act);
+  ld<Dh, false>(dO, sh.dos, m * Dh, sl, act);
   const float lse = act ? sh.qst[4 * m] : 0.f, delta = act ? sh.qst[4 * m + 1] : 0.f;
   float csum = act ? sh.qst[4 * m + 2] : 0.f;
 #pragma unroll
   for (int i = 0; i < kS; ++i) {  // up: g is the adjoint of X^(j-1) on entry, of X^(j) on exit
     const int j = base + i, jj = OFF + i;
     const bool on = act && j <= t0;
-    ld<E, BF>(vv, s.v(), jj * Dh, sl, on);
-    ld<E, false>(wv, s.w(), jj * Dh, sl, on && j >= 1);
-    ld<E, BF>(kv, s.k(), jj * Dh, sl, on);
+    ld<Dh, BF>(vv, s.v(), jj * Dh, sl, on);
+    ld<Dh, false>(wv, s.w(), jj * Dh, sl, on && j >= 1);
+    ld<Dh, BF>(kv, s.k(), jj * Dh, sl, on);
     float r[2] = {dot(dO, vv), dot(wv, g)};
-    group_sum(r);
+    group_sum<Dh>(r);
     if (!act) continue;
     // This query's terms of row j (0 past its position), written, not added: the flush reads the
     // slots of the queries active in the segment only.
@@ -160,17 +160,17 @@ __device__ __forceinline__ void segment(const RowsArgs& a, const Head& hd, const
       }
       db = j >= 1 ? -av[i] * bb : 0.f, dl = j >= 1 ? csum : 0.f;
       csum += dS;
-      if (j == t0) st<E, BF>(a.dq, hd.e0 + static_cast<int64_t>(j) * hd.es, sl, g, true);
+      if (j == t0) st<Dh, BF>(a.dq, hd.e0 + static_cast<int64_t>(j) * hd.es, sl, g, true);
     } else {
 #pragma unroll
       for (int e = 0; e < E; ++e) zr[e] = 0.f, yr[e] = 0.f;
     }
-    st<E, false>(sh.zs, (m * kS + i) * Dh, sl, zr, true);
-    st<E, false>(sh.ys, (m * kS + i) * Dh, sl, yr, true);
+    st<Dh, false>(sh.zs, (m * kS + i) * Dh, sl, zr, true);
+    st<Dh, false>(sh.ys, (m * kS + i) * Dh, sl, yr, true);
     if (sl == 0) sh.ps[m * kS + i] = P, sh.dbs[m * kS + i] = db, sh.dls[m * kS + i] = dl;
   }
   if (!act) return;
-  st<E, false>(sh.gs, m * Dh, sl, g, true);
+  st<Dh, false>(sh.gs, m * Dh, sl, g, true);
   if (sl == 0) sh.qst[4 * m + 2] = csum;
 }
 
@@ -204,8 +204,8 @@ __device__ __forceinline__ void flush(const RowsArgs& a, const Head& hd, const S
 }
 
 template <int Dh, bool BF>
-__global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs a) {
-  constexpr int E = Dh / kQL;
+__global__ void __launch_bounds__(kThreads<Dh>, 1) rows_bwd_kernel(const RowsArgs a) {
+  constexpr int E = kE<Dh>;
   using L = BwdSmem<Dh, BF>;
   using S = Stage<Dh, BF>;
   extern __shared__ __align__(16) float sm[];
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
                   reinterpret_cast<int*>(sm + L::qp)};
   char* sbase = reinterpret_cast<char*>(sm + L::stages);
   auto stg = [&](int i) { return S{sbase + i * S::bytes}; };
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m = warp * kQW + (lane >> 3), sl = lane & 7;
+  const int m = threadIdx.x / kQL<Dh>, sl = threadIdx.x % kQL<Dh>;
   const Head hd = head_of<Dh>(a, sl);
   const int64_t nck = (a.T + kC - 1) / kC;
   float* ckpt = a.ckpt + static_cast<int64_t>(blockIdx.x) * nck * kGroups * Dh;  // this head's checkpoints
@@ -230,14 +230,14 @@ __global__ void __launch_bounds__(32 * kWarps, 1) rows_bwd_kernel(const RowsArgs
   {
     const int64_t rrow = static_cast<int64_t>(hd.r0 + m) * a.H + hd.h;
     float o[E], d[E];
-    ld<E, BF>(o, a.o_rows, rrow * Dh, sl, has);
-    ld<E, BF>(d, a.dout_rows, rrow * Dh, sl, has);
+    ld<Dh, BF>(o, a.o_rows, rrow * Dh, sl, has);
+    ld<Dh, BF>(d, a.dout_rows, rrow * Dh, sl, has);
     float dl[1] = {dot(o, d)};
-    group_sum(dl);
-    st<E, false>(sh.dos, m * Dh, sl, d, true);  // zeros for m >= nq
+    group_sum<Dh>(dl);
+    st<Dh, false>(sh.dos, m * Dh, sl, d, true);  // zeros for m >= nq
 #pragma unroll
     for (int e = 0; e < E; ++e) o[e] = 0.f;
-    st<E, false>(sh.gs, m * Dh, sl, o, true);
+    st<Dh, false>(sh.gs, m * Dh, sl, o, true);
     if (sl == 0)
       sh.qst[4 * m] = has ? a.lse_rows[rrow] : 0.f, sh.qst[4 * m + 1] = dl[0], sh.qst[4 * m + 2] = 0.f, sh.qpos[m] = t0;
   }
@@ -328,7 +328,7 @@ void path_attention_rows_forward_cuda(void* out_rows, float* lse_rows, const voi
     constexpr int D = decltype(dh)::value;
     const int smem = 2 * (dt == DType::BF16 ? Stage<D, true>::bytes : Stage<D, false>::bytes);
     auto* kernel = dt == DType::BF16 ? rows_fwd_kernel<D, true> : rows_fwd_kernel<D, false>;
-    kernel<<<static_cast<unsigned>(d.B * d.H), 32 * kWarps, smem, stream>>>(a);
+    kernel<<<static_cast<unsigned>(d.B * d.H), kThreads<D>, smem, stream>>>(a);
     SB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -357,7 +357,7 @@ void path_attention_rows_backward_cuda(void* dq, void* dk, void* dv, float* dw, 
     const int smem = dt == DType::BF16 ? BwdSmem<D, true>::bytes : BwdSmem<D, false>::bytes;
     auto* kernel = dt == DType::BF16 ? rows_bwd_kernel<D, true> : rows_bwd_kernel<D, false>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    kernel<<<static_cast<unsigned>(d.B * d.H), 32 * kWarps, smem, stream>>>(a);
+    kernel<<<static_cast<unsigned>(d.B * d.H), kThreads<D>, smem, stream>>>(a);
     SB_CUDA_CHECK_LAUNCH();
   });
 }

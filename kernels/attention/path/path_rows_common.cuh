@@ -1,5 +1,5 @@
 // path_rows_common.cuh: what the PaTH rows kernels (kernels/attention/path/path_rows.cu) share (internal): the lane
-// layout (8 lanes per query, 4-element chunks), their argument struct, per-lane vector loads and
+// layout (8 or 16 lanes per query, 4-element chunks), their argument struct, per-lane vector loads and
 // stores, group reductions, where a CTA's head and queries live, and the shared-memory stages that
 // stream k, v, w, beta and log f through the CTA kC positions at a time (cp.async).
 #pragma once
@@ -14,17 +14,21 @@ using detail::cp_async16;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
 
-// Eight lanes per query (E = Dh / 8 elements each, a 3-level shuffle per dot product), four queries
-// per warp, eight warps: query m of a head is lane group m. A warp walks from the largest position
-// among its four queries (neighbours in the sorted rows), each group joining at its own position.
-constexpr int kQL = 8;
-constexpr int kQW = 32 / kQL;
-constexpr int kWarps = 8;
-constexpr int kGroups = kWarps * kQW;
+// kQL lanes per query (kE = Dh / kQL elements each, a log2 kQL-level shuffle per dot product): 8 up
+// to Dh 64, 16 at Dh 128 (8 elements a lane: half the serial work a step, twice the warps to hide
+// its latency). Query m of a head is lane group m of the CTA's kGroups; a warp walks from the largest
+// position among its queries (neighbours in the sorted rows), each group joining at its own position.
+constexpr int kGroups = 32;
 static_assert(kGroups == kPathRowsMaxPerSeq, "one lane group per query");
+template <int Dh>
+constexpr int kQL = Dh >= 128 ? 16 : 8;
+template <int Dh>
+constexpr int kE = Dh / kQL<Dh>;
+template <int Dh>
+constexpr int kThreads = kGroups * kQL<Dh>;
 constexpr int kC = 8;  // positions per shared-memory stage, and the checkpoint stride
-// The backward's segment: kSeg states of E floats per lane in registers, a whole stage up to Dh 64
-// (E <= 8), half of one at Dh 128.
+// The backward's segment: kSeg states of kE floats per lane in registers, a whole stage up to Dh 64,
+// half of one at Dh 128 (its 512 threads leave 128 registers a thread).
 template <int Dh>
 constexpr int kSeg = Dh <= 64 ? kC : kC / 2;
 
@@ -52,17 +56,17 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Lane sl of a query group owns E elements of each Dh row: for E >= 4 the 4-element chunks
-// (c kQL + sl) 4 .. + 3, c < E / 4, so the group's 8 lanes touch 8 consecutive 16-byte (fp32) or
+// Lane sl of a query group owns E = kE elements of each Dh row: for E >= 4 the 4-element chunks
+// (c kQL + sl) 4 .. + 3, c < E / 4, so the group's lanes touch consecutive 16-byte (fp32) or
 // 8-byte (bf16) pieces per access: coalesced in global memory and free of bank conflicts in shared
 // memory; at Dh 16 (E = 2) the pair 2 sl, 2 sl + 1.
-template <int E>
+template <int Dh>
 __device__ __forceinline__ int64_t chunk_at(int64_t row, int sl, int c) {
-  return E == 2 ? row + 2 * sl : row + (c * kQL + sl) * 4;
+  return kE<Dh> == 2 ? row + 2 * sl : row + (c * kQL<Dh> + sl) * 4;
 }
 
 // x = this lane's elements of the row starting at element `row` of base (fp32 or bf16); 0 when !on.
-template <int E, bool BF>
+template <int Dh, bool BF, int E = kE<Dh>>
 __device__ __forceinline__ void ld(float (&x)[E], const void* base, int64_t row, int sl, bool on) {
   if (!on) {
 #pragma unroll
@@ -70,14 +74,14 @@ __device__ __forceinline__ void ld(float (&x)[E], const void* base, int64_t row,
     return;
   }
   if constexpr (E == 2) {
-    const int64_t i = chunk_at<E>(row, sl, 0);
+    const int64_t i = chunk_at<Dh>(row, sl, 0);
     const float2 f = BF ? bf2(*reinterpret_cast<const uint32_t*>(static_cast<const __nv_bfloat16*>(base) + i))
                         : *reinterpret_cast<const float2*>(static_cast<const float*>(base) + i);
     x[0] = f.x, x[1] = f.y;
   } else {
 #pragma unroll
     for (int c = 0; c < E / 4; ++c) {
-      const int64_t i = chunk_at<E>(row, sl, c);
+      const int64_t i = chunk_at<Dh>(row, sl, c);
       if constexpr (BF) {
         const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(base) + i);
         const float2 f0 = bf2(u.x), f1 = bf2(u.y);
@@ -91,11 +95,11 @@ __device__ __forceinline__ void ld(float (&x)[E], const void* base, int64_t row,
 }
 
 // The row's elements of this lane = x (same layout as ld).
-template <int E, bool BF>
+template <int Dh, bool BF, int E = kE<Dh>>
 __device__ __forceinline__ void st(void* base, int64_t row, int sl, const float (&x)[E], bool on) {
   if (!on) return;
   if constexpr (E == 2) {
-    const int64_t i = chunk_at<E>(row, sl, 0);
+    const int64_t i = chunk_at<Dh>(row, sl, 0);
     if constexpr (BF)
       *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(base) + i) = pack2(x[0], x[1]);
     else
@@ -103,7 +107,7 @@ __device__ __forceinline__ void st(void* base, int64_t row, int sl, const float 
   } else {
 #pragma unroll
     for (int c = 0; c < E / 4; ++c) {
-      const int64_t i = chunk_at<E>(row, sl, c);
+      const int64_t i = chunk_at<Dh>(row, sl, c);
       if constexpr (BF)
         *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(base) + i) =
             make_uint2(pack2(x[4 * c], x[4 * c + 1]), pack2(x[4 * c + 2], x[4 * c + 3]));
@@ -130,11 +134,11 @@ __device__ __forceinline__ float dot(const float (&a)[E], const float (&b)[E]) {
   return s;
 }
 
-// Sums each of v[0..K) over the 8 lanes of a query group (every lane of the warp must call it).
-template <int K>
+// Sums each of v[0..K) over the kQL lanes of a query group (every lane of the warp must call it).
+template <int Dh, int K>
 __device__ __forceinline__ void group_sum(float (&v)[K]) {
 #pragma unroll
-  for (int o = kQL / 2; o > 0; o >>= 1)
+  for (int o = kQL<Dh> / 2; o > 0; o >>= 1)
 #pragma unroll
     for (int i = 0; i < K; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
 }
