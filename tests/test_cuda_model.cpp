@@ -99,42 +99,40 @@ TEST_P(CudaModel, LossAndGradientsMatchDoubleCpu) {
 TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
   const int64_t V = 11, B = 2, T = 100;
   for (PathRows rows : {PathRows::on, PathRows::off})
-  for (bool variant : {false, true})
-    for (int pattern = 0; pattern < 4; ++pattern) {
-      SCOPED_TRACE(rows == PathRows::on ? "path_rows on" : "path_rows off");
-      ModelConfig cfg = two_layer(GetParam(), variant);
-      if (pattern == 0) cfg.n_layers = 1;
-      TwinModels m(cfg, V, 5);
-      const int64_t n = m.f.params().size();
-      std::vector<int32_t> ids, labels;
-      batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
-      for (int64_t i = 0; i < B * T; ++i) {
-        const int64_t t = i % T;
-        const bool keep = pattern == 0   ? (i < T && t >= T - 5)
-                          : pattern == 1 ? (i == 0)
-                          : pattern == 2 ? (t % 2 == 0)
-                                         : (t % 5 != 0);
-        if (!keep) labels[i] = -100;
+    for (bool variant : {false, true})
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        SCOPED_TRACE(rows == PathRows::on ? "path_rows on" : "path_rows off");
+        ModelConfig cfg = two_layer(GetParam(), variant);
+        if (pattern == 0) cfg.n_layers = 1;
+        TwinModels m(cfg, V, 5);
+        const int64_t n = m.f.params().size();
+        std::vector<int32_t> ids, labels;
+        batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
+        for (int64_t i = 0; i < B * T; ++i) {
+          const int64_t t = i % T;
+          const bool keep = pattern == 0   ? (i < T && t >= T - 5)
+                            : pattern == 1 ? (i == 0)
+                            : pattern == 2 ? (t % 2 == 0)
+                                           : (t % 5 != 0);
+          if (!keep) labels[i] = -100;
+        }
+        TransformerRunner<double> cpu(m.d, B, T);
+        const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
+        std::vector<double> g_cpu(n, 0.0);
+        cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
+        cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
+        cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, rows);
+        const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
+        ASSERT_EQ(r.M, ls.count);
+        EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4) << "pattern " << pattern << " variant " << variant;
+        for (const ParamView& v : m.f.params().views()) {
+          double ref = 0;
+          const double e = view_error(v, r.grads, g_cpu, &ref);
+          // + 1e-4: with position 0 alone labelled, dq and dk are exactly 0 (one key, dS = 0) and the
+          // device leaves a softmax cancellation residue ~3e-5 (as test_cuda_attention's T = 1 floor).
+          EXPECT_LE(e * ref, 1e-3 * ref + 1e-4) << v.name << " pattern " << pattern << " variant " << variant;
+        }
       }
-      TransformerRunner<double> cpu(m.d, B, T);
-      const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
-      std::vector<double> g_cpu(n, 0.0);
-      cpu.backward(1.0 / static_cast<double>(ls.count), g_cpu.data());
-      cuda::DeviceBuffer<float> params = device_params(m.f), grads(n);
-      cuda::GpuRunner gpu(m.f, B, T, cuda::MatmulPrecision::fp32, nullptr, true, true, rows);
-      const GpuResult r = run_gpu(gpu, params, grads, ids, labels, nullptr);
-      ASSERT_EQ(r.M, ls.count);
-      EXPECT_NEAR(r.loss_sum / r.M, ls.loss_sum / ls.count, 1e-4)
-          << "pattern " << pattern << " variant " << variant;
-      for (const ParamView& v : m.f.params().views()) {
-        double ref = 0;
-        const double e = view_error(v, r.grads, g_cpu, &ref);
-        // + 1e-4: with position 0 alone labelled, dq and dk are exactly 0 (one key, dS = 0) and the
-        // device leaves a softmax cancellation residue ~3e-5 (as test_cuda_attention's T = 1 floor).
-        EXPECT_LE(e * ref, 1e-3 * ref + 1e-4)
-            << v.name << " pattern " << pattern << " variant " << variant;
-      }
-    }
 }
 
 // The head's logit buffers are sized to the labelled rows seen so far: a dense batch after a sparse

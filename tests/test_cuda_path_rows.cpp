@@ -178,8 +178,8 @@ TEST(CudaPathRows, RejectsBadArguments) {
     cuda::path_attention_rows_forward_cuda(o, o, f, f, f, f, f, nullptr, i, i, M, d, 1.f, DType::F32, w, bytes,
                                            nullptr);
   };
-  EXPECT_THROW(forward(-1, nullptr, 0), Error);                // negative row count
-  EXPECT_THROW(forward(1, ws.data(), ws.bytes()), Error);      // workspace too small
+  EXPECT_THROW(forward(-1, nullptr, 0), Error);            // negative row count
+  EXPECT_THROW(forward(1, ws.data(), ws.bytes()), Error);  // workspace too small
 }
 
 }  // namespace

@@ -36,9 +36,7 @@ cuda::MatmulPrecision matmul_precision(Precision p) {
 GpuEngine::GpuEngine(const ModelConfig& model, const OptimConfig& optim, int64_t vocab_size, Precision precision,
                      bool cuda_graphs, PathRows path_rows)
     : model_(model, vocab_size), optimizer_(optim, model_.params()), optim_(optim), precision_(precision),
-      cuda_graphs_(cuda_graphs),
-      path_rows_(path_rows),
-      dev_(std::make_unique<DeviceState>()) {
+      cuda_graphs_(cuda_graphs), path_rows_(path_rows), dev_(std::make_unique<DeviceState>()) {
   if (!cuda::cuda_device_available()) fail("train.device: 'cuda' requested but no CUDA device is available");
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const ParamStore<float>& store = model_.params();
@@ -106,8 +104,8 @@ void GpuEngine::download_if_device_newer() {
 void GpuEngine::ensure_runner(std::unique_ptr<cuda::GpuRunner>& runner, int64_t B, int64_t T, bool train) {
   if (runner && runner->batch() == B && runner->seq_len() == T) return;
   runner.reset();
-  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_,
-                                             train, path_rows_);
+  runner = std::make_unique<cuda::GpuRunner>(model_, B, T, matmul_precision(precision_), stream_, cuda_graphs_, train,
+                                             path_rows_);
 }
 
 StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int64_t B, int64_t T, double lr,

@@ -1,8 +1,8 @@
 // path_rows.cu: PaTH attention at selected query rows (the labelled rows of a sparse-label batch),
-// forward and backward. A group of 8 or 16 lanes per query walks the chain X <- H_j X from the query's position
-// down to key 0 in fp32 (O(T Dh) per query, no T x T tensor), one CTA per (b, h) holding all of its
-// queries; k, v, w, beta and log f stream through shared memory kC positions at a time (cp.async,
-// double-buffered). A training forward leaves each chain's state every kC positions (checkpoints);
+// forward and backward. A group of 8 or 16 lanes per query walks the chain X <- H_j X from the
+// query's position down to key 0 in fp32 (O(T Dh) per query, no T x T tensor), one CTA per (b, h)
+// holding all of its queries; k, v, w, beta and log f stream through shared memory kC positions at a
+// time (cp.async, double-buffered). A training forward leaves each chain's state every kC positions (checkpoints);
 // the backward recomputes a segment's kSeg states from them in registers and walks them upward with
 // the adjoint, summing the key-side gradients per segment.
 #include <type_traits>

@@ -20,11 +20,9 @@ namespace sb::cuda {
 GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st,
                       bool graphs, bool train, PathRows path_rows)
     : model(m), c(m.config()), blas(prec, st), stream(st), trains(train), post(c.norm_position == NormPosition::post),
-      B(b), T(t), N(b * t), D(c.d_model),
-      H(c.n_heads),
-      Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()), V(m.vocab_size()), R(c.path.rank),
-      attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32), forward_graphs(graphs),
-      backward_graphs(graphs) {
+      B(b), T(t), N(b * t), D(c.d_model), H(c.n_heads), Dh(c.head_dim), HD(c.n_heads * c.head_dim), F(c.mlp_hidden()),
+      V(m.vocab_size()), R(c.path.rank), attn_dt(prec == MatmulPrecision::bf16 ? DType::BF16 : DType::F32),
+      forward_graphs(graphs), backward_graphs(graphs) {
   if (B < 1 || T < 1) fail("gpu runner: batch {} and length {} must be >= 1", B, T);
   if (c.position == PositionKind::learned && T > c.max_len)
     fail("model.max_len: sequences of {} tokens exceed the {} learned positions", T, c.max_len);
@@ -283,7 +281,6 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
   else
     backward_graphs.of(pruned() ? Mt : 0).run(stream, {prm, grads, graph_mode(), as_key(head_rows)}, body);
 }
-
 
 GpuRunner::GpuRunner(const Transformer<float>& model, int64_t B, int64_t T, MatmulPrecision precision,
                      cudaStream_t stream, bool cuda_graphs, bool train, PathRows path_rows)

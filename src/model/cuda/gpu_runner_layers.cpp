@@ -415,11 +415,10 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   void* o_rows = kernel_view(att_rows, att_rowsb);
   if (rows_attention())
-    path_attention_rows_forward_cuda(o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb),
-                                     kernel_view(L.v, L.vb), L.w.data(), L.beta.data(),
-                                     uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale,
-                                     attn_dt, trains ? rows_ws.data() : nullptr, static_cast<size_t>(rows_ws.size()),
-                                     stream);
+    path_attention_rows_forward_cuda(
+        o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
+        L.beta.data(), uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale, attn_dt,
+        trains ? rows_ws.data() : nullptr, static_cast<size_t>(rows_ws.size()), stream);
   else if (bf16())
     gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, Mt, HD, stream);
   else
