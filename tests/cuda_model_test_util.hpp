@@ -29,6 +29,18 @@ inline void batch(int64_t B, int64_t T, int64_t V, uint32_t seed, bool sparse, s
   }
 }
 
+// The rows tail tests' label patterns (the rest set to -100): 0 the last 5 rows of the first
+// sequence only, 1 position 0 of the first alone, 2 every other row, 3 four rows of five.
+inline void keep_label_pattern(int pattern, int64_t B, int64_t T, std::vector<int32_t>& labels) {
+  for (int64_t i = 0; i < B * T; ++i) {
+    const int64_t t = i % T;
+    const bool keep = pattern == 0   ? (i < T && t >= T - 5)
+                      : pattern == 1 ? (i == 0)
+                      : pattern == 2 ? (t % 2 == 0)
+                                     : (t % 5 != 0);
+    if (!keep) labels[i] = -100;
+  }
+}
 
 // Norm-wise relative difference of one parameter view.
 inline double view_error(const ParamView& v, const std::vector<float>& got, const std::vector<double>& want, double* ref_norm) {

@@ -32,6 +32,7 @@ using test::batch;
 using test::check_bf16_model;
 using test::device_params;
 using test::GpuResult;
+using test::keep_label_pattern;
 using test::run_gpu;
 using test::run_pairs;
 using test::TwinModels;
@@ -108,14 +109,7 @@ TEST_P(CudaModel, RowsTailMatchesDoubleCpu) {
         const int64_t n = m.f.params().size();
         std::vector<int32_t> ids, labels;
         batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
-        for (int64_t i = 0; i < B * T; ++i) {
-          const int64_t t = i % T;
-          const bool keep = pattern == 0   ? (i < T && t >= T - 5)
-                            : pattern == 1 ? (i == 0)
-                            : pattern == 2 ? (t % 2 == 0)
-                                           : (t % 5 != 0);
-          if (!keep) labels[i] = -100;
-        }
+        keep_label_pattern(pattern, B, T, labels);
         TransformerRunner<double> cpu(m.d, B, T);
         const nn::LossSum ls = cpu.forward(ids.data(), labels.data());
         std::vector<double> g_cpu(n, 0.0);

@@ -95,14 +95,7 @@ TEST_P(CudaModelOptions, RowsTailMatchesDoubleCpu) {
       if (pattern == 0) cfg.n_layers = 1;
       std::vector<int32_t> ids, labels;
       batch(B, T, V, 200 + static_cast<uint32_t>(pattern), false, ids, labels);
-      for (int64_t i = 0; i < B * T; ++i) {
-        const int64_t t = i % T;
-        const bool keep = pattern == 0   ? (i < T && t >= T - 5)
-                          : pattern == 1 ? (i == 0)
-                          : pattern == 2 ? (t % 2 == 0)
-                                         : (t % 5 != 0);
-        if (!keep) labels[i] = -100;
-      }
+      keep_label_pattern(pattern, B, T, labels);
       // + 1e-4 absolute: with position 0 alone labelled, dq and dk are exactly 0 (as in test_cuda_model).
       expect_fp32_parity(cfg, B, T, ids, labels,
                          "option " + std::to_string(option) + " pattern " + std::to_string(pattern), 1e-4);
