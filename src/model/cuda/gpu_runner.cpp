@@ -189,7 +189,7 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   StagingSlot& slot = *staging[next_slot];
   next_slot ^= 1;
   // Waits only for the upload issued from this slot two batches ago (bounds the host's run-ahead).
-  CUDA_CHECK(cudaEventSynchronize(slot.copied));
+  CUDA_CHECK(cudaEventSynchronize(slot.uploaded));
   std::memcpy(slot.host, in_ids, N * sizeof(int32_t));
   std::memcpy(slot.host + N, host_rows.data(), M * sizeof(int32_t));
   std::fill(slot.host + N + M, slot.host + N + Mt, -1);
@@ -197,8 +197,16 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   std::fill(slot.host + 2 * N + M, slot.host + 2 * N + Mt, -1);
   std::memcpy(slot.host + 3 * N, host_row_starts.data(), (B + 1) * sizeof(int32_t));
   embedding_index_build(slot.host + 3 * N + B + 1, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
-  CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.host, batch_ints() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-  CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+  // The copy over PCIe runs on the upload stream beside the previous step's work (once this slot's
+  // last batch has left slot.dev); the step itself only moves it on the device into `batch`, which
+  // every graph reads.
+  const size_t bytes = static_cast<size_t>(batch_ints()) * sizeof(int32_t);
+  CUDA_CHECK(cudaStreamWaitEvent(upload.s, slot.consumed, 0));
+  CUDA_CHECK(cudaMemcpyAsync(slot.dev.data(), slot.host, bytes, cudaMemcpyHostToDevice, upload.s));
+  CUDA_CHECK(cudaEventRecord(slot.uploaded, upload.s));
+  CUDA_CHECK(cudaStreamWaitEvent(stream, slot.uploaded, 0));
+  CUDA_CHECK(cudaMemcpyAsync(batch.data(), slot.dev.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(slot.consumed, stream));
 }
 
 // A sparse-label batch (pruned()) ends the last layer on its labelled rows (the rows tail, over Mt

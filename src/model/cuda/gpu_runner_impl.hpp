@@ -26,21 +26,37 @@ namespace runner_detail {
 using Buf = DeviceBuffer<float>;
 using Bf16Buf = DeviceBuffer<uint16_t>;
 
-// One pinned host slot for a batch upload ([ids N | rows N | row labels N | row starts B + 1 | embedding index]
-// int32) and the event that marks its copy as consumed by the stream.
+// One slot of the batch uploads ([ids N | rows N | row labels N | row starts B + 1 | embedding index]
+// int32): pinned host memory, its device copy (made on the upload stream, beside the previous step's
+// work) and the events that order them: `uploaded` (host -> dev done: the host may refill `host`),
+// `consumed` (dev moved into the runner's batch buffer on its stream: dev may be overwritten).
 struct StagingSlot {
   int32_t* host = nullptr;
-  cudaEvent_t copied = nullptr;
-  explicit StagingSlot(int64_t ints) {
+  DeviceBuffer<int32_t> dev;
+  cudaEvent_t uploaded = nullptr, consumed = nullptr;
+  explicit StagingSlot(int64_t ints) : dev(ints) {
     CUDA_CHECK(cudaMallocHost(&host, static_cast<size_t>(ints) * sizeof(int32_t)));
-    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&consumed, cudaEventDisableTiming));
   }
   ~StagingSlot() {
-    if (copied) cudaEventDestroy(copied);
+    if (consumed) cudaEventDestroy(consumed);
+    if (uploaded) cudaEventDestroy(uploaded);
     if (host) cudaFreeHost(host);
   }
   StagingSlot(const StagingSlot&) = delete;
   StagingSlot& operator=(const StagingSlot&) = delete;
+};
+
+// A non-blocking stream of the runner's own (the batch uploads), destroyed with it.
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  OwnedStream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~OwnedStream() {
+    if (s) cudaStreamDestroy(s);
+  }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
 };
 }  // namespace runner_detail
 
@@ -85,7 +101,8 @@ struct GpuRunner::Impl {
   int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr, *embed_index = nullptr;  // views of batch
   std::vector<int32_t> id_counts;  // [V] host scratch of embedding_index_build
   std::vector<int32_t> host_rows, host_row_labels, host_row_starts;  // host copies of rows, row labels, row starts
-  std::unique_ptr<StagingSlot> staging[2];  // pinned, alternating: the host fills one while the other's copy may be pending
+  std::unique_ptr<StagingSlot> staging[2];  // alternating: the host fills one while the other's copy may be pending
+  OwnedStream upload;                        // the host -> device copies of the batches
   int next_slot = 0;
   // The layer stacks, the head and the loss forward and, for sparse-label batches, the rows tail
   // (its Mt rows: one graph each); the loss backward runs eagerly (its scale changes per step).
