@@ -262,12 +262,9 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
   const auto head = [&] {
     ProfileScope op(prof, "bwd.head");
     float* dhead = G(grads, head_name());
-    if (pruned()) {  // dh holds the Mt rows' d(final norm output), zero on the padding rows
-      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()), Mt,
-                           D, V, false);
-    } else if (all_rows()) {
-      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), hf.data(), P(prm, head_name()), M, D, V,
-                           false);
+    if (head_in_graph()) {  // dh: the Mt tail rows' d(final norm output) (zero on the padding rows), or every row's
+      linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), pruned() ? hf_rows.data() : hf.data(),
+                           P(prm, head_name()), Mt, D, V, false);
     } else {
       CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
       linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()),
