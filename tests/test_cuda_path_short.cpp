@@ -5,8 +5,8 @@
 // dk, dv, dw, dbeta and dlog_f each checked and printed separately, per shape, fp32 and bf16, gate
 // on and off, beta up to 2; the CTA kernels also at the warp kernels' shapes
 // (AttentionOptions::path_short_warp = false), longer T checked to fall back to the blockwise
-// pipeline (and still match), and the pipeline itself at short T (path_short = false). Skips
-// without a device.
+// pipeline (and still match), and the pipeline itself at short T (path_short = false); the warp
+// kernels with a kept factors buffer. Skips without a device.
 #include <gtest/gtest.h>
 
 #ifdef STATEBENCH_HAVE_CUDA
@@ -57,15 +57,11 @@ Kernel expected(const Case& c, DType dt) {
   return Kernel::Pipeline;
 }
 
-// One forward + backward through the public API (poisoned outputs, the call's own workspace) and in
-// double on the CPU, on the same rounded inputs; expects the plan to pick `want`.
-void check(const Case& c, DType dt, Kernel want, uint64_t seed, const AttentionOptions& opt = {}) {
-  const Kernel kernel = planned(c, dt, opt);
-  const std::string what = describe(c, dt, kernel);
-  SCOPED_TRACE(what);
-  EXPECT_EQ(kernel, want) << "the plan's kernel choice";
-  PathInputs in = make_inputs(c.B, c.T, c.H, c.Dh, c.gate, seed, c.beta_lo, c.beta_hi);
-  Vec dout = randn(in.nx(), seed + 99);
+// The device's outputs of one forward + backward through the public API (poisoned outputs, the
+// call's own workspace; with `factors`, a kept factors buffer shared by the two calls): out, lse, dq,
+// dk, dv, dw, dbeta and (with a gate) dlog_f; bad counts unwritten (poison) or non-finite values.
+std::vector<Vec> run_device(const Case& c, DType dt, PathInputs& in, Vec& dout, const AttentionOptions& opt,
+                            bool factors, int64_t& bad) {
   const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns()), esz = cuda::dtype_bytes(dt);
   DeviceBytes q = upload_rounded(in.q, dt), k = upload_rounded(in.k, dt), v = upload_rounded(in.v, dt);
   DeviceBytes dO = upload_rounded(dout, dt);
@@ -73,16 +69,38 @@ void check(const Case& c, DType dt, Kernel want, uint64_t seed, const AttentionO
   DeviceBytes out = poisoned(nx * esz), lse = poisoned(ns * 4), dq = poisoned(nx * esz), dk = poisoned(nx * esz);
   DeviceBytes dv = poisoned(nx * esz), dw = poisoned(nx * 4), dbeta = poisoned(ns * 4), dlogf = poisoned(ns * 4);
   const cuda::AttnDims d{c.B, c.T, c.H, c.Dh};
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
+  DeviceBytes kept = poisoned(factors ? cuda::path_attention_factors_bytes(d, dt, opt) : 0);
+  void* fac = factors ? kept.data() : nullptr;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.Dh)));
   const float* lf = c.gate ? logf.as<float>() : nullptr;
   cuda::path_attention_forward_cuda(out.data(), lse.as<float>(), q.data(), k.data(), v.data(), w.as<float>(),
-                                    beta.as<float>(), lf, d, static_cast<float>(scale), dt, nullptr, 0, nullptr,
-                                    nullptr, opt);
+                                    beta.as<float>(), lf, d, scale, dt, nullptr, 0, nullptr, fac, opt);
   cuda::path_attention_backward_cuda(dq.data(), dk.data(), dv.data(), dw.as<float>(), dbeta.as<float>(),
                                      c.gate ? dlogf.as<float>() : nullptr, dO.data(), q.data(), k.data(), v.data(),
-                                     w.as<float>(), beta.as<float>(), lf, out.data(), lse.as<float>(), d,
-                                     static_cast<float>(scale), dt, nullptr, 0, nullptr, nullptr, opt);
+                                     w.as<float>(), beta.as<float>(), lf, out.data(), lse.as<float>(), d, scale, dt,
+                                     nullptr, 0, nullptr, fac, opt);
   CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<Vec> got = {download(out, nx, dt, bad), download(lse, ns, DType::F32, bad),
+                          download(dq, nx, dt, bad),  download(dk, nx, dt, bad),
+                          download(dv, nx, dt, bad),  download(dw, nx, DType::F32, bad),
+                          download(dbeta, ns, DType::F32, bad)};
+  if (c.gate) got.push_back(download(dlogf, ns, DType::F32, bad));
+  return got;
+}
+
+// run_device and the CPU reference in double, on the same rounded inputs; expects the plan to pick `want`.
+void check(const Case& c, DType dt, Kernel want, uint64_t seed, const AttentionOptions& opt = {},
+           bool factors = false) {
+  const Kernel kernel = planned(c, dt, opt);
+  const std::string what = describe(c, dt, kernel) + (factors ? " kept factors" : "");
+  SCOPED_TRACE(what);
+  EXPECT_EQ(kernel, want) << "the plan's kernel choice";
+  PathInputs in = make_inputs(c.B, c.T, c.H, c.Dh, c.gate, seed, c.beta_lo, c.beta_hi);
+  Vec dout = randn(in.nx(), seed + 99);
+  const size_t nx = static_cast<size_t>(in.nx()), ns = static_cast<size_t>(in.ns());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.Dh));
+  int64_t bad = 0;
+  std::vector<Vec> got = run_device(c, dt, in, dout, opt, factors, bad);
 
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
   const double* rlf = c.gate ? in.log_f.data() : nullptr;
@@ -96,20 +114,18 @@ void check(const Case& c, DType dt, Kernel want, uint64_t seed, const AttentionO
                                       nn::PathForm::Blockwise, blk, nullptr);
 
   const Tol tol = tolerance(dt);
-  int64_t bad = 0;
   std::vector<Checked> items;
-  items.push_back({"out", download(out, nx, dt, bad), &r_out, tol.out});
-  items.push_back({"lse", download(lse, ns, DType::F32, bad), &r_lse, tol.lse});
-  items.push_back({"dq", download(dq, nx, dt, bad), &r_dq, tol.grad});
-  items.push_back({"dk", download(dk, nx, dt, bad), &r_dk, tol.grad});
-  items.push_back({"dv", download(dv, nx, dt, bad), &r_dv, tol.grad});
-  items.push_back({"dw", download(dw, nx, DType::F32, bad), &r_dw, tol.grad});
-  items.push_back({"dbeta", download(dbeta, ns, DType::F32, bad), &r_db, tol.grad});
+  items.push_back({"out", std::move(got[0]), &r_out, tol.out});
+  items.push_back({"lse", std::move(got[1]), &r_lse, tol.lse});
+  items.push_back({"dq", std::move(got[2]), &r_dq, tol.grad});
+  items.push_back({"dk", std::move(got[3]), &r_dk, tol.grad});
+  items.push_back({"dv", std::move(got[4]), &r_dv, tol.grad});
+  items.push_back({"dw", std::move(got[5]), &r_dw, tol.grad});
+  items.push_back({"dbeta", std::move(got[6]), &r_db, tol.grad});
   if (c.gate) {
-    Vec got = download(dlogf, ns, DType::F32, bad);
     for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t h = 0; h < c.H; ++h) EXPECT_EQ(got[b * c.T * c.H + h], 0.0) << "dlog_f at position 0";
-    items.push_back({"dlog_f", std::move(got), &r_df, tol.grad});
+      for (int64_t h = 0; h < c.H; ++h) EXPECT_EQ(got[7][b * c.T * c.H + h], 0.0) << "dlog_f at position 0";
+    items.push_back({"dlog_f", std::move(got[7]), &r_df, tol.grad});
   }
   EXPECT_EQ(bad, 0) << "outputs left unwritten (poison) or non-finite";
   expect_close(items, "PaTH short " + what);
@@ -167,6 +183,30 @@ TEST(CudaPathShort, CtaKernelsAtWarpShapes) {
   SKIP_WITHOUT_DEVICE();
   check_warp_grid(DType::F32, 9000, false);
   check_warp_grid(DType::BF16, 9500, false);
+}
+
+// A factors buffer shared by the forward and the backward: the warp kernels keep each head's Tinv and
+// Z in it and the backward starts from them. At the warp grid's shapes and the a5_l32 study's (with
+// beta near 2), the results match the reference and equal the backward that solves again, bit for bit.
+TEST(CudaPathShort, WarpKernelsFromKeptFactors) {
+  SKIP_WITHOUT_DEVICE();
+  uint64_t seed = 9900;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    std::vector<Case> cases = {Case{16, 32, 4, 32, true}, Case{2, 32, 2, 16, false, 1.9, 1.999}};
+    for (int64_t Dh : {16, 32, 64})
+      for (int64_t T : {1, 7, 21, 32}) cases.push_back(Case{3, T, 3, Dh, T == 7});
+    for (const Case& c : cases) {
+      check(c, dt, Kernel::Warp, seed += 7, {}, true);
+      PathInputs in = make_inputs(c.B, c.T, c.H, c.Dh, c.gate, seed, c.beta_lo, c.beta_hi);
+      Vec dout = randn(in.nx(), seed + 99);
+      int64_t bad = 0;
+      const std::vector<Vec> solved = run_device(c, dt, in, dout, {}, false, bad);
+      const std::vector<Vec> kept = run_device(c, dt, in, dout, {}, true, bad);
+      EXPECT_EQ(bad, 0);
+      for (size_t i = 0; i < solved.size(); ++i)
+        EXPECT_EQ(solved[i], kept[i]) << describe(c, dt, Kernel::Warp) << ": output " << i << " differs";
+    }
+  }
 }
 
 // beta near 2 (reflections, the ill-conditioned UT inverse) at the block-length limit and below, on

@@ -225,7 +225,8 @@ void forward_impl(bool path, void* out, float* lse, const void* q, const void* k
   if (path && detail::path_short(d, P.dev, opt)) {  // the whole sequence in one CTA per head, no scratch
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
     if (detail::path_short_warp(d, P.dev, opt))
-      detail::path_short_warp_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, P.dev, stream);
+      detail::path_short_warp_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16,
+                                      static_cast<float*>(factors), P.dev, stream);
     else
       detail::path_short_forward(out, lse, q, k, v, w, beta, log_f, d, scale, dt == DType::BF16, stream);
     return;
@@ -337,11 +338,12 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   P.check_layout(path, d, rope_cs, what);
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
-  if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes everything on chip
+  if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes on chip (the warp kernels
+                                                     // start from the forward's Tinv and Z, if kept)
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
     if (detail::path_short_warp(d, P.dev, opt))
       detail::path_short_warp_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
-                                       dt == DType::BF16, P.dev, stream);
+                                       dt == DType::BF16, static_cast<const float*>(factors), P.dev, stream);
     else
       detail::path_short_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,
                                   dt == DType::BF16, stream);

@@ -375,14 +375,17 @@ void path_short_backward(void* dq,            // [B, T, H, Dh] dt
                          const float* lse,    // [B, H, T]
                          const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
 // The same at T <= 32, Dh 16, 32 or 64 with two warps per (b, h) (kernels/attention/path/path_short_warp_sm80.cu;
-// plan.hpp path_short_warp); the same arguments, plus the device's limits.
+// plan.hpp path_short_warp); the same arguments, plus the device's limits and `kept`: the caller's
+// factors ([B H, 32, 32] floats, factor_layout), where the forward keeps each head's Tinv^T and Z
+// for the backward, or nullptr in both (the backward solves for them again).
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                              const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,
-                             const DeviceLimits& dev, cudaStream_t stream);
+                             float* kept, const DeviceLimits& dev, cudaStream_t stream);
 void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f,
                               const void* dout, const void* q, const void* k, const void* v, const float* w,
                               const float* beta, const float* log_f, const float* lse, const AttnDims& d,
-                              float scale, bool bf16, const DeviceLimits& dev, cudaStream_t stream);
+                              float scale, bool bf16, const float* kept, const DeviceLimits& dev,
+                              cudaStream_t stream);
 
 // Causal softmax attention at T <= 32 and Dh 16, 32 or 64, two warps per (b, h), no workspace
 // (kernels/attention/softmax/softmax_short_warp_sm80.cu; plan.hpp softmax_short_warp): out and lse;

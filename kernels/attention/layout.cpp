@@ -55,11 +55,16 @@ int64_t path_acc_row_bytes(const AttnDims& d, int64_t nb, int64_t nsc, int64_t x
 FactorLayout factor_layout(const AttnDims& d, DType dt, bool with_minv, bool with_states, const DeviceLimits& dev,
                            const AttentionOptions& opt) {
   const int64_t BH = d.B * d.H, nb = (d.T + kBlock - 1) / kBlock, Tp = nb * kBlock;
+  FactorLayout f;
+  Offsets o;
+  if (path_short_warp(d, dev, opt)) {  // each head's Tinv^T and Z (path_short_warp_sm80.cu) and nothing else
+    o.take(static_cast<size_t>(BH * kShortWarpT * kShortWarpT) * 4);
+    f.total = o.end;
+    return f;
+  }
   const size_t plane = static_cast<size_t>(BH * Tp * d.Dh) * 2;  // bf16 [BH, Tp, Dh]
   const size_t blk = static_cast<size_t>(BH * nb * kTriFloats) * 4;  // packed strictly lower 64 x 64
   const size_t cplane = path_dense(d.Dh) ? static_cast<size_t>(BH * nb * d.Dh * d.Dh) * 2 : 0;
-  FactorLayout f;
-  Offsets o;
   f.kt = o.take(plane);
   f.kt_lo = o.take(dt == DType::F32 ? plane : 0);
   f.y = o.take(plane);

@@ -200,7 +200,8 @@ bool path_states_kept(const AttnDims& d, DType dt, const DeviceLimits& dev, cons
 // pushed keys, UT pieces and block transports; minv only where a backward will use them.
 // with_states: the forward's query states for the backward's wgmma pass (xs, [BH, xs_rows, Dh]
 // bf16), where path_states_kept: a caller's factor buffer (the forward writes them, the backward
-// skips its states launch).
+// skips its states launch). Where path_short_warp runs: only each head's Tinv^T and Z ([BH, 32, 32]
+// floats at offset 0, `total` bytes), which its forward keeps for the backward.
 struct FactorLayout {
   size_t kt = 0, kt_lo = 0, y = 0, y_lo = 0, z = 0, minv = 0, c = 0, c_lo = 0;
   size_t ke = 0, ke_lo = 0, cs = 0, cs_lo = 0;  // superchunks (when superchunk_plan gives sc > 0)

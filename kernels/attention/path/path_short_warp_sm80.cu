@@ -4,7 +4,8 @@
 // lse): every product on tensor cores (tf32 mma.sync over fp32 operands in shared memory), the
 // softmax and its backward in fragments, Tinv's two diagonal 16 x 16 blocks solved a lane per column
 // (one block a warp) and its off-diagonal block by two products; the backward's R = M^-T dTinv as
-// the product D^-1 Tinv^T dTinv.
+// the product D^-1 Tinv^T dTinv. Given the caller's factors buffer, the forward keeps each head's Tinv^T
+// and Z (one 32 x 32 slot) there and the backward starts from them instead of solving again.
 #include "kernels/attention/internal.hpp"
 #include "kernels/attention/path/path_short_args.hpp"
 #include "kernels/attention/common/short_warp_ops.cuh"
@@ -22,7 +23,18 @@ constexpr int resident(int64_t floats) { return static_cast<int>((228 * 1024) / 
 struct WarpArgs : PathShortArgs {
   int64_t BH;
   int64_t is, gs;  // from one (b, t) row to the next: of q, k, v (AttnDims::qkv_ld), of dq, dk, dv (grad_ld)
+  float* kept;     // [BH, 32, 32]: each head's slot s2 (Tinv^T | Z), written by the forward and read by the
+                   // backward, or nullptr (the backward solves for them)
 };
+
+// Slot s2 (rows and columns 0..31) to or from the head's place in WarpArgs::kept, a float4 a thread.
+constexpr int64_t kKeptFloats = kShortWarpT * kShortWarpT;
+__device__ __forceinline__ void keep_slot(float* g, const float* slot, int tid) {
+  for (int i = tid; i < TP * TP / 4; i += kThreads) st4(g + 4 * i, ld4(slot + (i >> 3) * LT + 4 * (i & 7)));
+}
+__device__ __forceinline__ void restore_slot(float* slot, const float* g, int tid) {
+  for (int i = tid; i < TP * TP / 4; i += kThreads) st4(slot + (i >> 3) * LT + 4 * (i & 7), ld4(g + 4 * i));
+}
 
 // Zeroes the head's region and stores q (unscaled: bf16 inputs stay exact in one tf32 pass), K and W,
 // beta (0 past T) and the gate's prefix sums G_t = sum_{s=1..t} log f_s (double, 0 without a gate),
@@ -116,8 +128,9 @@ __device__ __forceinline__ void tinv_lower_left_block(float* s1, float* s2, int 
 // lower(Q W^T) (s3, lower; q unscaled here and below), Tinv (s2, stored transposed: row l = column
 // l of Tinv), C (s1's strictly upper part, transposed: row j = column j of C), Z = Tinv C (s2's
 // strictly lower part), and m-tile mt of the logits S = scale lower(Q K^T - A Z) + G_i - G_j in
-// fragments (entries above the diagonal: undefined).
-template <int Dh, bool BF>
+// fragments (entries above the diagonal: undefined). KEPT: s2 already holds Tinv^T and Z (the
+// forward's, restore_slot), the same values bit for bit.
+template <int Dh, bool BF, bool KEPT = false>
 __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float scale, bool gate) {
   constexpr PathShortWarpLayout L = path_short_warp_layout(Dh);
   constexpr int LX = Dh + 4, NP = kPasses<BF>;
@@ -134,20 +147,24 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   mma_acc<NP>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
   store_frag<Tri::Lower>(s3, f, T, lane, mt);
   __syncthreads();
-  if (lane < 16) tinv_diagonal_block(s2, s1, s + L.beta, T, mt, lane);
-  __syncthreads();
-  if (mt == 1 && T > 16) tinv_lower_left_block<NP>(s1, s2, T, lane);
-  __syncthreads();
+  if constexpr (!KEPT) {
+    if (lane < 16) tinv_diagonal_block(s2, s1, s + L.beta, T, mt, lane);
+    __syncthreads();
+    if (mt == 1 && T > 16) tinv_lower_left_block<NP>(s1, s2, T, lane);
+    __syncthreads();
+  }
   zero(f);
   mma_acc<NP>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
   store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane, mt);
   __syncthreads();
-  // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
-  zero(f);
-  mma_acc<NP>(f, Zeroed<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
-  __syncthreads();
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
-  __syncthreads();
+  if constexpr (!KEPT) {
+    // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
+    zero(f);
+    mma_acc<NP>(f, Zeroed<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
+    __syncthreads();
+    store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+    __syncthreads();
+  }
   zero(S);
   mma_acc<NP>(S, qs, kT, Dh, lane, mt);
   mma_acc<NP>(S, Zeroed<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
@@ -171,6 +188,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();
   Frag<TP> S;
   own_block<Dh, BF>(S, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  if (a.kept) keep_slot(a.kept + bh * kKeptFloats, s + L.s2, tid);  // s2 is complete since own_block's last barrier
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
   store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
@@ -208,11 +226,15 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   if constexpr (!kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid), d.load(a.dout, e0, es, T, tid);
   v.store(s + L.v, T, tid);
   d.store(s + L.dout, T, tid);
+  if (a.kept) restore_slot(s + L.s2, a.kept + bh * kKeptFloats, tid);
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
   Frag<TP> P;
-  own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  if (a.kept)
+    own_block<Dh, BF, true>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  else
+    own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
   // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta) scale, in dS.
   Frag<TP> dS;
   zero(dS);
@@ -345,8 +367,9 @@ void with_warp_dh(int64_t Dh, F&& f) {
 
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                              const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,
-                             const DeviceLimits& dev, cudaStream_t stream) {
-  const WarpArgs a = warp_args(path_short_forward_args(out, lse, q, k, v, w, beta, log_f, d, scale), d);
+                             float* kept, const DeviceLimits& dev, cudaStream_t stream) {
+  WarpArgs a = warp_args(path_short_forward_args(out, lse, q, k, v, w, beta, log_f, d, scale), d);
+  a.kept = kept;
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).fwd_floats;
@@ -357,9 +380,11 @@ void path_short_warp_forward(void* out, float* lse, const void* q, const void* k
 void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f,
                               const void* dout, const void* q, const void* k, const void* v, const float* w,
                               const float* beta, const float* log_f, const float* lse, const AttnDims& d,
-                              float scale, bool bf16, const DeviceLimits& dev, cudaStream_t stream) {
-  const WarpArgs a = warp_args(
+                              float scale, bool bf16, const float* kept, const DeviceLimits& dev,
+                              cudaStream_t stream) {
+  WarpArgs a = warp_args(
       path_short_backward_args(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale), d);
+  a.kept = const_cast<float*>(kept);  // read only by the backward kernel
   with_warp_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).bwd_floats;

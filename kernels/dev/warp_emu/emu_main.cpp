@@ -2,7 +2,8 @@
 // source; shim.hpp stands in for the device) against the double CPU references (PaTH:
 // nn::path_attention_*, Blockwise; softmax: nn::softmax_attention_*), every output and gradient with
 // the parity tests' tolerances (tests/cuda_attention_test_util.hpp), at the shapes of
-// tests/test_cuda_path_short.cpp and tests/test_cuda_attention.cpp's short softmax grid.
+// tests/test_cuda_path_short.cpp and tests/test_cuda_attention.cpp's short softmax grid; PaTH's
+// backward from the forward's kept Tinv and Z must equal the one that solves again, bit for bit.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -39,8 +40,9 @@ void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
 }
 }  // namespace
 void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* w, const float* beta,
-             const float* log_f, const AttnDims& d, float scale, bool bf16) {
+             const float* log_f, const AttnDims& d, float scale, bool bf16, float* kept) {
   WarpArgs a{};
+  a.kept = kept;
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale, a.is = d.H * d.Dh;
   a.q = q, a.k = k, a.v = v, a.w = w, a.beta = beta, a.log_f = log_f, a.out = out, a.lse = lse;
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, a.BH); };
@@ -52,8 +54,9 @@ void emu_fwd(void* out, float* lse, const void* q, const void* k, const void* v,
 }
 void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout, const void* q,
              const void* k, const void* v, const float* w, const float* beta, const float* log_f, const float* lse,
-             const AttnDims& d, float scale, bool bf16) {
+             const AttnDims& d, float scale, bool bf16, float* kept) {
   WarpArgs a{};
+  a.kept = kept;
   a.T = d.T, a.H = d.H, a.BH = d.B * d.H, a.scale = scale, a.is = d.H * d.Dh, a.gs = d.H * d.Dh;
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.w = w, a.beta = beta, a.log_f = log_f, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv, a.dw = dw, a.dbeta = dbeta, a.dlog_f = log_f ? dlog_f : nullptr;
@@ -157,9 +160,18 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   const cuda::AttnDims d{B, T, H, Dh};
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const float* lfp = gate ? lf.f.data() : nullptr;
-  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf);
+  std::vector<float> kept(static_cast<size_t>(B * H * 32 * 32), NAN);  // the forward's Tinv^T and Z
+  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf,
+                        kept.data());
   cuda::detail::emu_bwd(dq.p(bf), dk.p(bf), dv.p(bf), dw.f.data(), db.f.data(), df.f.data(), dO.p(bf), q.p(bf), k.p(bf),
-                        v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf);
+                        v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, nullptr);
+  // The backward from the kept slots gives the same bits as the one that solves again.
+  Buf dq2 = out_buf(nx, bf), dk2 = out_buf(nx, bf), dv2 = out_buf(nx, bf), dw2 = out_buf(nx, false);
+  Buf db2 = out_buf(ns, false), df2 = out_buf(ns, false);
+  cuda::detail::emu_bwd(dq2.p(bf), dk2.p(bf), dv2.p(bf), dw2.f.data(), db2.f.data(), df2.f.data(), dO.p(bf), q.p(bf),
+                        k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, kept.data());
+  const bool same = dq2.f == dq.f && dq2.h == dq.h && dk2.f == dk.f && dk2.h == dk.h && dv2.f == dv.f && dv2.h == dv.h &&
+                    dw2.f == dw.f && db2.f == db.f && (!gate || df2.f == df.f);
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
   const double* rlf = gate ? in.log_f.data() : nullptr;
   const int64_t blk = nn::path_default_block(Dh);
@@ -177,7 +189,7 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
                            {"dv", down(dv, nx, bf, bad), &r_dv, tg}, {"dw", down(dw, nx, false, bad), &r_dw, tg},
                            {"dbeta", down(db, ns, false, bad), &r_db, tg}};
   if (gate) items.push_back({"dlog_f", down(df, ns, false, bad), &r_df, tg});
-  bool ok = bad == 0;
+  bool ok = bad == 0 && same;
   std::string line;
   char buf[96];
   std::snprintf(buf, sizeof buf, "(%ld,%ld,%ld,%ld) %s%s beta[%.2f,%.3f]:", (long)B, (long)T, (long)H, (long)Dh,
@@ -195,6 +207,7 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
       for (int64_t h = 0; h < H; ++h) ok = ok && got[b * T * H + h] == 0.0;
   }
   if (bad) line += " NONFINITE=" + std::to_string(bad);
+  if (!same) line += " KEPT-DIFFERS";
   std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
   failures += !ok;
 }
