@@ -80,9 +80,9 @@ std::vector<Vec> run_device(const Case& c, DType dt, PathInputs& in, Vec& dout, 
                                      w.as<float>(), beta.as<float>(), lf, out.data(), lse.as<float>(), d, scale, dt,
                                      nullptr, 0, nullptr, fac, opt);
   CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<Vec> got = {download(out, nx, dt, bad), download(lse, ns, DType::F32, bad),
-                          download(dq, nx, dt, bad),  download(dk, nx, dt, bad),
-                          download(dv, nx, dt, bad),  download(dw, nx, DType::F32, bad),
+  std::vector<Vec> got = {download(out, nx, dt, bad),          download(lse, ns, DType::F32, bad),
+                          download(dq, nx, dt, bad),           download(dk, nx, dt, bad),
+                          download(dv, nx, dt, bad),           download(dw, nx, DType::F32, bad),
                           download(dbeta, ns, DType::F32, bad)};
   if (c.gate) got.push_back(download(dlogf, ns, DType::F32, bad));
   return got;

@@ -339,7 +339,7 @@ void backward_impl(bool path, void* dq, void* dk, void* dv, float* dw, float* db
   const bool external = factors != nullptr;  // the forward's factors: no factor kernel here
   const Workspace L = P.workspace(d, dt, path, true, external);
   if (path && detail::path_short(d, P.dev, opt)) {  // as the forward: recomputes on chip (the warp kernels
-                                                     // start from the forward's Tinv and Z, if kept)
+                                                    // start from the forward's Tinv and Z, if kept)
     detail::check_workspace(workspace, workspace_bytes, L.total, what);
     if (detail::path_short_warp(d, P.dev, opt))
       detail::path_short_warp_backward(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale,

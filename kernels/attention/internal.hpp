@@ -381,11 +381,10 @@ void path_short_backward(void* dq,            // [B, T, H, Dh] dt
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
                              const float* beta, const float* log_f, const AttnDims& d, float scale, bool bf16,
                              float* kept, const DeviceLimits& dev, cudaStream_t stream);
-void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f,
-                              const void* dout, const void* q, const void* k, const void* v, const float* w,
-                              const float* beta, const float* log_f, const float* lse, const AttnDims& d,
-                              float scale, bool bf16, const float* kept, const DeviceLimits& dev,
-                              cudaStream_t stream);
+void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout,
+                              const void* q, const void* k, const void* v, const float* w, const float* beta,
+                              const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16,
+                              const float* kept, const DeviceLimits& dev, cudaStream_t stream);
 
 // Causal softmax attention at T <= 32 and Dh 16, 32 or 64, two warps per (b, h), no workspace
 // (kernels/attention/softmax/softmax_short_warp_sm80.cu; plan.hpp softmax_short_warp): out and lse;

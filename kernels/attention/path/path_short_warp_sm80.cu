@@ -231,10 +231,8 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
   Frag<TP> P;
-  if (a.kept)
-    own_block<Dh, BF, true>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
-  else
-    own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  if (a.kept) own_block<Dh, BF, true>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
+  else own_block<Dh, BF>(P, s, T, lane, mt, a.scale, a.log_f != nullptr);
   // P = exp(S - lse); dP = dout V^T; delta_i = sum_j P_ij dP_ij; dS = P (dP - delta) scale, in dS.
   Frag<TP> dS;
   zero(dS);
@@ -377,11 +375,10 @@ void path_short_warp_forward(void* out, float* lse, const void* q, const void* k
   });
 }
 
-void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f,
-                              const void* dout, const void* q, const void* k, const void* v, const float* w,
-                              const float* beta, const float* log_f, const float* lse, const AttnDims& d,
-                              float scale, bool bf16, const float* kept, const DeviceLimits& dev,
-                              cudaStream_t stream) {
+void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_f, const void* dout,
+                              const void* q, const void* k, const void* v, const float* w, const float* beta,
+                              const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16,
+                              const float* kept, const DeviceLimits& dev, cudaStream_t stream) {
   WarpArgs a = warp_args(
       path_short_backward_args(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale), d);
   a.kept = const_cast<float*>(kept);  // read only by the backward kernel

@@ -161,8 +161,8 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const float* lfp = gate ? lf.f.data() : nullptr;
   std::vector<float> kept(static_cast<size_t>(B * H * 32 * 32), NAN);  // the forward's Tinv^T and Z
-  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale, bf,
-                        kept.data());
+  cuda::detail::emu_fwd(out.p(bf), lse.f.data(), q.p(bf), k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, d, scale,
+                        bf, kept.data());
   cuda::detail::emu_bwd(dq.p(bf), dk.p(bf), dv.p(bf), dw.f.data(), db.f.data(), df.f.data(), dO.p(bf), q.p(bf), k.p(bf),
                         v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, nullptr);
   // The backward from the kept slots gives the same bits as the one that solves again.
@@ -170,8 +170,8 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   Buf db2 = out_buf(ns, false), df2 = out_buf(ns, false);
   cuda::detail::emu_bwd(dq2.p(bf), dk2.p(bf), dv2.p(bf), dw2.f.data(), db2.f.data(), df2.f.data(), dO.p(bf), q.p(bf),
                         k.p(bf), v.p(bf), w.f.data(), beta.f.data(), lfp, lse.f.data(), d, scale, bf, kept.data());
-  const bool same = dq2.f == dq.f && dq2.h == dq.h && dk2.f == dk.f && dk2.h == dk.h && dv2.f == dv.f && dv2.h == dv.h &&
-                    dw2.f == dw.f && db2.f == db.f && (!gate || df2.f == df.f);
+  const bool same = dq2.f == dq.f && dq2.h == dq.h && dk2.f == dk.f && dk2.h == dk.h && dv2.f == dv.f &&
+                    dv2.h == dv.h && dw2.f == dw.f && db2.f == db.f && (!gate || df2.f == df.f);
   Vec r_out(nx), r_lse(ns), r_dq(nx, 0.0), r_dk(nx, 0.0), r_dv(nx, 0.0), r_dw(nx, 0.0), r_db(ns, 0.0), r_df(ns, 0.0);
   const double* rlf = gate ? in.log_f.data() : nullptr;
   const int64_t blk = nn::path_default_block(Dh);
