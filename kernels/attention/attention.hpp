@@ -73,10 +73,11 @@ size_t path_attention_backward_workspace_bytes(const AttnDims& d, DType dt, bool
 size_t softmax_attention_forward_workspace_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
 size_t softmax_attention_backward_workspace_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
 
-// The PaTH factors (pushed keys, UT transforms and block transports; O(B H T Dh) bytes) that a
-// forward can keep for its backward: pass one buffer of this size as `factors` to the forward and
-// to the matching backward (same d, dt, k, w, beta; unchanged in between) and the backward skips
-// the factor kernel. With factors == nullptr each call computes them into its workspace.
+// The PaTH factors (pushed keys, UT transforms and block transports; O(B H T Dh) bytes; at T <= 32
+// and Dh 16, 32 or 64 each head's UT inverse and Z, 4 KiB) that a forward can keep for its backward:
+// pass one buffer of this size as `factors` to the forward and to the matching backward (same d, dt,
+// k, w, beta; unchanged in between) and the backward skips the factor kernel (or the solve). With
+// factors == nullptr each call computes them into its workspace.
 size_t path_attention_factors_bytes(const AttnDims& d, DType dt, const AttentionOptions& opt = {});
 
 // PaTH forward (math: docs/path-attention.md; CPU: nn::path_attention_forward):
