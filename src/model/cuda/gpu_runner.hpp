@@ -30,7 +30,8 @@ class GpuRunner {
   // beta pre-activations, the head and every parameter gradient stay fp32.
   // cuda_graphs: the layer stacks of forward and backward (fixed shapes) are recorded into CUDA
   // graphs on their second call and replayed after (model/cuda/stream_graph.hpp; never on the legacy
-  // default stream nullptr); the head (M labelled rows vary) always launches eagerly.
+  // default stream nullptr), the head and the loss forward with them (over Mt rows) except for a
+  // batch with between half and all of its rows labelled, whose head runs eagerly.
   // train = false builds an evaluation runner: the forward's buffers and workspace only, no
   // gradient buffers or backward workspace (for evaluations at another length than training's,
   // which need their own runner); backward() throws. path_rows: whether a sparse-label batch's last
