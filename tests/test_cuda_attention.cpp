@@ -70,6 +70,9 @@ void check_case(const Shape& s, DType dt, bool path, uint64_t seed, bool keep_fa
     cuda::rope_table_cuda(cs.as<float>(), s.T, s.Dh, 10000.0, nullptr);
     nn::rope_forward<double>(in.q.data(), in.q.data(), s.B, s.T, s.H, s.Dh);
     nn::rope_forward<double>(in.k.data(), in.k.data(), s.B, s.T, s.H, s.Dh);
+    if (dt == DType::BF16)  // the bf16 kernels round the rotated q, k to bf16 once (as rope_forward_bf16_cuda does)
+      for (Vec* x : {&in.q, &in.k})
+        for (double& e : *x) e = bf16_value(bf16_bits(static_cast<float>(e)));
   }
   const float* rope_cs = s.rope_inside ? cs.as<float>() : nullptr;
   const cuda::AttnDims d{s.B, s.T, s.H, s.Dh};

@@ -386,15 +386,21 @@ void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* db
                               const float* log_f, const float* lse, const AttnDims& d, float scale, bool bf16,
                               const float* kept, const DeviceLimits& dev, cudaStream_t stream);
 
-// Causal softmax attention at T <= 32 and Dh 16, 32 or 64, two warps per (b, h), no workspace
-// (kernels/attention/softmax/softmax_short_warp_sm80.cu; plan.hpp softmax_short_warp): out and lse;
-// from lse, dq, dk, dv and (with a gate) dlog_f, whose position 0 gets 0. With rope_cs (RoPE's table,
-// [T, Dh / 2] (cos, sin)) q and k are rotated on chip and dq, dk rotated back.
+// Causal softmax attention at T <= 32 and Dh 16, 32 or 64, no workspace (plan.hpp softmax_short_warp;
+// fp32: two warps per (b, h), kernels/attention/softmax/softmax_short_warp_sm80.cu; bf16: a warp per
+// (b, h), softmax_short_bf16_sm80.cu): out and lse; from lse, dq, dk, dv and (with a gate) dlog_f,
+// whose position 0 gets 0. With rope_cs (RoPE's table, [T, Dh / 2] (cos, sin)) q and k are rotated on
+// chip and dq, dk rotated back.
 void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                                 const float* log_f, const float* rope_cs, const AttnDims& d, float scale, bool bf16,
                                 cudaStream_t stream);
 void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
                                  const void* k, const void* v, const float* log_f, const float* rope_cs,
                                  const float* lse, const AttnDims& d, float scale, bool bf16, cudaStream_t stream);
+void softmax_short_bf16_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
+                                const float* rope_cs, const AttnDims& d, float scale, cudaStream_t stream);
+void softmax_short_bf16_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
+                                 const void* k, const void* v, const float* log_f, const float* rope_cs,
+                                 const float* lse, const AttnDims& d, float scale, cudaStream_t stream);
 
 }  // namespace sb::cuda::detail

@@ -1,8 +1,8 @@
 // softmax_short_warp_sm80.cu: causal softmax attention (NoPE, RoPE on chip or by the caller, FoX gate) at
-// T <= 32 and Dh 16, 32 or 64 (plan.hpp softmax_short_warp), forward and backward: a CTA of two
-// warps per (b, h), each warp one 16-row half of every result, the whole head in shared memory;
-// every product on tensor cores (common/short_warp_ops.cuh), the softmax and its backward (delta
-// from P and dP) in fragments. No workspace, no delta, accumulator or conversion launches.
+// T <= 32 and Dh 16, 32 or 64 (plan.hpp softmax_short_warp), forward and backward, in fp32: a CTA of
+// two warps per (b, h), each warp one 16-row half of every result, the whole head in shared memory;
+// every product on tensor cores in three tf32 passes (common/short_warp_ops.cuh), the softmax and its
+// backward (delta from P and dP) in fragments. bf16 calls go to softmax_short_bf16_sm80.cu.
 #include "kernels/attention/common/short_warp_ops.cuh"
 #include "kernels/attention/internal.hpp"
 
@@ -39,13 +39,13 @@ constexpr Layout layout(int64_t Dh) {
 // Zeroes the region; q, k, v (and with dout, dout) rows t < T, their loads in flight in as few
 // rounds as keep the rows held at once within 32 registers a thread (one round: all before the
 // zeroing); the gate's prefix sums.
-template <int Dh, bool BF>
+template <int Dh>
 __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, int64_t s0, int64_t i0, int64_t e0,
                           int T, int tid, bool dout) {
   constexpr Layout L = layout(Dh);
-  constexpr int kReg = HeadRows<Dh, BF>::kRegisters, kRounds = 4 * kReg <= 32 ? 1 : 2 * kReg <= 32 ? 2 : 4;
+  constexpr int kReg = HeadRows<Dh, false>::kRegisters, kRounds = 4 * kReg <= 32 ? 1 : 2 * kReg <= 32 ? 2 : 4;
   const int64_t es = a.H * Dh;
-  HeadRows<Dh, BF> q, k, v, d;
+  HeadRows<Dh, false> q, k, v, d;
   q.load(a.q, i0, a.is, T, tid);
   if constexpr (kRounds <= 2) k.load(a.k, i0, a.is, T, tid);
   if constexpr (kRounds == 1) {
@@ -69,7 +69,6 @@ __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, i
   }
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
-
 
 // The inverse rotation of a [32, Dh] result's rows t < T in fragments (rope.cu's backward): columns
 // m and m + Dh / 2 of a row are entries nt and nt + Dh / 16 of the same lane.
@@ -121,13 +120,12 @@ __device__ void rotate_qk(float* s, const SoftmaxShortArgs& a, int T, int tid) {
   __syncthreads();
 }
 
-// m-tile mt of the logits S = scale Q K^T + G_i - G_j in fragments (q unscaled: bf16 inputs stay
-// exact in one tf32 pass; entries above the diagonal: undefined).
-template <int Dh, bool BF>
+// m-tile mt of the logits S = scale Q K^T + G_i - G_j in fragments (entries above the diagonal: undefined).
+template <int Dh>
 __device__ void logits(Frag<TP>& S, const float* s, int lane, int mt, float scale, bool gate) {
   constexpr Layout L = layout(Dh);
   zero(S);
-  mma_acc<kPasses<BF>>(S, Rows{s + L.q, Dh + 4}, RowsT{s + L.k, Dh + 4}, Dh, lane, mt);
+  mma_acc<kPasses<false>>(S, Rows{s + L.q, Dh + 4}, RowsT{s + L.k, Dh + 4}, Dh, lane, mt);
   scale_frag(S, scale);
   if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
@@ -139,7 +137,7 @@ constexpr int resident_heads(int64_t floats) {
   return n < 8 ? n : 8;
 }
 
-template <int Dh, bool BF>
+template <int Dh>
 __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats))
     softmax_short_warp_fwd_kernel(const SoftmaxShortArgs a) {
   extern __shared__ __align__(16) float s[];
@@ -148,28 +146,28 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).fwd_floats
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  load_head<Dh, BF>(s, L.fwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, false);
+  load_head<Dh>(s, L.fwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, false);
   __syncthreads();
   rotate_qk<Dh>(s, a, T, tid);
   Frag<TP> S;
-  logits<Dh, BF>(S, s, lane, mt, a.scale, a.log_f != nullptr);
+  logits<Dh>(S, s, lane, mt, a.scale, a.log_f != nullptr);
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   store_frag<Tri::Lower>(s + L.p, S, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>>(o, Zeroed<Tri::Lower>{s + L.p, LT}, Rows{s + L.v, Dh + 4}, T, lane, mt);
-  store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
+  mma_acc<kPasses<false>>(o, Zeroed<Tri::Lower>{s + L.p, LT}, Rows{s + L.v, Dh + 4}, T, lane, mt);
+  store_frag_global<false>(a.out, e0, es, o, T, lane, mt);
 }
 
 // The backward from lse: P, dP = dout V^T, delta_i = sum_j P_ij dP_ij and dS = scale P (dP - delta)
 // in fragments; dv = P^T dout, dq = dS K, dk = dS^T Q through the slot; the gate's dlog_f from dS.
-template <int Dh, bool BF>
+template <int Dh>
 __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats))
     softmax_short_warp_bwd_kernel(const SoftmaxShortArgs a) {
   extern __shared__ __align__(16) float s[];
   constexpr Layout L = layout(Dh);
-  constexpr int LX = Dh + 4, NP = kPasses<BF>;
+  constexpr int LX = Dh + 4, NP = kPasses<false>;
   const int tid = threadIdx.x, lane = tid & 31, mt = tid >> 5;
   const int64_t bh = blockIdx.x;
   const int T = static_cast<int>(a.T);
@@ -177,13 +175,13 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   const int64_t g0 = head_row0(bh, a.T, a.H, Dh, a.gs);  // the head's dq, dk, dv: rows g0 + t gs
   float* slot = s + L.p;
   const Rows q{s + L.q, LX}, k{s + L.k, LX}, dout{s + L.dout, LX};
-  load_head<Dh, BF>(s, L.bwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, true);
+  load_head<Dh>(s, L.bwd_floats, a, s0, head_row0(bh, a.T, a.H, Dh, a.is), e0, T, tid, true);
   float lse[2];
   rows_lse(lse, a.lse_in + bh * a.T, T, lane, mt);
   __syncthreads();
   rotate_qk<Dh>(s, a, T, tid);
   Frag<TP> P, dS;
-  logits<Dh, BF>(P, s, lane, mt, a.scale, a.log_f != nullptr);
+  logits<Dh>(P, s, lane, mt, a.scale, a.log_f != nullptr);
   zero(dS);
   mma_acc<NP>(dS, dout, RowsT{s + L.v, LX}, Dh, lane, mt);
   softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
@@ -192,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, dout, T, lane, mt);
-  store_frag_global<BF>(a.dv, g0, a.gs, o, T, lane, mt);
+  store_frag_global<false>(a.dv, g0, a.gs, o, T, lane, mt);
   __syncthreads();  // P is no longer read: dS into the slot
   store_frag<Tri::Lower>(slot, dS, T, lane, mt);
   __syncthreads();
@@ -200,11 +198,11 @@ __global__ void __launch_bounds__(kThreads, resident_heads(layout(Dh).bwd_floats
   zero(o);  // dq = dS K
   mma_acc<NP>(o, Zeroed<Tri::Lower>{slot, LT}, k, T, lane, mt);
   if (a.rope_cs) rotate_back<Dh>(o, a.rope_cs, T, lane, mt);
-  store_frag_global<BF>(a.dq, g0, a.gs, o, T, lane, mt);
+  store_frag_global<false>(a.dq, g0, a.gs, o, T, lane, mt);
   zero(o);  // dk = dS^T Q
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{slot, LT}, q, T, lane, mt);
   if (a.rope_cs) rotate_back<Dh>(o, a.rope_cs, T, lane, mt);
-  store_frag_global<BF>(a.dk, g0, a.gs, o, T, lane, mt);
+  store_frag_global<false>(a.dk, g0, a.gs, o, T, lane, mt);
 }
 
 SoftmaxShortArgs short_args(const AttnDims& d, float scale) {
@@ -236,27 +234,28 @@ void with_short_dh(int64_t Dh, F&& f) {
 void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                                 const float* log_f, const float* rope_cs, const AttnDims& d, float scale, bool bf16,
                                 cudaStream_t stream) {
+  if (bf16) return softmax_short_bf16_forward(out, lse, q, k, v, log_f, rope_cs, d, scale, stream);
   SoftmaxShortArgs a = short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   with_short_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
-    launch(bf16 ? softmax_short_warp_fwd_kernel<D, true> : softmax_short_warp_fwd_kernel<D, false>,
-           layout(D).fwd_floats, a, d, stream);
+    launch(softmax_short_warp_fwd_kernel<D>, layout(D).fwd_floats, a, d, stream);
   });
 }
 
 void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q,
                                  const void* k, const void* v, const float* log_f, const float* rope_cs,
                                  const float* lse, const AttnDims& d, float scale, bool bf16, cudaStream_t stream) {
+  if (bf16)
+    return softmax_short_bf16_backward(dq, dk, dv, dlog_f, dout, q, k, v, log_f, rope_cs, lse, d, scale, stream);
   SoftmaxShortArgs a = short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
   with_short_dh(d.Dh, [&](auto dh) {
     constexpr int D = decltype(dh)::value;
-    launch(bf16 ? softmax_short_warp_bwd_kernel<D, true> : softmax_short_warp_bwd_kernel<D, false>,
-           layout(D).bwd_floats, a, d, stream);
+    launch(softmax_short_warp_bwd_kernel<D>, layout(D).bwd_floats, a, d, stream);
   });
 }
 

@@ -10,20 +10,20 @@
 #include <thread>
 #include <vector>
 #include "kernel_emu.inc"
-// One launch: its CTAs (a head each) in turn, each a thread per lane of its two warps with the CTA's
-// shared memory (NaN-filled).
+// One launch: its CTAs in turn, each a thread per lane of its warps (two, or `threads` / 32) with the
+// CTA's shared memory (NaN-filled).
 template <class K, class A>
-void emu_launch(K kernel, int64_t floats, A a, int64_t BH) {
-  for (int64_t b = 0; b < BH; ++b) {
+void emu_launch(K kernel, int64_t floats, A a, int64_t ctas, int threads = kThreads) {
+  for (int64_t b = 0; b < ctas; ++b) {
     std::vector<float> shm(floats, NAN);
-    std::barrier<> cta(kThreads);
+    std::barrier<> cta(threads);
     std::vector<std::unique_ptr<std::barrier<>>> bars;
-    std::vector<std::vector<double>> xchg(kThreads / 32, std::vector<double>(32));
-    std::vector<std::vector<float>> frag(kThreads / 32, std::vector<float>(32 * 6));
-    std::vector<std::vector<const float*>> rows(kThreads / 32, std::vector<const float*>(32));
-    for (int w = 0; w < kThreads / 32; ++w) bars.emplace_back(new std::barrier<>(32));
+    std::vector<std::vector<double>> xchg(threads / 32, std::vector<double>(32));
+    std::vector<std::vector<float>> frag(threads / 32, std::vector<float>(32 * 6));
+    std::vector<std::vector<const float*>> rows(threads / 32, std::vector<const float*>(32));
+    for (int w = 0; w < threads / 32; ++w) bars.emplace_back(new std::barrier<>(32));
     std::vector<std::thread> th;
-    for (int t = 0; t < kThreads; ++t)
+    for (int t = 0; t < threads; ++t)
       th.emplace_back([&, t] {
         emu::t_thread = {static_cast<unsigned>(t), 0, 0};
         emu::t_block = {static_cast<unsigned>(b), 0, 0};
@@ -67,22 +67,55 @@ void emu_bwd(void* dq, void* dk, void* dv, float* dw, float* dbeta, float* dlog_
     case 64: go(bf16 ? path_short_warp_bwd_kernel<64, true> : path_short_warp_bwd_kernel<64, false>, path_short_warp_layout(64).bwd_floats); break;
   }
 }
+// bf16 softmax: softmax_short_bf16_sm80.cu's kernels, a warp a head and kWarpHeads heads a CTA.
+template <class K>
+void emu_bf16_launch(K kernel, int elements, const Bf16ShortArgs& a) {
+  emu_launch(kernel, cta_bytes(elements) / 4, a, (a.BH + kWarpHeads - 1) / kWarpHeads, kWarpCta);
+}
+void emu_softmax_bf16_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
+                          const float* rope_cs, const AttnDims& d, float scale) {
+  Bf16ShortArgs a;
+  a.BH = d.B * d.H, a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh;
+  a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
+  switch (d.Dh) {
+    case 16: emu_bf16_launch(softmax_short_bf16_fwd_kernel<16>, warp_tiles(16).fwd, a); break;
+    case 32: emu_bf16_launch(softmax_short_bf16_fwd_kernel<32>, warp_tiles(32).fwd, a); break;
+    case 64: emu_bf16_launch(softmax_short_bf16_fwd_kernel<64>, warp_tiles(64).fwd, a); break;
+  }
+}
+void emu_softmax_bf16_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q, const void* k,
+                          const void* v, const float* log_f, const float* rope_cs, const float* lse, const AttnDims& d,
+                          float scale) {
+  Bf16ShortArgs a;
+  a.BH = d.B * d.H, a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh, a.gs = d.H * d.Dh;
+  a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
+  a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
+  a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
+  switch (d.Dh) {
+    case 16: emu_bf16_launch(softmax_short_bf16_bwd_kernel<16>, warp_tiles(16).bwd, a); break;
+    case 32: emu_bf16_launch(softmax_short_bf16_bwd_kernel<32>, warp_tiles(32).bwd, a); break;
+    case 64: emu_bf16_launch(softmax_short_bf16_bwd_kernel<64>, warp_tiles(64).bwd, a); break;
+  }
+}
 void emu_softmax_fwd(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
                      const float* rope_cs, const AttnDims& d, float scale, bool bf16) {
+  if (bf16) return emu_softmax_bf16_fwd(out, lse, q, k, v, log_f, rope_cs, d, scale);
   SoftmaxShortArgs a;
   a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh;
   a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
   switch (d.Dh) {
-    case 16: go(bf16 ? softmax_short_warp_fwd_kernel<16, true> : softmax_short_warp_fwd_kernel<16, false>, layout(16).fwd_floats); break;
-    case 32: go(bf16 ? softmax_short_warp_fwd_kernel<32, true> : softmax_short_warp_fwd_kernel<32, false>, layout(32).fwd_floats); break;
-    case 64: go(bf16 ? softmax_short_warp_fwd_kernel<64, true> : softmax_short_warp_fwd_kernel<64, false>, layout(64).fwd_floats); break;
+    case 16: go(softmax_short_warp_fwd_kernel<16>, layout(16).fwd_floats); break;
+    case 32: go(softmax_short_warp_fwd_kernel<32>, layout(32).fwd_floats); break;
+    case 64: go(softmax_short_warp_fwd_kernel<64>, layout(64).fwd_floats); break;
   }
 }
 void emu_softmax_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* dout, const void* q, const void* k,
                      const void* v, const float* log_f, const float* rope_cs, const float* lse, const AttnDims& d,
                      float scale, bool bf16) {
+  if (bf16) return emu_softmax_bf16_bwd(dq, dk, dv, dlog_f, dout, q, k, v, log_f, rope_cs, lse, d, scale);
   SoftmaxShortArgs a;
   a.T = d.T, a.H = d.H, a.scale = scale, a.is = d.H * d.Dh, a.gs = d.H * d.Dh;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
@@ -90,9 +123,9 @@ void emu_softmax_bwd(void* dq, void* dk, void* dv, float* dlog_f, const void* do
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
   auto go = [&](auto kernel, int64_t floats) { emu_launch(kernel, floats, a, d.B * d.H); };
   switch (d.Dh) {
-    case 16: go(bf16 ? softmax_short_warp_bwd_kernel<16, true> : softmax_short_warp_bwd_kernel<16, false>, layout(16).bwd_floats); break;
-    case 32: go(bf16 ? softmax_short_warp_bwd_kernel<32, true> : softmax_short_warp_bwd_kernel<32, false>, layout(32).bwd_floats); break;
-    case 64: go(bf16 ? softmax_short_warp_bwd_kernel<64, true> : softmax_short_warp_bwd_kernel<64, false>, layout(64).bwd_floats); break;
+    case 16: go(softmax_short_warp_bwd_kernel<16>, layout(16).bwd_floats); break;
+    case 32: go(softmax_short_warp_bwd_kernel<32>, layout(32).bwd_floats); break;
+    case 64: go(softmax_short_warp_bwd_kernel<64>, layout(64).bwd_floats); break;
   }
 }
 }  // namespace sb::cuda::detail
@@ -229,6 +262,9 @@ void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool 
   if (rope) {
     nn::rope_forward<double>(in.q.data(), in.q.data(), B, T, H, Dh);
     nn::rope_forward<double>(in.k.data(), in.k.data(), B, T, H, Dh);
+    if (bf)  // the bf16 kernels round the rotated q, k to bf16 once
+      for (Vec* x : {&in.q, &in.k})
+        for (double& e : *x) e = bf16_value(bf16_bits(static_cast<float>(e)));
   }
   const float* csp = rope ? cs.data() : nullptr;
   Buf out = out_buf(nx, bf), lse = out_buf(ns, false), dq = out_buf(nx, bf), dk = out_buf(nx, bf), dv = out_buf(nx, bf);

@@ -1,7 +1,8 @@
-// shim.hpp: host stand-ins for what the short PaTH warp kernels use on the device (run.sh):
-// a thread per lane, a 32-thread barrier per warp for __syncwarp and one per CTA for __syncthreads, shuffles through a per-warp
-// exchange array; tf32 rounding, ldmatrix and mma.sync m16n8k8 through per-warp arrays (exact
-// products of tf32 inputs, summed in fp32); threadIdx / blockIdx per thread.
+// shim.hpp: host stand-ins for what the short warp kernels use on the device (run.sh): a thread per
+// lane, a 32-thread barrier per warp for __syncwarp and one per CTA for __syncthreads, shuffles through
+// a per-warp exchange array; tf32 rounding, ldmatrix (fp32 and b16 tiles, .trans), mma.sync m16n8k8
+// tf32 and m16n8k16 bf16 through per-warp arrays (exact products summed in fp32), cp.async as a copy;
+// threadIdx / blockIdx per thread.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
@@ -79,7 +80,55 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
   }
   syncwarp();
 }
+template <class T>
+T shfl_idx(T v, int src) {
+  const int lane = t_thread.x & 31;
+  t_xchg[lane] = static_cast<double>(v);
+  syncwarp();
+  const T r = static_cast<T>(t_xchg[src & 31]);
+  syncwarp();
+  return r;
+}
+// ldmatrix .x4 .trans of b16 8 x 8 matrices: lane L's row address is row L % 8 of matrix L / 8; r[e] = the pair
+// (rows 2 (lane % 4), + 1; column lane / 4) of matrix e, the first in the low half.
+inline void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+  const int lane = t_thread.x & 31;
+  t_rows[lane] = reinterpret_cast<const float*>(row);
+  syncwarp();
+  for (int e = 0; e < 4; ++e) {
+    const auto* r0 = reinterpret_cast<const uint16_t*>(t_rows[8 * e + 2 * (lane % 4)]);
+    const auto* r1 = reinterpret_cast<const uint16_t*>(t_rows[8 * e + 2 * (lane % 4) + 1]);
+    r[e] = static_cast<uint32_t>(r0[lane / 4]) | static_cast<uint32_t>(r1[lane / 4]) << 16;
+  }
+  syncwarp();
+}
+// mma.sync m16n8k16 bf16 with fp32 accumulation: exact products summed in fp32.
+inline float bf16_half(uint32_t u, int hi) { return u2f(hi ? u & 0xffff0000u : u << 16); }
+inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const int lane = t_thread.x & 31, g = lane >> 2, t = lane & 3;
+  auto* f = reinterpret_cast<uint32_t*>(t_frag);
+  for (int e = 0; e < 4; ++e) f[lane * 6 + e] = a[e];
+  f[lane * 6 + 4] = b0, f[lane * 6 + 5] = b1;
+  syncwarp();
+  for (int e = 0; e < 4; ++e) {
+    const int i = g + 8 * (e >> 1), j = 2 * t + (e & 1);
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const float A = bf16_half(f[((i % 8) * 4 + (k % 8) / 2) * 6 + (i >= 8) + 2 * (k >= 8)], k & 1);
+      const float B = bf16_half(f[(j * 4 + (k % 8) / 2) * 6 + 4 + (k >= 8)], k & 1);
+      acc += A * B;
+    }
+    d[e] = acc;
+  }
+  syncwarp();
+}
+// cp.async of 16 bytes, or 16 zero bytes where the copy's source size is 0.
+inline void cp_async16(void* dst, const void* src, bool valid) {
+  if (valid) std::memcpy(dst, src, 16);
+  else std::memset(dst, 0, 16);
+}
 }  // namespace emu
+#define __shfl_sync(m, v, s) emu::shfl_idx(v, s)
 #define __syncwarp() emu::syncwarp()
 #define __syncthreads() emu::syncthreads()
 #define __shfl_up_sync(m, v, o) emu::shfl(v, o, true)
