@@ -78,6 +78,28 @@ __device__ __forceinline__ double gate_prefix_lane(const float* log_f, int64_t s
   return g;
 }
 
+// Copies the warp's head (q, k, v and, with dout, dout) into its tiles, runs `meanwhile` while the copies are in
+// flight, waits for them and applies RoPE to q and k where the call has a table; returns the lane's gate prefix sum.
+template <int Dh, class F>
+__device__ __forceinline__ double stage_head(uint16_t* w, const Bf16ShortArgs& a, int64_t bh, bool dout, int T,
+                                             int lane, F&& meanwhile) {
+  constexpr WarpTiles L = warp_tiles(Dh);
+  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  const int64_t i0 = head_row0(bh, a.T, a.H, Dh, a.is);
+  stage_rows<Dh>(w + L.q, static_cast<const uint16_t*>(a.q) + i0, a.is, T, lane);
+  stage_rows<Dh>(w + L.k, static_cast<const uint16_t*>(a.k) + i0, a.is, T, lane);
+  stage_rows<Dh>(w + L.v, static_cast<const uint16_t*>(a.v) + i0, a.is, T, lane);
+  if (dout) stage_rows<Dh>(w + L.dout, static_cast<const uint16_t*>(a.dout) + e0, es, T, lane);
+  const double G = gate_prefix_lane(a.log_f, s0, a.H, T, lane);
+  meanwhile();
+  staged();
+  if (a.rope_cs) {
+    rotate_tile<Dh>(w + L.q, a.rope_cs, T, lane);
+    rotate_tile<Dh>(w + L.k, a.rope_cs, T, lane);
+  }
+  return G;
+}
+
 // s = X_mt Y^T for the 16 rows of m-tile MT and the key columns j < 16 (MT + 1) (those further right lie above the
 // diagonal): X (q or dout) and Y (k or v) tiles by rows, both [32, Dh + 8].
 template <int Dh, int MT>
@@ -236,16 +258,7 @@ __global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).fwd, 6)
   const int T = static_cast<int>(a.T);
   uint16_t* w = reinterpret_cast<uint16_t*>(s) + warp * L.fwd;
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  const int64_t i0 = head_row0(bh, a.T, a.H, Dh, a.is);
-  stage_rows<Dh>(w + L.q, static_cast<const uint16_t*>(a.q) + i0, a.is, T, lane);
-  stage_rows<Dh>(w + L.k, static_cast<const uint16_t*>(a.k) + i0, a.is, T, lane);
-  stage_rows<Dh>(w + L.v, static_cast<const uint16_t*>(a.v) + i0, a.is, T, lane);
-  const double G = gate_prefix_lane(a.log_f, s0, a.H, T, lane);
-  staged();
-  if (a.rope_cs) {
-    rotate_tile<Dh>(w + L.q, a.rope_cs, T, lane);
-    rotate_tile<Dh>(w + L.k, a.rope_cs, T, lane);
-  }
+  const double G = stage_head<Dh>(w, a, bh, false, T, lane, [] {});
   const GateCols gc(G, a.log_f != nullptr, lane);
   forward_rows<Dh, 0>(a, w, G, gc, bh, e0, es, T, lane);
   if (T > 16) forward_rows<Dh, 1>(a, w, G, gc, bh, e0, es, T, lane);
@@ -380,26 +393,18 @@ __global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).bwd, 4)
   const int T = static_cast<int>(a.T);
   uint16_t* w = reinterpret_cast<uint16_t*>(s) + warp * L.bwd;
   const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  const int64_t i0 = head_row0(bh, a.T, a.H, Dh, a.is), g0 = head_row0(bh, a.T, a.H, Dh, a.gs);
-  stage_rows<Dh>(w + L.q, static_cast<const uint16_t*>(a.q) + i0, a.is, T, lane);
-  stage_rows<Dh>(w + L.k, static_cast<const uint16_t*>(a.k) + i0, a.is, T, lane);
-  stage_rows<Dh>(w + L.v, static_cast<const uint16_t*>(a.v) + i0, a.is, T, lane);
-  stage_rows<Dh>(w + L.dout, static_cast<const uint16_t*>(a.dout) + e0, es, T, lane);
-  const double G = gate_prefix_lane(a.log_f, s0, a.H, T, lane);
+  const int64_t g0 = head_row0(bh, a.T, a.H, Dh, a.gs);
   float lse[2][2];  // the lane's rows frag_row(mt, 2 h)
+  const double G = stage_head<Dh>(w, a, bh, true, T, lane, [&] {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = frag_row(mt, 2 * h, lane);
-      lse[mt][h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
-    }
+      for (int h = 0; h < 2; ++h) {
+        const int i = frag_row(mt, 2 * h, lane);
+        lse[mt][h] = i < T ? a.lse_in[bh * a.T + i] : 0.f;
+      }
+  });
   const GateCols gc(G, a.log_f != nullptr, lane);
-  staged();
-  if (a.rope_cs) {
-    rotate_tile<Dh>(w + L.q, a.rope_cs, T, lane);
-    rotate_tile<Dh>(w + L.k, a.rope_cs, T, lane);
-  }
   uint32_t pa0[2][4], da0[2][4], pa1[2][4], da1[2][4];  // m-tile 0's and 1's P and dS as A fragments
   float rs[2][2] = {}, cs[4][2] = {};
   backward_rows<Dh, 0>(a, w, G, gc, lse[0], g0, T, lane, pa0, da0, rs[0], cs);
