@@ -1,6 +1,6 @@
 // test_attention_short_layout.cpp: the short-sequence attention kernels' choice and shared-memory
 // layouts (kernels/attention/plan.hpp), host functions of the shapes, device limits and options: the
-// PaTH CTA and two-warps-per-head kernels and softmax's two-warps-per-head kernels. Built only with
+// PaTH CTA and two-warps-per-head kernels and softmax's short (warp) kernels. Built only with
 // CUDA (the plan is part of the kernels library).
 #include <gtest/gtest.h>
 
@@ -143,8 +143,8 @@ TEST(AttentionShortLayout, PathShortWarpChoice) {
   EXPECT_GT(6 * (path_short_warp_layout(64).fwd_floats * 4 + 1024), dev.max_smem + 1024);
 }
 
-// Softmax's two-warps-per-head kernels: T <= 32 and Dh 16, 32 or 64 with softmax_short on; the
-// blockwise kernels otherwise.
+// Softmax's short kernels (two warps a head in fp32, one in bf16): T <= 32 and Dh 16, 32 or 64
+// with softmax_short on; the blockwise kernels otherwise.
 TEST(AttentionShortLayout, SoftmaxShortWarpChoice) {
   using cuda::detail::softmax_short_warp;
   for (int64_t Dh : {16, 32, 64})

@@ -376,9 +376,9 @@ TEST(CudaAttention, SoftmaxBf16) {
   for (const Shape& s : softmax_shapes()) check_case(s, DType::BF16, false, seed += 10);
 }
 
-// The two-warps-per-head kernels at T <= 32 (the plan's default there) at awkward lengths, every head
-// dim they take, gate and RoPE on and off; with softmax_short off, the blockwise kernels at some of
-// the same shapes.
+// The short kernels at T <= 32 (the plan's default there; fp32: two warps a head, bf16: one) at
+// awkward lengths, every head dim they take, gate and RoPE on and off; with softmax_short off, the
+// blockwise kernels at some of the same shapes.
 TEST(CudaAttention, SoftmaxShortKernels) {
   SKIP_WITHOUT_DEVICE();
   AttentionOptions blockwise;

@@ -46,8 +46,9 @@ struct AttentionOptions {
   // On that path at T <= 32 and Dh <= 64, two warps per head on tensor cores; false runs the
   // CTA-per-head kernels there too (their parity tests at those shapes use it).
   bool path_short_warp = true;
-  // Softmax attention at T <= 32 and Dh 16, 32 or 64 in one kernel per direction, two warps per head
-  // on tensor cores; false runs the blockwise kernels there too (their parity tests use it).
+  // Softmax attention at T <= 32 and Dh 16, 32 or 64 in one kernel per direction, on tensor cores
+  // (two warps a head in fp32, one in bf16); false runs the blockwise kernels there too (their parity
+  // tests use it).
   bool softmax_short = true;
   // PaTH superchunks of this many 64-row blocks: -1 the plan's choice, 0 none, 2 or more blocks
   // (tests use small values to cover superchunks at small T).

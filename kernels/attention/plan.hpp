@@ -96,9 +96,10 @@ bool path_short(const AttnDims& d, const DeviceLimits& dev, const AttentionOptio
 // Whether the short path runs the warp kernels: opt.path_short and opt.path_short_warp, T <= 32,
 // Dh 16, 32 or 64, and one head's backward region within the device's shared memory.
 bool path_short_warp(const AttnDims& d, const DeviceLimits& dev, const AttentionOptions& opt);
-// Whether softmax attention runs the two-warps-per-head kernels (softmax/softmax_short_warp_sm80.cu):
-// opt.softmax_short, T <= 32 and Dh 16, 32 or 64 (a head's region is at most 39 KiB: no opt-in
-// shared memory).
+// Whether softmax attention runs the short kernels (fp32: two warps a head,
+// softmax/softmax_short_warp_sm80.cu, at most 39 KiB a head; bf16: a warp a head,
+// softmax_short_bf16_sm80.cu, at most 72 KiB a CTA of four): opt.softmax_short, T <= 32 and Dh 16,
+// 32 or 64.
 bool softmax_short_warp(const AttnDims& d, const AttentionOptions& opt);
 
 // Throws sb::Error naming the first option out of range.
