@@ -17,7 +17,6 @@ using namespace short_warp;
 using namespace warp_bf16;
 
 constexpr int kWarpHeads = 4, kWarpCta = 32 * kWarpHeads;  // heads (warps) a CTA, its threads
-constexpr int kPs = 40;                                    // row stride of the P / dS tile (32 + 8)
 
 struct Bf16ShortArgs {
   const void *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;  // bf16 [B, T, H, Dh] (q, k, v: rows is apart)
@@ -30,18 +29,17 @@ struct Bf16ShortArgs {
   float scale = 1.f;
 };
 
-// A warp's region in bf16 elements: q, k, v and (backward) dout as [32, Dh + 8] (the pad puts the eight rows of an
-// ldmatrix on distinct banks), and the backward's P, then dS, as [32, kPs]: over v (no longer read by then) where it
-// fits, else after dout.
+// A warp's region in bf16 elements: q, k, v and (backward) dout as [32, Dh] tiles (swz), and the backward's P, then
+// dS, as a [32, 32] tile (swz): over v (no longer read by then) where it fits, else after dout.
 struct WarpTiles {
-  int x, q, k, v, dout, ps, fwd, bwd;
+  int q, k, v, dout, ps, fwd, bwd;
 };
 constexpr WarpTiles warp_tiles(int Dh) {
   WarpTiles L{};
-  L.x = Dh + 8;
-  L.q = 0, L.k = TP * L.x, L.v = 2 * TP * L.x, L.dout = 3 * TP * L.x, L.fwd = 3 * TP * L.x;
-  L.ps = L.x >= kPs ? L.v : 4 * TP * L.x;
-  L.bwd = L.x >= kPs ? 4 * TP * L.x : 4 * TP * L.x + TP * kPs;
+  const int x = TP * Dh;
+  L.q = 0, L.k = x, L.v = 2 * x, L.dout = 3 * x, L.fwd = 3 * x;
+  L.ps = Dh >= TP ? L.v : 4 * x;
+  L.bwd = Dh >= TP ? 4 * x : 4 * x + TP * TP;
   return L;
 }
 constexpr int64_t cta_bytes(int elements) { return int64_t{2} * kWarpHeads * elements; }
@@ -58,8 +56,8 @@ __device__ void rotate_tile(uint16_t* tile, const float2* cs, int T, int lane) {
   constexpr int half = Dh / 2;
   for (int idx = lane; idx < T * half / 2; idx += 32) {  // (row, column pair m, m + 1 of the first half)
     const int t = idx / (half / 2), m = 2 * (idx % (half / 2));
-    uint32_t* a = reinterpret_cast<uint32_t*>(tile + t * (Dh + 8) + m);
-    uint32_t* b = reinterpret_cast<uint32_t*>(tile + t * (Dh + 8) + m + half);
+    uint32_t* a = reinterpret_cast<uint32_t*>(tile + swz<Dh>(t, m));
+    uint32_t* b = reinterpret_cast<uint32_t*>(tile + swz<Dh>(t, m + half));
     const float2 x1 = unpack_bf16(*a), x2 = unpack_bf16(*b), c0 = cs[t * half + m], c1 = cs[t * half + m + 1];
     *a = pack_bf16(x1.x * c0.x - x2.x * c0.y, x1.y * c1.x - x2.y * c1.y);
     *b = pack_bf16(x2.x * c0.x + x1.x * c0.y, x2.y * c1.x + x1.y * c1.y);
@@ -101,7 +99,7 @@ __device__ __forceinline__ double stage_head(uint16_t* w, const Bf16ShortArgs& a
 }
 
 // s = X_mt Y^T for the 16 rows of m-tile MT and the key columns j < 16 (MT + 1) (those further right lie above the
-// diagonal): X (q or dout) and Y (k or v) tiles by rows, both [32, Dh + 8].
+// diagonal): X (q or dout) and Y (k or v) tiles by rows, both [32, Dh].
 template <int Dh, int MT>
 __device__ __forceinline__ void row_products(float (&s)[4][4], const uint16_t* x, const uint16_t* y, int lane) {
 #pragma unroll
@@ -111,11 +109,11 @@ __device__ __forceinline__ void row_products(float (&s)[4][4], const uint16_t* x
 #pragma unroll
   for (int kk = 0; kk < Dh / 16; ++kk) {
     uint32_t a[4];
-    frag_a(a, x, Dh + 8, 16 * MT, 16 * kk, lane);
+    frag_a<Dh>(a, x, 16 * MT, 16 * kk, lane);
 #pragma unroll
     for (int np = 0; np <= MT; ++np) {
       uint32_t b[4];
-      frag_b_nk(b, y, Dh + 8, 16 * np, 16 * kk, lane);
+      frag_b_nk<Dh>(b, y, 16 * np, 16 * kk, lane);
       mma_bf16(s[2 * np], a, b[0], b[1]);
       mma_bf16(s[2 * np + 1], a, b[2], b[3]);
     }
@@ -157,7 +155,7 @@ __device__ __forceinline__ void key_products(float (&o)[Dh / 8][4], const uint32
 #pragma unroll
     for (int np = 0; np < Dh / 16; ++np) {
       uint32_t b[4];
-      frag_b_kn(b, y, Dh + 8, 16 * kj, 16 * np, lane);
+      frag_b_kn<Dh>(b, y, 16 * kj, 16 * np, lane);
       mma_bf16(o[2 * np], a[kj], b[0], b[1]);
       mma_bf16(o[2 * np + 1], a[kj], b[2], b[3]);
     }
@@ -248,7 +246,7 @@ __device__ __forceinline__ void forward_rows(const Bf16ShortArgs& a, const uint1
 }
 
 template <int Dh>
-__global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).fwd, 6))
+__global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).fwd, 8))
     softmax_short_bf16_fwd_kernel(const Bf16ShortArgs a) {
   extern __shared__ __align__(16) float s[];
   constexpr WarpTiles L = warp_tiles(Dh);
@@ -322,7 +320,7 @@ __device__ __forceinline__ void tile_from_frags(uint16_t* t, const uint32_t (&a0
       const uint32_t(&a)[4] = mt == 0 ? a0[kj] : a1[kj];
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        *reinterpret_cast<uint32_t*>(t + (16 * mt + g + 8 * (e & 1)) * kPs + 16 * kj + c + 8 * (e >> 1)) = a[e];
+        *reinterpret_cast<uint32_t*>(t + swz<TP>(16 * mt + g + 8 * (e & 1), 16 * kj + c + 8 * (e >> 1))) = a[e];
     }
 }
 
@@ -335,11 +333,11 @@ __device__ __forceinline__ void column_products(void* out, int64_t ld, const uin
 #pragma unroll
   for (int ki = JT; ki < 2; ++ki) {
     uint32_t af[4];
-    frag_a_t(af, x, kPs, 16 * JT, 16 * ki, lane);
+    frag_a_t<TP>(af, x, 16 * JT, 16 * ki, lane);
 #pragma unroll
     for (int np = 0; np < Dh / 16; ++np) {
       uint32_t b[4];
-      frag_b_kn(b, y, Dh + 8, 16 * ki, 16 * np, lane);
+      frag_b_kn<Dh>(b, y, 16 * ki, 16 * np, lane);
       mma_bf16(o[2 * np], af, b[0], b[1]);
       mma_bf16(o[2 * np + 1], af, b[2], b[3]);
     }
