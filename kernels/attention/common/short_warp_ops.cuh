@@ -1,5 +1,6 @@
-// short_warp_ops.cuh: the building blocks of the two-warps-per-head short-sequence kernels (PaTH:
-// path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu; internal): vector loads
+// short_warp_ops.cuh: the building blocks of the short-sequence warp kernels (PaTH:
+// path/path_short_warp_sm80.cu, softmax: softmax/softmax_short_warp_sm80.cu and, for its fragments,
+// gate prefix sums and RoPE's inverse rotation, softmax_short_bf16_sm80.cu; internal): vector loads
 // and stores, a head's place and its rows into shared memory, the triangles two matrices share in a
 // 32 x 36 slot, the tensor-core products (tf32 mma.sync, one or three passes; k-steps outside a
 // triangle skipped, one-pass operands rounded once when stored) from shared memory into fragments and
@@ -99,18 +100,20 @@ __device__ __forceinline__ int64_t head_row0(int64_t bh, int64_t T, int64_t H, i
   return (bh / H) * T * ld + (bh % H) * Dh;
 }
 
-// The prefix sums G_t = sum_{s=1..t} log f_s (double, 0 past T and without a gate) of the head whose
-// position 0 is at s0 (stride H) into G[32], by warp 0.
-__device__ __forceinline__ void gate_prefix(double* G, const float* log_f, int64_t s0, int64_t H, int T, int tid) {
-  if (tid >= 32) return;
-  const int lane = tid;
+// The gate's prefix sum G_lane = sum_{s=1..lane} log f_s (double; 0 without a gate and past T) of the head
+// whose position 0 is at s0 (stride H), a lane each.
+__device__ __forceinline__ double gate_prefix_lane(const float* log_f, int64_t s0, int64_t H, int T, int lane) {
   double g = log_f && lane >= 1 && lane < T ? static_cast<double>(log_f[s0 + lane * H]) : 0.0;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
     const double y = __shfl_up_sync(kAll, g, o);
     if (lane >= o) g += y;
   }
-  G[lane] = g;
+  return g;
+}
+// The same prefix sums into G[32], by warp 0.
+__device__ __forceinline__ void gate_prefix(double* G, const float* log_f, int64_t s0, int64_t H, int T, int tid) {
+  if (tid < 32) G[tid] = gate_prefix_lane(log_f, s0, H, T, tid);
 }
 
 // Which entries (r, c) of a slot a matrix occupies (two triangular matrices may share a slot).
@@ -146,6 +149,27 @@ __device__ __forceinline__ void scale_frag(Frag<N>& f, float mul) {
   for (int nt = 0; nt < N / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) f.v[nt][e] *= mul;
+}
+
+// The inverse rotation of a [32, Dh] result's rows t < T in fragments (rope.cu's backward): columns
+// m and m + Dh / 2 of a row are entries nt and nt + Dh / 16 of the same lane.
+template <int Dh>
+__device__ void rotate_back(Frag<Dh>& f, const float2* cs, int T, int lane, int mt) {
+  constexpr int half = Dh / 2, P = Dh / 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = frag_row(mt, 2 * h, lane);
+    if (i >= T) continue;
+#pragma unroll
+    for (int nt = 0; nt < P; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float2 a = cs[i * half + frag_col(nt, e, lane)];
+        const float x1 = f.v[nt][2 * h + e], x2 = f.v[nt + P][2 * h + e];
+        f.v[nt][2 * h + e] = x1 * a.x + x2 * a.y;
+        f.v[nt + P][2 * h + e] = x2 * a.x - x1 * a.y;
+      }
+  }
 }
 
 // How a view reads its storage: entries outside its triangle masked to 0 (the slot's other part

@@ -65,17 +65,6 @@ __device__ void rotate_tile(uint16_t* tile, const float2* cs, int T, int lane) {
   __syncwarp();
 }
 
-// The gate's prefix sum G_lane = sum_{s=1..lane} log f_s (double; 0 without a gate and past T), a lane each.
-__device__ __forceinline__ double gate_prefix_lane(const float* log_f, int64_t s0, int64_t H, int T, int lane) {
-  double g = log_f && lane >= 1 && lane < T ? static_cast<double>(log_f[s0 + lane * H]) : 0.0;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const double y = __shfl_up_sync(kAll, g, o);
-    if (lane >= o) g += y;
-  }
-  return g;
-}
-
 // Copies the warp's head (q, k, v and, with dout, dout) into its tiles, runs `meanwhile` while the copies are in
 // flight, waits for them and applies RoPE to q and k where the call has a table; returns the lane's gate prefix sum.
 template <int Dh, class F>
@@ -101,11 +90,8 @@ __device__ __forceinline__ double stage_head(uint16_t* w, const Bf16ShortArgs& a
 // s = X_mt Y^T for the 16 rows of m-tile MT and the key columns j < 16 (MT + 1) (those further right lie above the
 // diagonal): X (q or dout) and Y (k or v) tiles by rows, both [32, Dh].
 template <int Dh, int MT>
-__device__ __forceinline__ void row_products(float (&s)[4][4], const uint16_t* x, const uint16_t* y, int lane) {
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+__device__ __forceinline__ void row_products(Frag<TP>& s, const uint16_t* x, const uint16_t* y, int lane) {
+  zero(s);
 #pragma unroll
   for (int kk = 0; kk < Dh / 16; ++kk) {
     uint32_t a[4];
@@ -114,8 +100,8 @@ __device__ __forceinline__ void row_products(float (&s)[4][4], const uint16_t* x
     for (int np = 0; np <= MT; ++np) {
       uint32_t b[4];
       frag_b_nk<Dh>(b, y, 16 * np, 16 * kk, lane);
-      mma_bf16(s[2 * np], a, b[0], b[1]);
-      mma_bf16(s[2 * np + 1], a, b[2], b[3]);
+      mma_bf16(s.v[2 * np], a, b[0], b[1]);
+      mma_bf16(s.v[2 * np + 1], a, b[2], b[3]);
     }
   }
 }
@@ -139,16 +125,16 @@ struct GateCols {
 };
 
 // P of m-tile MT (entries (nt, e), in registers) as the A operand of key step kj: keys 16 kj .. 16 kj + 15.
-__device__ __forceinline__ void a_from_frag(uint32_t (&a)[4], const float (&p)[4][4], int kj) {
-  a[0] = pack_bf16(p[2 * kj][0], p[2 * kj][1]);
-  a[1] = pack_bf16(p[2 * kj][2], p[2 * kj][3]);
-  a[2] = pack_bf16(p[2 * kj + 1][0], p[2 * kj + 1][1]);
-  a[3] = pack_bf16(p[2 * kj + 1][2], p[2 * kj + 1][3]);
+__device__ __forceinline__ void a_from_frag(uint32_t (&a)[4], const Frag<TP>& p, int kj) {
+  a[0] = pack_bf16(p.v[2 * kj][0], p.v[2 * kj][1]);
+  a[1] = pack_bf16(p.v[2 * kj][2], p.v[2 * kj][3]);
+  a[2] = pack_bf16(p.v[2 * kj + 1][0], p.v[2 * kj + 1][1]);
+  a[3] = pack_bf16(p.v[2 * kj + 1][2], p.v[2 * kj + 1][3]);
 }
 
 // o += A B over the keys 16 kj.. for the A fragments a[kj] (kj <= MT) and B = Y's rows (v or k) by rows: [32, Dh].
 template <int Dh, int MT>
-__device__ __forceinline__ void key_products(float (&o)[Dh / 8][4], const uint32_t (&a)[2][4], const uint16_t* y,
+__device__ __forceinline__ void key_products(Frag<Dh>& o, const uint32_t (&a)[2][4], const uint16_t* y,
                                              int lane) {
 #pragma unroll
   for (int kj = 0; kj <= MT; ++kj)
@@ -156,46 +142,26 @@ __device__ __forceinline__ void key_products(float (&o)[Dh / 8][4], const uint32
     for (int np = 0; np < Dh / 16; ++np) {
       uint32_t b[4];
       frag_b_kn<Dh>(b, y, 16 * kj, 16 * np, lane);
-      mma_bf16(o[2 * np], a[kj], b[0], b[1]);
-      mma_bf16(o[2 * np + 1], a[kj], b[2], b[3]);
+      mma_bf16(o.v[2 * np], a[kj], b[0], b[1]);
+      mma_bf16(o.v[2 * np + 1], a[kj], b[2], b[3]);
     }
 }
 
 // Rows i < T of m-tile MT of a [32, Dh] result into a bf16 head tensor (row i at p + i ld), times mul[h] for the
-// lane's rows frag_row(MT, 2 h); with cs, rotated back first (rope.cu's backward: columns m and m + Dh / 2 of a row
-// are entries nt and nt + Dh / 16 of the same lane).
+// lane's rows frag_row(MT, 2 h); with cs, rotated back first (rotate_back).
 template <int Dh, int MT>
-__device__ __forceinline__ void store_rows(void* p, int64_t ld, float (&o)[Dh / 8][4], const float (&mul)[2],
-                                           const float2* cs, int T, int lane) {
-  constexpr int half = Dh / 2, P = Dh / 16;
+__device__ __forceinline__ void store_rows(void* p, int64_t ld, Frag<Dh>& o, const float (&mul)[2], const float2* cs,
+                                           int T, int lane) {
+  if (cs) rotate_back<Dh>(o, cs, T, lane, MT);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = frag_row(MT, 2 * h, lane);
     if (i >= T) continue;
-    if (cs) {
-#pragma unroll
-      for (int nt = 0; nt < P; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const float2 c = cs[i * half + frag_col(nt, u, lane)];
-          const float x1 = o[nt][2 * h + u], x2 = o[nt + P][2 * h + u];
-          o[nt][2 * h + u] = x1 * c.x + x2 * c.y;
-          o[nt + P][2 * h + u] = x2 * c.x - x1 * c.y;
-        }
-    }
 #pragma unroll
     for (int nt = 0; nt < Dh / 8; ++nt)
       *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p) + i * ld + frag_col(nt, 0, lane)) =
-          pack_bf16(o[nt][2 * h] * mul[h], o[nt][2 * h + 1] * mul[h]);
+          pack_bf16(o.v[nt][2 * h] * mul[h], o.v[nt][2 * h + 1] * mul[h]);
   }
-}
-
-template <int Dh>
-__device__ __forceinline__ void zero_rows(float (&o)[Dh / 8][4]) {
-#pragma unroll
-  for (int nt = 0; nt < Dh / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[nt][e] = 0.f;
 }
 
 // The forward of m-tile MT: S, the row maxima and sums in fp32, P = exp(S - max) rounded to bf16 for P V, out = P V
@@ -204,7 +170,7 @@ template <int Dh, int MT>
 __device__ __forceinline__ void forward_rows(const Bf16ShortArgs& a, const uint16_t* w, double G, const GateCols& gc,
                                              int64_t bh, int64_t e0, int64_t es, int T, int lane) {
   constexpr WarpTiles L = warp_tiles(Dh);
-  float s[4][4];
+  Frag<TP> s;
   row_products<Dh, MT>(s, w + L.q, w + L.k, lane);
   float inv[2];
 #pragma unroll
@@ -216,7 +182,7 @@ __device__ __forceinline__ void forward_rows(const Bf16ShortArgs& a, const uint1
     for (int nt = 0; nt < 2 * MT + 2; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        float& x = s[nt][2 * h + u];
+        float& x = s.v[nt][2 * h + u];
         x = a.scale * x;
         if (a.log_f) x += static_cast<float>(gi - gc.g[nt][u]);
         if (live<MT>(nt, 2 * h + u, T, lane)) mx = fmaxf(mx, x);
@@ -228,7 +194,7 @@ __device__ __forceinline__ void forward_rows(const Bf16ShortArgs& a, const uint1
     for (int nt = 0; nt < 2 * MT + 2; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        float& x = s[nt][2 * h + u];
+        float& x = s.v[nt][2 * h + u];
         x = live<MT>(nt, 2 * h + u, T, lane) ? expf(x - mx) : 0.f;
         l += x;
       }
@@ -239,8 +205,8 @@ __device__ __forceinline__ void forward_rows(const Bf16ShortArgs& a, const uint1
   uint32_t pa[2][4];
 #pragma unroll
   for (int kj = 0; kj <= MT; ++kj) a_from_frag(pa[kj], s, kj);
-  float o[Dh / 8][4];
-  zero_rows<Dh>(o);
+  Frag<Dh> o;
+  zero(o);
   key_products<Dh, MT>(o, pa, w + L.v, lane);
   store_rows<Dh, MT>(static_cast<uint16_t*>(a.out) + e0, es, o, inv, nullptr, T, lane);
 }
@@ -270,7 +236,7 @@ __device__ __forceinline__ void backward_rows(const Bf16ShortArgs& a, const uint
                                               const float (&lse)[2], int64_t g0, int T, int lane, uint32_t (&pa)[2][4],
                                               uint32_t (&da)[2][4], float (&rs)[2], float (&cs)[4][2]) {
   constexpr WarpTiles L = warp_tiles(Dh);
-  float p[4][4], d[4][4];
+  Frag<TP> p, d;
   row_products<Dh, MT>(p, w + L.q, w + L.k, lane);
   row_products<Dh, MT>(d, w + L.dout, w + L.v, lane);
 #pragma unroll
@@ -281,11 +247,11 @@ __device__ __forceinline__ void backward_rows(const Bf16ShortArgs& a, const uint
     for (int nt = 0; nt < 2 * MT + 2; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        float& x = p[nt][2 * h + u];
+        float& x = p.v[nt][2 * h + u];
         float z = a.scale * x;
         if (a.log_f) z += static_cast<float>(gi - gc.g[nt][u]);
         x = live<MT>(nt, 2 * h + u, T, lane) ? expf(z - lse[h]) : 0.f;
-        delta = fmaf(x, d[nt][2 * h + u], delta);
+        delta = fmaf(x, d.v[nt][2 * h + u], delta);
       }
     delta = quad_sum(delta);
     float r = 0.f;
@@ -293,8 +259,8 @@ __device__ __forceinline__ void backward_rows(const Bf16ShortArgs& a, const uint
     for (int nt = 0; nt < 2 * MT + 2; ++nt)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        float& x = d[nt][2 * h + u];
-        x = a.scale * p[nt][2 * h + u] * (x - delta);
+        float& x = d.v[nt][2 * h + u];
+        x = a.scale * p.v[nt][2 * h + u] * (x - delta);
         r += x;
         cs[nt][u] += x;
       }
@@ -302,8 +268,8 @@ __device__ __forceinline__ void backward_rows(const Bf16ShortArgs& a, const uint
   }
 #pragma unroll
   for (int kj = 0; kj <= MT; ++kj) a_from_frag(pa[kj], p, kj), a_from_frag(da[kj], d, kj);
-  float o[Dh / 8][4];
-  zero_rows<Dh>(o);
+  Frag<Dh> o;
+  zero(o);
   key_products<Dh, MT>(o, da, w + L.k, lane);  // dq = dS K
   const float one[2] = {1.f, 1.f};
   store_rows<Dh, MT>(static_cast<uint16_t*>(a.dq) + g0, a.gs, o, one, a.rope_cs, T, lane);
@@ -328,8 +294,8 @@ __device__ __forceinline__ void tile_from_frags(uint16_t* t, const uint32_t (&a0
 template <int Dh, int JT>
 __device__ __forceinline__ void column_products(void* out, int64_t ld, const uint16_t* x, const uint16_t* y,
                                                 const float2* cs, int T, int lane) {
-  float o[Dh / 8][4];
-  zero_rows<Dh>(o);
+  Frag<Dh> o;
+  zero(o);
 #pragma unroll
   for (int ki = JT; ki < 2; ++ki) {
     uint32_t af[4];
@@ -338,8 +304,8 @@ __device__ __forceinline__ void column_products(void* out, int64_t ld, const uin
     for (int np = 0; np < Dh / 16; ++np) {
       uint32_t b[4];
       frag_b_kn<Dh>(b, y, 16 * ki, 16 * np, lane);
-      mma_bf16(o[2 * np], af, b[0], b[1]);
-      mma_bf16(o[2 * np + 1], af, b[2], b[3]);
+      mma_bf16(o.v[2 * np], af, b[0], b[1]);
+      mma_bf16(o.v[2 * np + 1], af, b[2], b[3]);
     }
   }
   const float one[2] = {1.f, 1.f};

@@ -70,27 +70,6 @@ __device__ void load_head(float* s, int64_t floats, const SoftmaxShortArgs& a, i
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
-// The inverse rotation of a [32, Dh] result's rows t < T in fragments (rope.cu's backward): columns
-// m and m + Dh / 2 of a row are entries nt and nt + Dh / 16 of the same lane.
-template <int Dh>
-__device__ void rotate_back(Frag<Dh>& f, const float2* cs, int T, int lane, int mt) {
-  constexpr int half = Dh / 2, P = Dh / 16;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int i = frag_row(mt, 2 * h, lane);
-    if (i >= T) continue;
-#pragma unroll
-    for (int nt = 0; nt < P; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float2 a = cs[i * half + frag_col(nt, e, lane)];
-        const float x1 = f.v[nt][2 * h + e], x2 = f.v[nt + P][2 * h + e];
-        f.v[nt][2 * h + e] = x1 * a.x + x2 * a.y;
-        f.v[nt + P][2 * h + e] = x2 * a.x - x1 * a.y;
-      }
-  }
-}
-
 // q and k rotated in place where the call applies RoPE, then a barrier (rope.cu's forward: pairs m,
 // m + Dh / 2 of row t at angle t theta^(-2m / Dh)). A thread's table entries are loaded first, all in
 // flight together, and each serves the same pair of q and of k.
