@@ -130,20 +130,20 @@ void rope_backward_cuda(float* dinp, const float* dout,  // [B, T, H, Dh] each
                         int64_t B, int64_t T, int64_t H, int64_t Dh, cudaStream_t stream);
 
 // ---- PaTH w path and beta (nn::path_wpath_*) ------------------------------------------------------
-void path_wpath_forward_cuda(float* w,             // [B, T, H, Dh]
-                             float* conv_out,      // [B, T, H * Dh] saved pre-activation
-                             const float* u,       // [B, T, H * Dh]
-                             const float* wconv,   // [H * Dh, 3]
-                             const float* bias,    // [H * Dh] or nullptr
+void path_wpath_forward_cuda(float* w,            // [B, T, H, Dh]
+                             const float* u,      // [B, T, H * Dh]
+                             const float* wconv,  // [H * Dh, 3]
+                             const float* bias,   // [H * Dh] or nullptr
                              int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream);
-void path_wpath_backward_cuda(float* du,              // [B, T, H * Dh] (overwritten)
-                              float* dwconv,          // [H * Dh, 3] (+=)
-                              float* dbias,           // [H * Dh] (+=) or nullptr
-                              float* da_scratch,      // [B, T, H * Dh] scratch (da, or the fused kernel's partial sums)
-                              const float* dw,        // [B, T, H, Dh]
-                              const float* conv_out,  // [B, T, H * Dh]
-                              const float* u,         // [B, T, H * Dh]
-                              const float* wconv,     // [H * Dh, 3]
+// The backward recomputes the convolution from u, wconv and bias (the forward saves nothing).
+void path_wpath_backward_cuda(float* du,           // [B, T, H * Dh] (overwritten)
+                              float* dwconv,       // [H * Dh, 3] (+=)
+                              float* dbias,        // [H * Dh] (+=) or nullptr
+                              float* da_scratch,   // [B, T, H * Dh] scratch (da, or the fused kernel's partial sums)
+                              const float* dw,     // [B, T, H, Dh]
+                              const float* u,      // [B, T, H * Dh]
+                              const float* wconv,  // [H * Dh, 3]
+                              const float* bias,   // [H * Dh] or nullptr
                               int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream,
                               ReduceScratch scratch = {});
 // beta = min(2 sigmoid(z), beta_max); backward zero where clamped, dz overwritten.

@@ -64,7 +64,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
     if (post) L.y1.resize(N * D);
     if (uses_gate(L.kind)) L.zf.resize(N * H), L.logf.resize(N * H), any_gate = true;
     if (uses_path(L.kind)) {
-      L.u.resize(N * HD), L.conv.resize(N * HD), L.w.resize(N * HD), L.w12.resize(HD * D);
+      L.u.resize(N * HD), L.w.resize(N * HD), L.w12.resize(HD * D);
       if (bf) L.w12b.resize(HD * D);
       L.zb.resize(N * H), L.beta.resize(N * H);
       L.factors.resize(static_cast<int64_t>(path_attention_factors_bytes(dims, attn_dt)));

@@ -66,7 +66,7 @@ struct GpuRunner::Impl {
   struct Layer {
     Attention kind;
     // fp32 precisions use the Buf of an activation, bf16 precision its Bf16Buf (never both).
-    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, u, conv, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
+    Buf x_in, h1, mean1, rstd1, q, k, v, zf, logf, u, w, zb, beta, att, lse, x_mid, h2, mean2, rstd2, g, s;
     Buf w12;       // PaTH: [HD, D] = w2 w1, the low-rank pair folded (u = h w12^T is one product), each forward
     Bf16Buf w12b;  // its bf16 copy in bf16 precision
     Buf y1, r2;  // post-norm: [N, D] norm1's output, norm2's input (norm1's input is x_mid)

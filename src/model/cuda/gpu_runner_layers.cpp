@@ -89,8 +89,8 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
         if (bf16()) f32_to_bf16_cuda(L.w12b.data(), L.w12.data(), HD * D, st);
         linear_forward_cuda(b, f32_target(L.u.data()), h, w12(L), nullptr, N, D, HD);
         const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
-        path_wpath_forward_cuda(L.w.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H,
-                                Dh, static_cast<float>(nn::kPathWNormEps), st);
+        path_wpath_forward_cuda(L.w.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
+                                static_cast<float>(nn::kPathWNormEps), st);
         linear_forward_cuda(b, f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D,
                             H);
         path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, st);
@@ -215,7 +215,8 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     ProfileScope op(prof, "bwd.path_w_beta");
     const bool bias = has(p + "attn.conv_bias");
     path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
-                             dconv.data(), dw.data(), L.conv.data(), L.u.data(), P(prm, p + "attn.conv"), B, T, H, Dh,
+                             dconv.data(), dw.data(), L.u.data(), P(prm, p + "attn.conv"),
+                             bias ? P(prm, p + "attn.conv_bias") : nullptr, B, T, H, Dh,
                              static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
     path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
     bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
