@@ -180,6 +180,17 @@ double rel_err(const Vec& got, const Vec& ref) {
   return std::sqrt(d) / std::max(std::sqrt(r), 1e-2 * std::sqrt(static_cast<double>(ref.size())));
 }
 int failures = 0;
+// FNV-1a over the outputs' bytes: a change that should keep the arithmetic keeps every case's digest.
+struct Digest {
+  uint64_t h = 1469598103934665603ull;
+  Digest& operator<<(const Buf& b) {
+    auto add = [&](const void* p, size_t n) {
+      for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+    };
+    add(b.f.data(), b.f.size() * sizeof(float)), add(b.h.data(), b.h.size() * sizeof(uint16_t));
+    return *this;
+  }
+};
 void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint64_t seed,
            double blo = 0.05, double bhi = 1.95) {
   using namespace sb;
@@ -241,6 +252,9 @@ void check(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool bf, uint
   }
   if (bad) line += " NONFINITE=" + std::to_string(bad);
   if (!same) line += " KEPT-DIFFERS";
+  std::snprintf(buf, sizeof buf, " bits %016llx",
+                (unsigned long long)(Digest{} << out << lse << dq << dk << dv << dw << db << (gate ? df : Buf{})).h);
+  line += buf;
   std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
   failures += !ok;
 }
@@ -307,6 +321,9 @@ void check_softmax(int64_t B, int64_t T, int64_t H, int64_t Dh, bool gate, bool 
     line += buf;
   }
   if (bad) line += " NONFINITE=" + std::to_string(bad);
+  std::snprintf(buf, sizeof buf, " bits %016llx",
+                (unsigned long long)(Digest{} << out << lse << dq << dk << dv << (gate ? df : Buf{})).h);
+  line += buf;
   std::printf("%s%s\n", ok ? "ok   " : "FAIL ", line.c_str());
   failures += !ok;
 }

@@ -65,8 +65,9 @@ inline void ldsm_x4(uint32_t (&r)[4], const float* row) {
 }
 inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const int lane = t_thread.x & 31, g = lane >> 2, t = lane & 3;
-  for (int e = 0; e < 4; ++e) t_frag[lane * 6 + e] = u2f(a[e]);
-  for (int e = 0; e < 2; ++e) t_frag[lane * 6 + 4 + e] = u2f(b[e]);
+  // The tensor cores read an operand's tf32 bits: the low 13 are ignored.
+  for (int e = 0; e < 4; ++e) t_frag[lane * 6 + e] = u2f(a[e] & 0xffffe000u);
+  for (int e = 0; e < 2; ++e) t_frag[lane * 6 + 4 + e] = u2f(b[e] & 0xffffe000u);
   syncwarp();
   for (int e = 0; e < 4; ++e) {
     const int i = g + 8 * (e >> 1), j = 2 * t + (e & 1);
