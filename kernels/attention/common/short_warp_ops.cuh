@@ -180,11 +180,13 @@ enum class Read { masked, zeroed, tf32 };
 
 // Entry (r, c) of a matrix in shared memory stored by rows at p (stride ld), or with TR its
 // transpose (read at (c, r)); entries outside S (in storage coordinates) read as 0, NEG negated.
-template <Tri S, bool TR = false, bool NEG = false, Read R = Read::masked>
+// ROUNDED: a slot that the one-pass kernels store rounded to tf32 (store_frag's ROUND), which their
+// products then read as it is (as Read::tf32).
+template <Tri S, bool TR = false, bool NEG = false, Read R = Read::masked, bool ROUNDED = false>
 struct View {
   const float* p;
   int ld;
-  static constexpr bool kTf32 = R == Read::tf32, kTrans = TR;
+  static constexpr bool kTf32 = R == Read::tf32 || ROUNDED, kTrans = TR;
   // Read as A(i, k) of a product: zero for k > i (kLower) or k < i (kUpper), by the triangle.
   static constexpr bool kLowerTri = S == Tri::Lower || S == Tri::StrictLower;
   static constexpr bool kUpperTri = S == Tri::Upper || S == Tri::StrictUpper;
@@ -308,9 +310,9 @@ __device__ __forceinline__ void mma_acc(Frag<N>& f, const OA& a, const OB& b, in
 }
 
 // The entries (i, j) of m-tile mt of a [32, 32] result into a slot, at (i, j) or with TR at (j, i):
-// those inside S (storage coordinates) get the value (0 at i or j >= T), the rest 0 (KEEP: left
-// alone).
-template <Tri S, bool TR = false, bool KEEP = false>
+// those inside S (storage coordinates) get the value (0 at i or j >= T; ROUND: rounded to tf32), the
+// rest 0 (KEEP: left alone).
+template <Tri S, bool TR = false, bool KEEP = false, bool ROUND = false>
 __device__ __forceinline__ void store_frag(float* slot, const Frag<TP>& f, int T, int lane, int mt) {
 #pragma unroll
   for (int nt = 0; nt < TP / 8; ++nt)
@@ -318,7 +320,8 @@ __device__ __forceinline__ void store_frag(float* slot, const Frag<TP>& f, int T
     for (int e = 0; e < 4; ++e) {
       const int i = frag_row(mt, e, lane), j = frag_col(nt, e, lane);
       const int sr = TR ? j : i, sc = TR ? i : j;
-      if (tri_in<S>(sr, sc)) slot[sr * LT + sc] = i < T && j < T ? f.v[nt][e] : 0.f;
+      const float v = ROUND ? round_tf32(f.v[nt][e]) : f.v[nt][e];
+      if (tri_in<S>(sr, sc)) slot[sr * LT + sc] = i < T && j < T ? v : 0.f;
       else if (!KEEP) slot[sr * LT + sc] = 0.f;
     }
 }

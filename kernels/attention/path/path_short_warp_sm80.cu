@@ -62,6 +62,14 @@ __device__ void load_head(float* s, int64_t floats, const WarpArgs& a, int64_t s
   gate_prefix(reinterpret_cast<double*>(s + L.g), a.log_f, s0, a.H, T, tid);
 }
 
+// Views of the slots that the one-pass (bf16) kernels store rounded to tf32 (store_frag's ROUND = BF,
+// the solve's writes): all but Gram (s1's strictly lower part) and dS (s4), which scalar code reads
+// in fp32. The products read them without a conversion, the same bits as rounding each read.
+template <Tri S, bool TR = false, bool NEG = false>
+using SlotView = View<S, TR, NEG, Read::masked, true>;
+template <Tri S, bool TR = false, bool NEG = false>
+using SlotZeroed = View<S, TR, NEG, Read::zeroed, true>;
+
 // Whether a kernel loads its late operands (v; the backward's v and dout) before load_head, holding
 // them in registers (at most 8 a tensor), or after it.
 template <int Dh, bool BF>
@@ -71,6 +79,7 @@ constexpr bool kEarly = HeadRows<Dh, BF>::kRegisters <= 8;
 // Tinv_bb = M_bb^-1 D_b by forward substitution, block b on warp b at once, lane c (< 16) column
 // 16 b + c: x_r = beta_{16b+r} ([r == c] - sum_{p<r} Gram_{16b+r, 16b+p} x_p); its row 16 b + c of s2
 // (Tinv^T) gets x at columns 16 b .. 16 b + 15 and zeros elsewhere (and at rows or columns >= T).
+template <bool ROUND>
 __device__ __forceinline__ void tinv_diagonal_block(float* s2, const float* gram, const float* beta, int T, int b,
                                                     int lane) {
   float x[16];
@@ -91,6 +100,9 @@ __device__ __forceinline__ void tinv_diagonal_block(float* s2, const float* gram
   }
   const int c = 16 * b + lane;
   float* out = s2 + c * LT;
+  if constexpr (ROUND)
+#pragma unroll
+    for (int r = 0; r < 16; ++r) x[r] = round_tf32(x[r]);
   const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -99,14 +111,19 @@ __device__ __forceinline__ void tinv_diagonal_block(float* s2, const float* gram
   }
 }
 
-// Entries (i, j), i >= 16 > j, of m-tile 1 of a [32, 32] result into a slot at (j, i).
+// Entries (i, j), i >= 16 > j, of m-tile 1 of a [32, 32] result into a slot at (j, i) (ROUND: rounded
+// to tf32).
+template <bool ROUND>
 __device__ __forceinline__ void store_lower_left_transposed(float* slot, const Frag<TP>& f, int lane) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int u = 0; u < 2; ++u) slot[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = f.v[nt][2 * h + u];
+      for (int u = 0; u < 2; ++u) {
+        const float v = f.v[nt][2 * h + u];
+        slot[frag_col(nt, u, lane) * LT + frag_row(1, 2 * h, lane)] = ROUND ? round_tf32(v) : v;
+      }
 }
 
 // Tinv's lower-left block (rows 16..31, columns 0..15), by warp 1 once both diagonal blocks are in
@@ -116,12 +133,12 @@ template <int NP>
 __device__ __forceinline__ void tinv_lower_left_block(float* s1, float* s2, int T, int lane) {
   Frag<TP> f;
   zero(f);
-  mma_acc<NP>(f, View<Tri::StrictLower>{s1, LT}, View<Tri::Full, true>{s2, LT}, 16, lane, 1);
-  store_lower_left_transposed(s1, f, lane);
+  mma_acc<NP>(f, View<Tri::StrictLower>{s1, LT}, SlotView<Tri::Full, true>{s2, LT}, 16, lane, 1);
+  store_lower_left_transposed<NP == 1>(s1, f, lane);
   __syncwarp();
   zero(f);
-  mma_acc<NP>(f, View<Tri::Full, true, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, 1);
-  store_lower_left_transposed(s2, f, lane);
+  mma_acc<NP>(f, SlotView<Tri::Full, true, true>{s2, LT}, SlotView<Tri::StrictUpper, true>{s1, LT}, T, lane, 1);
+  store_lower_left_transposed<NP == 1>(s2, f, lane);
 }
 
 // The forward's own-block part, shared by both directions: Gram (s1, strictly lower), A =
@@ -145,29 +162,29 @@ __device__ void own_block(Frag<TP>& S, float* s, int T, int lane, int mt, float 
   store_frag<Tri::StrictLower>(s1, f, T, lane, mt);
   zero(f);
   mma_acc<NP>(f, qs, wT, Dh, lane, mt);  // A = Q W^T
-  store_frag<Tri::Lower>(s3, f, T, lane, mt);
+  store_frag<Tri::Lower, false, false, BF>(s3, f, T, lane, mt);
   __syncthreads();
   if constexpr (!KEPT) {
-    if (lane < 16) tinv_diagonal_block(s2, s1, s + L.beta, T, mt, lane);
+    if (lane < 16) tinv_diagonal_block<BF>(s2, s1, s + L.beta, T, mt, lane);
     __syncthreads();
     if (mt == 1 && T > 16) tinv_lower_left_block<NP>(s1, s2, T, lane);
     __syncthreads();
   }
   zero(f);
   mma_acc<NP>(f, w, kT, Dh, lane, mt);  // C = W K^T, its strictly lower part into s1 transposed
-  store_frag<Tri::StrictUpper, true, true>(s1, f, T, lane, mt);
+  store_frag<Tri::StrictUpper, true, true, BF>(s1, f, T, lane, mt);
   __syncthreads();
   if constexpr (!KEPT) {
     // Z_rl = sum_m Tinv_rm C_ml: Tinv_rm = s2(m, r), C_ml = s1(l, m).
     zero(f);
-    mma_acc<NP>(f, Zeroed<Tri::Upper, true>{s2, LT}, View<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
+    mma_acc<NP>(f, SlotZeroed<Tri::Upper, true>{s2, LT}, SlotView<Tri::StrictUpper, true>{s1, LT}, T, lane, mt);
     __syncthreads();
-    store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+    store_frag<Tri::StrictLower, false, true, BF>(s2, f, T, lane, mt);
     __syncthreads();
   }
   zero(S);
   mma_acc<NP>(S, qs, kT, Dh, lane, mt);
-  mma_acc<NP>(S, Zeroed<Tri::Lower, false, true>{s3, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(S, SlotZeroed<Tri::Lower, false, true>{s3, LT}, SlotView<Tri::StrictLower>{s2, LT}, T, lane, mt);
   scale_frag(S, scale);
   if (gate) add_gate_bias(S, reinterpret_cast<const double*>(s + L.g), lane, mt);
 }
@@ -191,13 +208,13 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   if (a.kept) keep_slot(a.kept + bh * kKeptFloats, s + L.s2, tid);  // s2 is complete since own_block's last barrier
   softmax_rows(S, a.lse + bh * a.T, T, lane, mt);
   __syncthreads();  // s1..s3 are no longer read: P into s3, v over s1..s2
-  store_frag<Tri::Lower>(s + L.s3, S, T, lane, mt);
+  store_frag<Tri::Lower, false, false, BF>(s + L.s3, S, T, lane, mt);
   if constexpr (!kEarly<Dh, BF>) v.load(a.v, i0, a.is, T, tid);
   v.store(s + L.fwd_v, T, tid);
   __syncthreads();
   Frag<Dh> o;  // out = P V
   zero(o);
-  mma_acc<kPasses<BF>>(o, Zeroed<Tri::Lower>{s + L.s3, LT}, Rows{s + L.fwd_v, Dh + 4}, T, lane, mt);
+  mma_acc<kPasses<BF>>(o, SlotZeroed<Tri::Lower>{s + L.s3, LT}, Rows{s + L.fwd_v, Dh + 4}, T, lane, mt);
   store_frag_global<BF>(a.out, e0, es, o, T, lane, mt);
 }
 
@@ -239,11 +256,11 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   mma_acc<NP>(dS, dout, RowsT{s + L.v, LX}, Dh, lane, mt);
   softmax_rows_backward(P, dS, lse, a.scale, T, lane, mt);
   __syncthreads();  // v and the prefix sums are no longer read: P into s4
-  store_frag<Tri::Lower>(s4, P, T, lane, mt);
+  store_frag<Tri::Lower, false, false, BF>(s4, P, T, lane, mt);
   __syncthreads();
   Frag<Dh> o;  // dv = P^T dout
   zero(o);
-  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
+  mma_acc<NP>(o, SlotZeroed<Tri::Lower, true>{s4, LT}, dout, T, lane, mt);
   store_frag_global<BF>(a.dv, g0, a.gs, o, T, lane, mt);
   __syncthreads();  // dout and P are no longer read: dS into s4
   store_frag<Tri::Lower>(s4, dS, T, lane, mt);
@@ -252,42 +269,42 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // dA = lower(-dS Z^T) into s5: dA_ir = -sum_j dS_ij Z_rj.
   Frag<TP> f;
   zero(f);
-  mma_acc<NP>(f, Zeroed<Tri::Lower, false, true>{s4, LT}, View<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
-  store_frag<Tri::Lower>(s5, f, T, lane, mt);
+  mma_acc<NP>(f, Zeroed<Tri::Lower, false, true>{s4, LT}, SlotView<Tri::StrictLower, true>{s2, LT}, T, lane, mt);
+  store_frag<Tri::Lower, false, false, BF>(s5, f, T, lane, mt);
   // dZ = strictLower(-A^T dS) into s2 below Tinv^T: dZ_rl = -sum_i A_ir dS_il.
   zero(f);
-  mma_acc<NP>(f, Zeroed<Tri::Lower, true, true>{s3, LT}, Zeroed<Tri::Lower>{s4, LT}, T, lane, mt);
+  mma_acc<NP>(f, SlotZeroed<Tri::Lower, true, true>{s3, LT}, Zeroed<Tri::Lower>{s4, LT}, T, lane, mt);
   __syncthreads();
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  store_frag<Tri::StrictLower, false, true, BF>(s2, f, T, lane, mt);
   __syncthreads();
   // dq = dS K + dA W.
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower>{s4, LT}, k, T, lane, mt);
-  mma_acc<NP>(o, Zeroed<Tri::Lower>{s5, LT}, w, T, lane, mt);
+  mma_acc<NP>(o, SlotZeroed<Tri::Lower>{s5, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dq, g0, a.gs, o, T, lane, mt);
   // Z = Tinv C: dTinv = lower(dZ C^T) (C_ml = s1(l, m)), dC = strictLower(Tinv^T dZ) (Tinv_rm = s2(m, r)).
   zero(f);
-  mma_acc<NP>(f, View<Tri::StrictLower>{s2, LT}, View<Tri::StrictUpper>{s1, LT}, T, lane, mt);
+  mma_acc<NP>(f, SlotView<Tri::StrictLower>{s2, LT}, SlotView<Tri::StrictUpper>{s1, LT}, T, lane, mt);
   Frag<TP> f2;
   zero(f2);
-  mma_acc<NP>(f2, View<Tri::Upper>{s2, LT}, View<Tri::StrictLower>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f2, SlotView<Tri::Upper>{s2, LT}, SlotView<Tri::StrictLower>{s2, LT}, T, lane, mt);
   // A is no longer read: dTinv^T into s3's upper part, dC into its strictly lower part.
-  store_frag<Tri::Upper, true, true>(s3, f, T, lane, mt);
-  store_frag<Tri::StrictLower, false, true>(s3, f2, T, lane, mt);
+  store_frag<Tri::Upper, true, true, BF>(s3, f, T, lane, mt);
+  store_frag<Tri::StrictLower, false, true, BF>(s3, f2, T, lane, mt);
   __syncthreads();
   // dk = dS^T Q + dC^T W.
   zero(o);
   mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s4, LT}, qs, T, lane, mt);
-  mma_acc<NP>(o, View<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
+  mma_acc<NP>(o, SlotView<Tri::StrictLower, true>{s3, LT}, w, T, lane, mt);
   store_frag_global<BF>(a.dk, g0, a.gs, o, T, lane, mt);
   // R = M^-T dTinv is D^-1 Tinv^T dTinv (Tinv = M^-1 D), so R' = D R = Tinv^T dTinv is one product
   // (Tinv_qr = s2(r, q), dTinv_qc = s3(c, q)) instead of a back substitution. Only R's strictly
   // lower part and diagonal are used: R' strictly lower into s2 below Tinv^T (dZ is no longer read),
   // its diagonal into scr[32 ..].
   zero(f);
-  mma_acc<NP>(f, View<Tri::Upper>{s2, LT}, View<Tri::Upper, true>{s3, LT}, T, lane, mt);
+  mma_acc<NP>(f, SlotView<Tri::Upper>{s2, LT}, SlotView<Tri::Upper, true>{s3, LT}, T, lane, mt);
   __syncthreads();  // Tinv^T and dTinv^T are read
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  store_frag<Tri::StrictLower, false, true, BF>(s2, f, T, lane, mt);
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -301,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   // sum_{p<r} E_rp Gram_rp = (R'_rr + sum_{p<r} (D E)_rp Gram_rp) / beta_r (0 where beta_r is 0: its
   // gate's gradient carries a factor beta_r).
   zero(f);
-  mma_acc<NP>(f, View<Tri::StrictLower, false, true>{s2, LT}, View<Tri::Upper>{s2, LT}, T, lane, mt);
+  mma_acc<NP>(f, SlotView<Tri::StrictLower, false, true>{s2, LT}, SlotView<Tri::Upper>{s2, LT}, T, lane, mt);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int i = frag_row(mt, 2 * h, lane);
@@ -319,13 +336,13 @@ __global__ void __launch_bounds__(kThreads, resident(path_short_warp_layout(Dh).
   __syncthreads();  // R' is no longer read: D E into s2's strictly lower part
   if (mt == 0 && lane < T)
     a.dbeta[s0 + lane * a.H] = beta[lane] > 0.f ? (scr[32 + lane] + scr[lane]) / beta[lane] : 0.f;
-  store_frag<Tri::StrictLower, false, true>(s2, f, T, lane, mt);
+  store_frag<Tri::StrictLower, false, true, BF>(s2, f, T, lane, mt);
   __syncthreads();
   // dw = dA^T Q + dC K + (dGram + dGram^T) W, dGram = D E: entry (i, p) of the last factor is
   // (D E)_ip (p < i) or (D E)_pi (p > i).
   zero(o);
-  mma_acc<NP>(o, Zeroed<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
-  mma_acc<NP>(o, View<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
+  mma_acc<NP>(o, SlotZeroed<Tri::Lower, true>{s5, LT}, qs, T, lane, mt);
+  mma_acc<NP>(o, SlotView<Tri::StrictLower>{s3, LT}, k, T, lane, mt);
   const float* DE = s2;
   mma_acc<NP>(
       o, [&](int i, int p) { return p == i ? 0.f : DE[(p < i ? i : p) * LT + (p < i ? p : i)]; }, w, T, lane, mt);
