@@ -144,14 +144,26 @@ __global__ void layernorm_forward_vec_kernel(O* out, float* mean, float* rstd, c
   }
 }
 
+// One row's operands of the vectorised norm backward, a lane's float4 groups: x, dy, the dinp it adds
+// to (accumulate), the row's rstd and mean.
+template <int J>
+struct NormRow {
+  float4 x[J], dy[J], prev[J];
+  float r, m;
+};
+
 // The vectorised norm backward (kMode 1: RMSNorm, 2: LayerNorm), same contract and CTA layout as
 // norm_backward_kernel; each lane keeps its columns' weight (and bias) gradient terms in registers
-// over the CTA's rows, the CTA adds its warps' sums in warp order.
+// over the CTA's rows, the CTA adds its warps' sums in warp order. A warp's next row is loaded
+// while it works on this one, with its dinp (only this warp writes the row), where the registers
+// allow it at four CTAs an SM (J = 1: D <= 128).
 template <int kMode, int J>
-__global__ void norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool accumulate, float* part_w, float* part_b,
-                                         const float* dout, const float* inp, const float* weight, const float* mean,
-                                         const float* rstd, int64_t N, int64_t D, int64_t rows_per_chunk) {
+__global__ void __launch_bounds__(32 * kRowsPerBlock, J == 1 ? 4 : 1)
+    norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool accumulate, float* part_w, float* part_b,
+                             const float* dout, const float* inp, const float* weight, const float* mean,
+                             const float* rstd, int64_t N, int64_t D, int64_t rows_per_chunk) {
   extern __shared__ float sums[];  // [kRowsPerBlock][D] weight terms, then [kRowsPerBlock][D] bias terms
+  constexpr bool kAhead = J == 1;
   const int warp = threadIdx.y, lane = threadIdx.x, D4 = static_cast<int>(D / 4);
   const bool partials = part_w != nullptr, bias = kMode == 2 && part_b != nullptr;
   float4 g[J], aw[J], ab[J];
@@ -160,16 +172,32 @@ __global__ void norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool acc
     g[j] = ld4(weight, lane + 32 * j, lane + 32 * j < D4);
     aw[j] = ab[j] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  const int64_t n0 = blockIdx.x * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
-  for (int64_t n = n0 + warp; n < n1; n += kRowsPerBlock) {
-    const float r = rstd[n], m = kMode == 2 ? mean[n] : 0.f;
-    float4 x[J], dy[J];
-    float sg = 0.f, sgx = 0.f;
+  const auto load = [&](NormRow<J>& row, int64_t n) {
+    row.r = rstd[n], row.m = kMode == 2 ? mean[n] : 0.f;
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const bool ok = lane + 32 * j < D4;
-      x[j] = ld4(inp + n * D, lane + 32 * j, ok);
-      dy[j] = ld4(dout + n * D, lane + 32 * j, ok);
+      row.x[j] = ld4(inp + n * D, lane + 32 * j, ok);
+      row.dy[j] = ld4(dout + n * D, lane + 32 * j, ok);
+      if constexpr (kAhead) row.prev[j] = ld4(dinp + n * D, lane + 32 * j, ok && accumulate);
+    }
+  };
+  const int64_t n0 = blockIdx.x * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
+  NormRow<J> cur;
+  if (kAhead && n0 + warp < n1) load(cur, n0 + warp);
+  for (int64_t n = n0 + warp; n < n1; n += kRowsPerBlock) {
+    NormRow<J> next;
+    if constexpr (kAhead) {
+      if (n + kRowsPerBlock < n1) load(next, n + kRowsPerBlock);
+    } else {
+      load(cur, n);
+    }
+    const float r = cur.r, m = cur.m;
+    float4(&x)[J] = cur.x;
+    const float4(&dy)[J] = cur.dy;
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
       if constexpr (kMode == 1) {
         sgx += dy[j].x * g[j].x * x[j].x + dy[j].y * g[j].y * x[j].y + dy[j].z * g[j].z * x[j].z +
                dy[j].w * g[j].w * x[j].w;
@@ -194,7 +222,7 @@ __global__ void norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool acc
       float4 o = make_float4(r * (dy[j].x * g[j].x - a - x[j].x * c), r * (dy[j].y * g[j].y - a - x[j].y * c),
                              r * (dy[j].z * g[j].z - a - x[j].z * c), r * (dy[j].w * g[j].w - a - x[j].w * c));
       if (accumulate) {
-        const float4 p = reinterpret_cast<const float4*>(dinp + n * D)[q];
+        const float4 p = kAhead ? cur.prev[j] : reinterpret_cast<const float4*>(dinp + n * D)[q];
         o = make_float4(__fadd_rn(p.x, o.x), __fadd_rn(p.y, o.y), __fadd_rn(p.z, o.z), __fadd_rn(p.w, o.w));
       }
       st4(dinp + n * D, q, o);
@@ -205,6 +233,7 @@ __global__ void norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool acc
         if (bias) ab[j].x += dy[j].x, ab[j].y += dy[j].y, ab[j].z += dy[j].z, ab[j].w += dy[j].w;
       }
     }
+    if constexpr (kAhead) cur = next;
   }
   if (!partials) return;
 #pragma unroll
