@@ -366,12 +366,13 @@ __global__ void norm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumul
 }
 
 // Row chunks of the fused parameter-gradient sums (0: not fused): with a scratch of `arrays` partial
-// rows per chunk, and the CTA's shared rows within the default 48 KB; at least 64 rows per chunk
-// (8 per warp, so the loads of successive rows overlap), at most 512 chunks (one wave of 8-warp CTAs
-// on an H100 at 4 CTAs per SM; fewer partial rows for chunk_sum). Depends only on N, D, the scratch.
+// rows per chunk, and the CTA's shared rows within the default 48 KB; at least 16 rows per chunk
+// (two a warp, so that a warp's next row is in flight while it works on one), at most 512 chunks (one
+// wave of 8-warp CTAs on an H100 at 4 CTAs per SM; fewer partial rows for chunk_sum). Depends only on
+// N, D, the scratch.
 int64_t norm_chunks(int64_t N, int64_t D, int64_t arrays, ReduceScratch scratch) {
   if (!scratch.data || arrays * kRowsPerBlock * D * static_cast<int64_t>(sizeof(float)) > 48 * 1024) return 0;
-  return std::max<int64_t>(1, std::min<int64_t>({N / 64, scratch.floats / (arrays * D), 512}));
+  return std::max<int64_t>(1, std::min<int64_t>({N / 16, scratch.floats / (arrays * D), 512}));
 }
 
 // The backward launch: fused sums when dweight (and LayerNorm's dbias) are asked for and fit the
