@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "kernels/attention/attention.hpp"
@@ -46,6 +47,18 @@ void with_dh(int64_t Dh, F&& f) {
     case 64: f(std::integral_constant<int, 64>{}); break;
     case 128: f(std::integral_constant<int, 128>{}); break;
     default: throw_error("attention CUDA: unsupported head dim (supported: 16, 32, 64, 128)");
+  }
+}
+
+// The same for the short warp kernels' head dims, 16, 32 or 64 (plan.hpp path_short_warp,
+// softmax_short_warp); `kernels` names them in the error.
+template <class F>
+void with_short_dh(int64_t Dh, const char* kernels, F&& f) {
+  switch (Dh) {
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    case 32: f(std::integral_constant<int, 32>{}); break;
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    default: throw_error((std::string(kernels) + ": head dim must be 16, 32 or 64 (plan.hpp)").c_str());
   }
 }
 

@@ -368,16 +368,6 @@ void launch(Kernel kernel, int64_t floats, const WarpArgs& a, const DeviceLimits
   SB_CUDA_CHECK_LAUNCH();
 }
 
-template <class F>
-void with_warp_dh(int64_t Dh, F&& f) {
-  switch (Dh) {
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    case 32: f(std::integral_constant<int, 32>{}); break;
-    case 64: f(std::integral_constant<int, 64>{}); break;
-    default: throw_error("path_short_warp: head dim must be 16, 32 or 64 (plan.hpp path_short_warp)");
-  }
-}
-
 }  // namespace
 
 void path_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* w,
@@ -385,7 +375,7 @@ void path_short_warp_forward(void* out, float* lse, const void* q, const void* k
                              float* kept, const DeviceLimits& dev, cudaStream_t stream) {
   WarpArgs a = warp_args(path_short_forward_args(out, lse, q, k, v, w, beta, log_f, d, scale), d);
   a.kept = kept;
-  with_warp_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "path_short_warp", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).fwd_floats;
     launch(bf16 ? path_short_warp_fwd_kernel<D, true> : path_short_warp_fwd_kernel<D, false>, floats, a, dev, stream);
@@ -399,7 +389,7 @@ void path_short_warp_backward(void* dq, void* dk, void* dv, float* dw, float* db
   WarpArgs a = warp_args(
       path_short_backward_args(dq, dk, dv, dw, dbeta, dlog_f, dout, q, k, v, w, beta, log_f, lse, d, scale), d);
   a.kept = const_cast<float*>(kept);  // read only by the backward kernel
-  with_warp_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "path_short_warp", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     const int64_t floats = path_short_warp_layout(D).bwd_floats;
     launch(bf16 ? path_short_warp_bwd_kernel<D, true> : path_short_warp_bwd_kernel<D, false>, floats, a, dev, stream);

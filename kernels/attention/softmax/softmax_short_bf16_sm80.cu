@@ -65,6 +65,22 @@ __device__ void rotate_tile(uint16_t* tile, const float2* cs, int T, int lane) {
   __syncwarp();
 }
 
+// A warp's head: its lane, T, its (b, h) (past a.BH for a CTA's spare warps: valid false), its region of
+// `elements` bf16 and its place in the [B, T, H(, Dh)] tensors.
+template <int Dh>
+struct WarpHead {
+  int lane, T;
+  int64_t bh;
+  uint16_t* w;
+  HeadAt at;
+  bool valid;
+  __device__ __forceinline__ WarpHead(const Bf16ShortArgs& a, float* s, int elements)
+      : lane(threadIdx.x & 31), T(static_cast<int>(a.T)),
+        bh(static_cast<int64_t>(blockIdx.x) * kWarpHeads + (threadIdx.x >> 5)),
+        w(reinterpret_cast<uint16_t*>(s) + (threadIdx.x >> 5) * elements), at(head_at(bh, a.T, a.H, Dh)),
+        valid(bh < a.BH) {}
+};
+
 // Copies the warp's head (q, k, v and, with dout, dout) into its tiles, runs `meanwhile` while the copies are in
 // flight, waits for them and applies RoPE to q and k where the call has a table; returns the lane's gate prefix sum.
 template <int Dh, class F>
@@ -215,17 +231,12 @@ template <int Dh>
 __global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).fwd, 8))
     softmax_short_bf16_fwd_kernel(const Bf16ShortArgs a) {
   extern __shared__ __align__(16) float s[];
-  constexpr WarpTiles L = warp_tiles(Dh);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t bh = static_cast<int64_t>(blockIdx.x) * kWarpHeads + warp;
-  if (bh >= a.BH) return;
-  const int T = static_cast<int>(a.T);
-  uint16_t* w = reinterpret_cast<uint16_t*>(s) + warp * L.fwd;
-  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
-  const double G = stage_head<Dh>(w, a, bh, false, T, lane, [] {});
-  const GateCols gc(G, a.log_f != nullptr, lane);
-  forward_rows<Dh, 0>(a, w, G, gc, bh, e0, es, T, lane);
-  if (T > 16) forward_rows<Dh, 1>(a, w, G, gc, bh, e0, es, T, lane);
+  const WarpHead<Dh> h(a, s, warp_tiles(Dh).fwd);
+  if (!h.valid) return;
+  const double G = stage_head<Dh>(h.w, a, h.bh, false, h.T, h.lane, [] {});
+  const GateCols gc(G, a.log_f != nullptr, h.lane);
+  forward_rows<Dh, 0>(a, h.w, G, gc, h.bh, h.at.e0, h.at.es, h.T, h.lane);
+  if (h.T > 16) forward_rows<Dh, 1>(a, h.w, G, gc, h.bh, h.at.e0, h.at.es, h.T, h.lane);
 }
 
 // The backward's first part for m-tile MT: P = exp(S - lse) and dP = dout V^T in fp32, delta_i = sum_j P_ij dP_ij,
@@ -351,12 +362,11 @@ __global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).bwd, 4)
     softmax_short_bf16_bwd_kernel(const Bf16ShortArgs a) {
   extern __shared__ __align__(16) float s[];
   constexpr WarpTiles L = warp_tiles(Dh);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t bh = static_cast<int64_t>(blockIdx.x) * kWarpHeads + warp;
-  if (bh >= a.BH) return;
-  const int T = static_cast<int>(a.T);
-  uint16_t* w = reinterpret_cast<uint16_t*>(s) + warp * L.bwd;
-  const auto [s0, e0, es] = head_at(bh, a.T, a.H, Dh);
+  const WarpHead<Dh> h(a, s, L.bwd);
+  if (!h.valid) return;
+  const int lane = h.lane, T = h.T;
+  const int64_t bh = h.bh;
+  uint16_t* w = h.w;
   const int64_t g0 = head_row0(bh, a.T, a.H, Dh, a.gs);
   float lse[2][2];  // the lane's rows frag_row(mt, 2 h)
   const double G = stage_head<Dh>(w, a, bh, true, T, lane, [&] {
@@ -392,7 +402,7 @@ __global__ void __launch_bounds__(kWarpCta, resident_ctas(warp_tiles(Dh).bwd, 4)
   __syncwarp();
   column_products<Dh, 0>(static_cast<uint16_t*>(a.dk) + g0, a.gs, ps, w + L.q, a.rope_cs, T, lane);  // dk = dS^T Q
   if (two) column_products<Dh, 1>(static_cast<uint16_t*>(a.dk) + g0, a.gs, ps, w + L.q, a.rope_cs, T, lane);
-  if (a.log_f) gate_grad_lanes(a.dlog_f, s0, a.H, a.scale, T, rs, cs, lane);
+  if (a.log_f) gate_grad_lanes(a.dlog_f, h.at.s0, a.H, a.scale, T, rs, cs, lane);
 }
 
 Bf16ShortArgs bf16_short_args(const AttnDims& d, float scale) {
@@ -412,16 +422,6 @@ void launch_bf16(Kernel kernel, int elements, const Bf16ShortArgs& a, cudaStream
   SB_CUDA_CHECK_LAUNCH();
 }
 
-template <class F>
-void with_bf16_dh(int64_t Dh, F&& f) {
-  switch (Dh) {
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    case 32: f(std::integral_constant<int, 32>{}); break;
-    case 64: f(std::integral_constant<int, 64>{}); break;
-    default: throw_error("softmax_short_bf16: head dim must be 16, 32 or 64 (plan.hpp softmax_short_warp)");
-  }
-}
-
 }  // namespace
 
 void softmax_short_bf16_forward(void* out, float* lse, const void* q, const void* k, const void* v, const float* log_f,
@@ -429,7 +429,7 @@ void softmax_short_bf16_forward(void* out, float* lse, const void* q, const void
   Bf16ShortArgs a = bf16_short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
-  with_bf16_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "softmax_short_bf16", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     launch_bf16(softmax_short_bf16_fwd_kernel<D>, warp_tiles(D).fwd, a, stream);
   });
@@ -442,7 +442,7 @@ void softmax_short_bf16_backward(void* dq, void* dk, void* dv, float* dlog_f, co
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
-  with_bf16_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "softmax_short_bf16", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     launch_bf16(softmax_short_bf16_bwd_kernel<D>, warp_tiles(D).bwd, a, stream);
   });

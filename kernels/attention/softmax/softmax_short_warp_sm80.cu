@@ -198,16 +198,6 @@ void launch(Kernel kernel, int64_t floats, const SoftmaxShortArgs& a, const Attn
   SB_CUDA_CHECK_LAUNCH();
 }
 
-template <class F>
-void with_short_dh(int64_t Dh, F&& f) {
-  switch (Dh) {
-    case 16: f(std::integral_constant<int, 16>{}); break;
-    case 32: f(std::integral_constant<int, 32>{}); break;
-    case 64: f(std::integral_constant<int, 64>{}); break;
-    default: throw_error("softmax_short_warp: head dim must be 16, 32 or 64 (plan.hpp softmax_short_warp)");
-  }
-}
-
 }  // namespace
 
 void softmax_short_warp_forward(void* out, float* lse, const void* q, const void* k, const void* v,
@@ -217,7 +207,7 @@ void softmax_short_warp_forward(void* out, float* lse, const void* q, const void
   SoftmaxShortArgs a = short_args(d, scale);
   a.q = q, a.k = k, a.v = v, a.log_f = log_f, a.out = out, a.lse = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
-  with_short_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "softmax_short_warp", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     launch(softmax_short_warp_fwd_kernel<D>, layout(D).fwd_floats, a, d, stream);
   });
@@ -232,7 +222,7 @@ void softmax_short_warp_backward(void* dq, void* dk, void* dv, float* dlog_f, co
   a.q = q, a.k = k, a.v = v, a.dout = dout, a.log_f = log_f, a.lse_in = lse;
   a.rope_cs = reinterpret_cast<const float2*>(rope_cs);
   a.dq = dq, a.dk = dk, a.dv = dv, a.dlog_f = log_f ? dlog_f : nullptr;
-  with_short_dh(d.Dh, [&](auto dh) {
+  with_short_dh(d.Dh, "softmax_short_warp", [&](auto dh) {
     constexpr int D = decltype(dh)::value;
     launch(softmax_short_warp_bwd_kernel<D>, layout(D).bwd_floats, a, d, stream);
   });
