@@ -1,8 +1,8 @@
 // test_cuda_ops.cpp: every CUDA op of kernels/ops/ops.hpp and model/cuda/blas.hpp (forward and
 // backward) against the CPU reference op of src/nn/ on awkward shapes (T = 1, 7, 113, 257; head
-// dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser (the bf16 ops:
-// test_cuda_ops_bf16.cpp). Skips with a message when built without CUDA or when no device is
-// present. Independent of the attention kernels.
+// dims 16-128), plus grad-norm / clipping / AdamW against the CPU optimiser (the bf16 ops and the
+// row gathers: test_cuda_ops_bf16.cpp). Skips with a message when built without CUDA or when no
+// device is present. Independent of the attention kernels.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -363,23 +363,33 @@ TEST_F(CudaOps, PathWPathAndBeta) {
         expect_close(d_dwc.host(), dwc, 1e-4, gatol, "wpath dwconv");
         if (bias) expect_close(d_dcb.host(), dcb, 1e-4, gatol, "wpath dbias");
       }
-  const int64_t n = 1001;
-  auto z = randn(n, 31, 3.f);
-  z[0] = 40.f, z[1] = -40.f;
-  const auto db = randn(n, 32);
-  for (float bmax : {2.f, 1.5f}) {
-    std::vector<float> beta(n), dz(n, 0.f);
-    nn::path_beta_forward(beta.data(), z.data(), n, bmax);
-    nn::path_beta_backward(dz.data(), db.data(), z.data(), n, bmax);
-    Dev<float> d_z(z), d_db(db), d_beta(n), d_dz(n);
-    cuda::path_beta_forward_cuda(d_beta.p, d_z.p, n, bmax, s);
-    cuda::path_beta_backward_cuda(d_dz.p, d_db.p, d_z.p, n, bmax, s);
-    expect_close(d_beta.host(), beta, 1e-6, 1e-7, "beta forward");
-    expect_close(d_dz.host(), dz, 1e-5, 1e-7, "beta backward");
-  }
+  // beta over [N, H] with its bias: H = 4 sums the bias gradient in the same pass, H = 3 (not a
+  // divisor of the block) by column sums afterwards; without a bias z is left alone.
+  for (int64_t H : {4, 3})
+    for (float bmax : {2.f, 1.5f})
+      for (bool with_bias : {true, false}) {
+        const int64_t N = 1001, n = N * H;
+        auto z = randn(n, 31, 3.f);
+        z[0] = 40.f, z[1] = -40.f;
+        const auto db = randn(n, 32), bias = randn(H, 33);
+        std::vector<float> zb = z, beta(n), dz(n, 0.f), dbias = randn(H, 34), dbias0 = dbias;
+        if (with_bias)
+          for (int64_t i = 0; i < n; ++i) zb[i] += bias[i % H];
+        nn::path_beta_forward(beta.data(), zb.data(), n, bmax);
+        nn::path_beta_backward(dz.data(), db.data(), zb.data(), n, bmax);
+        for (int64_t i = 0; i < n; ++i) dbias[i % H] += dz[i];
+        Dev<float> d_z(z), d_db(db), d_beta(n), d_dz(n), d_bias(bias), d_dbias(dbias0);
+        cuda::path_beta_forward_cuda(d_beta.p, d_z.p, with_bias ? d_bias.p : nullptr, N, H, bmax, s);
+        cuda::path_beta_backward_cuda(d_dz.p, with_bias ? d_dbias.p : nullptr, d_db.p, d_z.p, N, H, bmax, s,
+                                      cuda::ReduceScratch{partials.p, cuda::kReduceChunks * 4 * 256});
+        expect_close(d_z.host(), zb, 0, 0, "beta's z (bias added in place)");
+        expect_close(d_beta.host(), beta, 1e-6, 1e-7, "beta forward");
+        expect_close(d_dz.host(), dz, 1e-5, 1e-7, "beta backward");
+        expect_close(d_dbias.host(), with_bias ? dbias : dbias0, 1e-5, 1e-5, "beta bias gradient");
+      }
 }
 
-TEST_F(CudaOps, CrossEntropyArgmaxAndRows) {
+TEST_F(CudaOps, CrossEntropyAndArgmax) {
   for (int64_t M : kTs)
     for (int64_t V : {2, 37, 1000}) {
       auto logits = randn(M * V, 33, 3.f);
@@ -428,22 +438,23 @@ TEST_F(CudaOps, CrossEntropyArgmaxAndRows) {
     EXPECT_NEAR(d_sum.host()[0], ls.loss_sum, 1e-5 * (1 + std::fabs(ls.loss_sum)));
     expect_close(d_dl.host(), dl, 1e-5, 1e-7, "crossentropy backward with padding rows");
   }
-  // gather / scatter of rows
-  const int64_t N = 113, D = 24;
-  const std::vector<int32_t> rows = {0, 5, 6, 112, 40, -1, -1};  // -1: padding
-  const auto x = randn(N * D, 34);
-  Dev<float> d_x(x), d_g(std::vector<float>(rows.size() * D, 7.f)), d_back(N * D);  // 7: not written
-  Dev<int32_t> d_rows(rows);
-  cuda::gather_rows_cuda(d_g.p, d_x.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
-  cuda::scatter_rows_cuda(d_back.p, d_g.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
-  std::vector<float> expect(N * D, 0.f), gathered(rows.size() * D, 0.f);
-  for (size_t m = 0; m < rows.size(); ++m) {
-    if (rows[m] < 0) continue;
-    std::copy_n(x.data() + rows[m] * D, D, expect.data() + rows[m] * D);
-    std::copy_n(x.data() + rows[m] * D, D, gathered.data() + m * D);
-  }
-  expect_close(d_g.host(), gathered, 0, 0, "gather rows (padding rows zero)");
-  expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
+}
+
+// Over many blocks (n = 3e6 + 1: 1024 partials, summed by whichever block finishes last), twice in a
+// row: the same bits, the host's double sum to rounding.
+TEST_F(CudaOps, GradNormOverManyBlocks) {
+  const int64_t n = 3000001;
+  const auto g = randn(n, 77);
+  double sum = 0;
+  for (float x : g) sum += static_cast<double>(x) * x;
+  Dev<float> d_g(g);
+  Dev<double> d_norm(1), d_part(cuda::grad_norm_partials(n));
+  cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
+  const double first = d_norm.host()[0];
+  EXPECT_NEAR(first, std::sqrt(sum), 1e-12 * std::sqrt(sum));
+  cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
+  EXPECT_EQ(d_norm.host()[0], first);
+  EXPECT_EQ(d_part.host().back(), 0.0);
 }
 
 TEST_F(CudaOps, GradNormClipAndAdamW) {
@@ -472,15 +483,19 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
     }
     CUDA_CHECK(cudaMemcpy(d_g.p, store.grads(), n * sizeof(float), cudaMemcpyHostToDevice));
     const double norm = clip_grad_norm(store, 1.0);
+    const auto unclipped = d_g.host();
     cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
-    cuda::clip_grads_cuda(d_g.p, d_norm.p, n, 1.0, s);
     EXPECT_NEAR(d_norm.host()[0], norm, 1e-9 * norm);
-    expect_close(d_g.host(), std::vector<float>(store.grads(), store.grads() + n), 1e-6, 0, "clipped grads");
+    EXPECT_EQ(d_part.host().back(), 0.0);  // the blocks' count is left at 0 for the next call
+    cuda::grad_norm_cuda(d_norm.p, d_part.p, d_g.p, n, s);
+    EXPECT_NEAR(d_norm.host()[0], norm, 1e-9 * norm);
     opt.step(store, 1e-2);
     const int64_t t = opt.steps_taken();
     const cuda::AdamWArgs args{1e-2, oc.betas[0], oc.betas[1], oc.eps, oc.weight_decay,
                                1.0 - std::pow(oc.betas[0], t), std::sqrt(1.0 - std::pow(oc.betas[1], t))};
-    cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, nullptr, n, args, s);
+    // Clipped on the way in (step 1's gradient is 1000 times the others: clipped; the rest are not).
+    cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, d_norm.p, nullptr, d_norm.p, 1.0, n, args, s);
+    expect_close(d_g.host(), unclipped, 0, 0, "gradient left as it was");
     expect_close(d_p.host(), std::vector<float>(store.params(), store.params() + n), 1e-5, 1e-7, "adamw params");
     expect_close(d_m.host(), std::vector<float>(opt.m(), opt.m() + n), 1e-5, 1e-9, "adamw m");
     expect_close(d_v.host(), std::vector<float>(opt.v(), opt.v() + n), 1e-5, 1e-12, "adamw v");
@@ -489,7 +504,7 @@ TEST_F(CudaOps, GradNormClipAndAdamW) {
   const auto before = d_p.host();
   const double inf = INFINITY;
   CUDA_CHECK(cudaMemcpy(d_norm.p, &inf, sizeof(double), cudaMemcpyHostToDevice));
-  cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, nullptr, d_norm.p, n,
+  cuda::adamw_step_cuda(d_p.p, d_m.p, d_v.p, d_g.p, d_mask.p, nullptr, d_norm.p, d_norm.p, 1.0, n,
                         cuda::AdamWArgs{1e-2, 0.9, 0.999, 1e-8, 0.1, 0.5, 0.5}, s);
   expect_close(d_p.host(), before, 0, 0, "skipped update");
 }

@@ -1,7 +1,8 @@
 // test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops/ops_bf16.hpp) bit for bit against bf16 of
 // their fp32 ops on the same inputs, the linear layer on bf16 operands (model/cuda/blas.hpp's
-// typed overloads) against the CPU layer on the same bf16-exact values, and the column packing of
-// kernels/ops/pack.hpp (exact). Skips with a message when built without CUDA or when no device is present.
+// typed overloads) against the CPU layer on the same bf16-exact values, the column packing of
+// kernels/ops/pack.hpp and the row gathers / scatters (exact). Skips with a message when built without
+// CUDA or when no device is present.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -244,7 +245,7 @@ TEST_F(CudaOps, LinearOnBf16Operands) {
 // Parts of 16 bf16, 8 fp32, 3 fp32 and 5 bf16 columns packed into rows of 40 (bf16: fp32 parts
 // rounded; the pad zeroed over a poisoned buffer; eight-column groups where aligned, single columns
 // elsewhere), fp32 parts into fp32 rows, over row counts past the grid's 65535; then one flat row
-// (the runner's weight packing), add_segments, and one row wider than a CTA's 8192 columns.
+// (the runner's weight packing), add_segments, and one row of 20000 columns.
 TEST_F(CudaOps, PackColumnsAndAddSegments) {
   for (int64_t rows : {1, 7, 113, 70001}) {
     const int64_t widths[] = {16, 8, 3, 5}, ld = 40;
@@ -284,7 +285,7 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   cuda::add_segments_cuda(d_g.p, skip_first, 2, s);
   const auto s3 = d_w2.host();
   for (int64_t i = 0; i < 80; ++i) ASSERT_EQ(s3[i], s2[i] + g[120 + i]) << i;
-  // A row wider than 8192 columns is split across the grid's y: [9000 | 7001 | pad] of 20000.
+  // A wide row with a part not in 8-column groups (a column a thread): [9000 | 7001 | pad] of 20000.
   const auto u1 = randn(9000, 7), u2 = randn(7001, 8);
   Dev<float> d_u1(u1), d_u2(u2), wide_row(std::vector<float>(20000, NAN));
   const cuda::PackPart up[] = {{d_u1.p, 9000, true}, {d_u2.p, 7001, true}};
@@ -292,9 +293,8 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   const auto wr = wide_row.host();
   for (int64_t i = 0; i < 20000; ++i) ASSERT_EQ(wr[i], i < 9000 ? u1[i] : i < 16001 ? u2[i - 9000] : 0.f) << i;
   // A part marked in place (its producer wrote it into the rows) is left as it is; the others and the
-  // pad are written around it: [16 in place | 8 | pad] of 32.
-  {
-    const int64_t rows = 113;
+  // pad are written around it: [16 in place | 8 | pad] of 32, over many rows and one.
+  for (int64_t rows : {113, 1}) {
     std::vector<uint16_t> pre(rows * 32);
     for (size_t i = 0; i < pre.size(); ++i) pre[i] = static_cast<uint16_t>(i * 7919u);
     const auto b = randn(rows * 8, 9);
@@ -316,6 +316,47 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   EXPECT_THROW(cuda::pack_columns_cuda(h.p, false, 32, wide, 1, 1, s), Error);
   EXPECT_THROW(cuda::pack_columns_cuda(h.p, false, 32, wide, 0, 1, s), Error);
   EXPECT_THROW(cuda::add_segments_cuda(d_g.p, segs, 9, s), Error);
+}
+
+// Rows gathered by an index (padding rows -1: zeros) and scattered back, one tensor or two in one
+// launch (an fp32 one with fp32 or bf16 bits), exact.
+TEST_F(CudaOps, GatherScatterRows) {
+  const int64_t N = 113, D = 24;
+  const std::vector<int32_t> rows = {0, 5, 6, 112, 40, -1, -1};  // -1: padding
+  const auto x = randn(N * D, 34);
+  Dev<float> d_x(x), d_g(std::vector<float>(rows.size() * D, 7.f)), d_back(N * D);  // 7: not written
+  Dev<int32_t> d_rows(rows);
+  cuda::gather_rows_cuda(d_g.p, d_x.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
+  cuda::scatter_rows_cuda(d_back.p, d_g.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
+  std::vector<float> expect(N * D, 0.f), gathered(rows.size() * D, 0.f);
+  for (size_t m = 0; m < rows.size(); ++m) {
+    if (rows[m] < 0) continue;
+    std::copy_n(x.data() + rows[m] * D, D, expect.data() + rows[m] * D);
+    std::copy_n(x.data() + rows[m] * D, D, gathered.data() + m * D);
+  }
+  expect_close(d_g.host(), gathered, 0, 0, "gather rows (padding rows zero)");
+  expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
+  // Two tensors by the same rows in one launch: x with an fp32 y (Db = 5), and with bf16 bits.
+  const int64_t Db = 5, Mr = static_cast<int64_t>(rows.size());
+  auto check_pair = [&](auto y, bool bf) {
+    using T = typename decltype(y)::value_type;
+    std::vector<T> yg(Mr * Db, T(0)), yback(N * Db, T(0));
+    for (int64_t m = 0; m < Mr; ++m)
+      if (rows[m] >= 0)
+        for (int64_t c = 0; c < Db; ++c) yg[m * Db + c] = yback[rows[m] * Db + c] = y[rows[m] * Db + c];
+    Dev<T> d_y(y), d_yg(std::vector<T>(Mr * Db, T(7))), d_yback(N * Db);
+    Dev<float> d_g2(std::vector<float>(Mr * D, 7.f)), d_back2(N * D);
+    cuda::gather_rows2_cuda(d_g2.p, d_x.p, D, d_yg.p, d_y.p, Db, bf, d_rows.p, Mr, s);
+    cuda::scatter_rows2_cuda(d_back2.p, d_g2.p, D, d_yback.p, d_yg.p, Db, bf, d_rows.p, Mr, s);
+    expect_close(d_g2.host(), gathered, 0, 0, "gather rows2, the fp32 tensor");
+    expect_close(d_back2.host(), expect, 0, 0, "scatter rows2, the fp32 tensor");
+    EXPECT_EQ(d_yg.host(), yg) << "gather rows2, the second tensor (bf16: " << bf << ")";
+    EXPECT_EQ(d_yback.host(), yback) << "scatter rows2, the second tensor (bf16: " << bf << ")";
+  };
+  check_pair(randn(N * Db, 36), false);
+  std::vector<uint16_t> bits(N * Db);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i * 7919u + 1);
+  check_pair(bits, true);
 }
 
 }  // namespace

@@ -67,10 +67,10 @@ TEST_P(CudaProfile, SameStepsAndABreakdownOfEveryOp) {
   }
   EXPECT_LE(covered, p.step_ms * 1.001 + 1e-3);
   for (const char* op : {"fwd.embedding", "fwd.qkv", "fwd.norm", "fwd.head", "fwd.loss", "bwd.loss", "bwd.head",
-                         "bwd.qkv", "bwd.embedding", "zero_grads", "grad_norm_clip", "adamw"})
+                         "bwd.qkv", "bwd.embedding", "zero_grads", "grad_norm", "clip_adamw"})
     EXPECT_NE(find(p, op), nullptr) << op;
-  ASSERT_NE(find(p, "adamw"), nullptr);
-  EXPECT_EQ(find(p, "adamw")->calls, steps);
+  ASSERT_NE(find(p, "clip_adamw"), nullptr);
+  EXPECT_EQ(find(p, "clip_adamw")->calls, steps);
   // The first layer's ops always run over every row: one region per layer and step; with a rows
   // tail the last layer's attention, projection and MLP are inside fwd.rows_tail.
   const int64_t layers_outside_tail = find(p, "fwd.rows_tail") ? cfg.n_layers - 1 : cfg.n_layers;

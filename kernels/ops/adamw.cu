@@ -1,7 +1,8 @@
-// adamw.cu: the optimiser step on the device: global gradient L2 norm (two deterministic
-// passes: per-block double partials over a fixed element partition, then one block), torch-style
-// clipping that reads the norm from device memory, and AdamW over the flat parameter buffer with a
-// per-element decay mask (AdamW<float>::step semantics). API: kernels/ops/ops.hpp.
+// adamw.cu: the optimiser step on the device: global gradient L2 norm (deterministic: per-block
+// double partials over a fixed element partition, summed in a fixed order by whichever block
+// finishes last, in the same launch), and AdamW over the flat parameter buffer with a per-element
+// decay mask (AdamW<float>::step semantics) and torch-style clipping by that norm read from device
+// memory. API: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -22,44 +23,54 @@ __device__ void block_reduce_double(double* sh) {
   }
 }
 
-__global__ void sumsq_partials_kernel(double* partials, const float* g, int64_t n) {
+// partials[b] = the sum of g^2 over block b's elements; the last block to finish (counted in
+// *done, which it resets to 0) writes *norm = sqrt of the partials' sum, thread i taking partials i,
+// i + kThreads, ... and the threads' sums added as a tree: the same order whichever block it is.
+__global__ void grad_norm_kernel(double* norm, double* partials, unsigned* done, const float* g, int64_t n) {
   __shared__ double sh[kThreads];
+  __shared__ bool last;
   double acc = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * kThreads)
-    acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {  // four loads in flight, added in order
+    float x[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) x[u] = g[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc += static_cast<double>(x[u]) * static_cast<double>(x[u]);
+  }
+  for (; i < n; i += stride) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   sh[threadIdx.x] = acc;
   block_reduce_double(sh);
-  if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
-}
-
-__global__ void sqrt_sum_kernel(double* norm, const double* partials, int64_t count) {
-  __shared__ double sh[kThreads];
-  double acc = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) acc += partials[i];
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sh[0];
+    __threadfence();  // the partial is visible before the count that announces it
+    last = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  acc = 0;
+  for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) acc += static_cast<volatile double*>(partials)[i];
   sh[threadIdx.x] = acc;
   block_reduce_double(sh);
-  if (threadIdx.x == 0) *norm = sqrt(sh[0]);
+  if (threadIdx.x == 0) *norm = sqrt(sh[0]), *done = 0;
 }
 
-__global__ void clip_kernel(float* g, const double* norm, int64_t n, double max_norm) {
-  const double nv = *norm;
-  if (!isfinite(nv)) return;
-  const double coef = max_norm / (nv + 1e-6);
-  if (coef >= 1.0) return;
-  const float c = static_cast<float>(coef);
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) g[i] *= c;
-}
-
+// Skipped (no change) when *skip_a or *skip_b is not finite. With clip_norm, the gradient is scaled
+// by max_norm / (*clip_norm + 1e-6) (in float, as torch's clip_grad_norm_) where that is below 1.
 __global__ void adamw_kernel(float* p, float* m, float* v, const float* g, const uint8_t* mask, const double* skip_a,
-                             const double* skip_b,
-                             int64_t n, float decay, float w1, float b2, float one_minus_b2, float step_size,
-                             float bc2s, float eps) {
+                             const double* skip_b, const double* clip_norm, double max_norm, int64_t n, float decay,
+                             float w1, float b2, float one_minus_b2, float step_size, float bc2s, float eps) {
   if ((skip_a && !isfinite(*skip_a)) || (skip_b && !isfinite(*skip_b))) return;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n || mask[i] == 2) return;
-  const float gi = g[i];
+  float gi = g[i];
+  if (clip_norm) {
+    const double nv = *clip_norm;
+    const double coef = max_norm / (nv + 1e-6);
+    if (isfinite(nv) && coef < 1.0) gi *= static_cast<float>(coef);
+  }
   float pi = p[i] * (mask[i] ? decay : 1.f);
   const float mi = m[i] + w1 * (gi - m[i]);
   const float vi = b2 * v[i] + one_minus_b2 * gi * gi;
@@ -72,33 +83,32 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 
 }  // namespace
 
-int64_t grad_norm_partials(int64_t n) {
-  const int64_t want = (n + kThreads * 16 - 1) / (kThreads * 16);
+namespace {
+// About four elements a thread (one round of loads), at most kMaxPartials blocks.
+int64_t grad_norm_blocks(int64_t n) {
+  const int64_t want = (n + kThreads * 4 - 1) / (kThreads * 4);
   return want < 1 ? 1 : (want > kMaxPartials ? kMaxPartials : want);
 }
+}  // namespace
+
+int64_t grad_norm_partials(int64_t n) { return grad_norm_blocks(n) + 1; }  // + the blocks' count
 
 void grad_norm_cuda(double* norm, double* partials, const float* g, int64_t n, cudaStream_t stream) {
-  const int64_t count = grad_norm_partials(n);
-  sumsq_partials_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(partials, g, n);
-  CUDA_CHECK(cudaGetLastError());
-  sqrt_sum_kernel<<<1, kThreads, 0, stream>>>(norm, partials, count);
-  CUDA_CHECK(cudaGetLastError());
-}
-
-void clip_grads_cuda(float* g, const double* norm, int64_t n, double max_norm, cudaStream_t stream) {
-  if (n <= 0 || max_norm <= 0) return;
-  clip_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, norm, n, max_norm);
+  const int64_t blocks = grad_norm_blocks(n);
+  grad_norm_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      norm, partials, reinterpret_cast<unsigned*>(partials + blocks), g, n);
   CUDA_CHECK(cudaGetLastError());
 }
 
-void adamw_step_cuda(float* p, float* m, float* v, const float* g, const uint8_t* decay_mask,
-                     const double* skip_a, const double* skip_b, int64_t n, const AdamWArgs& a, cudaStream_t stream) {
+void adamw_step_cuda(float* p, float* m, float* v, const float* g, const uint8_t* decay_mask, const double* skip_a,
+                     const double* skip_b, const double* clip_norm, double max_norm, int64_t n, const AdamWArgs& a,
+                     cudaStream_t stream) {
   if (n <= 0) return;
   const float decay = static_cast<float>(1.0 - a.lr * a.weight_decay);
   adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      p, m, v, g, decay_mask, skip_a, skip_b, n, decay, static_cast<float>(1.0 - a.beta1),
-      static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2), static_cast<float>(a.lr / a.bc1),
-      static_cast<float>(a.bc2_sqrt), static_cast<float>(a.eps));
+      p, m, v, g, decay_mask, skip_a, skip_b, max_norm > 0 ? clip_norm : nullptr, max_norm, n, decay,
+      static_cast<float>(1.0 - a.beta1), static_cast<float>(a.beta2), static_cast<float>(1.0 - a.beta2),
+      static_cast<float>(a.lr / a.bc1), static_cast<float>(a.bc2_sqrt), static_cast<float>(a.eps));
   CUDA_CHECK(cudaGetLastError());
 }
 

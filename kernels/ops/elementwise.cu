@@ -56,10 +56,13 @@ __global__ void colsum_kernel(float* out, float* partial, const float* a, const 
 // out[d] += sum over chunks c of partial[c, d]. Block (32, 32): columns x chunk lanes; lane y sums
 // chunks y, y + 32, ... (coalesced over the columns), then the 32 lane sums are added in lane order:
 // a fixed order, and 32 times fewer dependent loads than one thread per column (the norms' fused
-// sums have up to 1024 chunks).
-__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D) {
+// sums have up to 1024 chunks). Blocks from blocks_a on take the second sum (out2, partial2, D2).
+__global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunks, int64_t D, unsigned blocks_a,
+                                 float* out2, const float* partial2, int64_t D2) {
   __shared__ float part[32][33];
-  const int64_t d = blockIdx.x * 32 + threadIdx.x;
+  const bool second = blockIdx.x >= blocks_a;
+  if (second) out = out2, partial = partial2, D = D2;
+  const int64_t d = (blockIdx.x - (second ? blocks_a : 0)) * 32 + threadIdx.x;
   float s = 0.f;
   if (d < D)
 #pragma unroll 8
@@ -74,8 +77,11 @@ __global__ void chunk_sum_kernel(float* out, const float* partial, int64_t chunk
 }
 }  // namespace
 
-void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream) {
-  chunk_sum_kernel<<<blocks_for(D, 32), dim3(32, 32), 0, stream>>>(out, partial, chunks, D);
+void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream, float* out2,
+               const float* partial2, int64_t D2) {
+  const unsigned blocks_a = blocks_for(D, 32), blocks_b = out2 ? blocks_for(D2, 32) : 0;
+  chunk_sum_kernel<<<blocks_a + blocks_b, dim3(32, 32), 0, stream>>>(out, partial, chunks, D, blocks_a, out2, partial2,
+                                                                     D2);
   SB_CUDA_CHECK_LAUNCH();
 }
 
@@ -169,21 +175,37 @@ __global__ void embedding_segments_kernel(float* dwte, float* slots, const float
   }
 }
 
-// dwte[id] += the id's slots, in segment order (ids with more than one segment).
+// dwte[id] += the id's slots (ids with more than one segment): a CTA per (id, 32 columns), warp w
+// summing slots w, w + kEmbWarps, ... in order, the warps' sums added in warp order.
 __global__ void embedding_slots_kernel(float* dwte, const float* slots, const int32_t* index, int64_t N, int64_t D) {
+  __shared__ float part[kEmbWarps][32];
   const EmbIndex ix(index, N);
-  const int nmulti = index[1];
+  const int nmulti = index[1], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t d = blockIdx.y * 32 + lane;
   for (int m = blockIdx.x; m < nmulti; m += gridDim.x) {
     const int s0 = ix.multi_slot0[m], s1 = ix.multi_slot0[m + 1];
-    float* dst = dwte + static_cast<int64_t>(ix.multi_id[m]) * D;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      float sum = 0.f;
-      for (int k = s0; k < s1; ++k) sum += slots[static_cast<int64_t>(k) * D + d];
-      dst[d] += sum;
+    float sum = 0.f;
+    if (d < D) {
+      int k = s0 + warp;
+      for (; k + 3 * kEmbWarps < s1; k += 4 * kEmbWarps) {  // four slots' loads in flight
+        float x[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) x[u] = slots[static_cast<int64_t>(k + u * kEmbWarps) * D + d];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sum += x[u];
+      }
+      for (; k < s1; k += kEmbWarps) sum += slots[static_cast<int64_t>(k) * D + d];
     }
+    part[warp][lane] = sum;
+    __syncthreads();
+    if (warp == 0 && d < D) {
+      float t = 0.f;
+      for (int w = 0; w < kEmbWarps; ++w) t += part[w][lane];
+      dwte[static_cast<int64_t>(ix.multi_id[m]) * D + d] += t;
+    }
+    __syncthreads();
   }
 }
-
 
 __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -221,6 +243,30 @@ __global__ void scatter_rows_kernel(T* out, const T* inp, const int32_t* rows, i
   if (i >= M * D) return;
   const int32_t r = rows[i / D];
   if (r >= 0) out[static_cast<int64_t>(r) * D + i % D] = inp[i];
+}
+
+// The same over two tensors a (fp32, [.., Da]) and b ([.., Db]) by one index: element i of the
+// [M, Da + Db] rows, column c < Da of a, else c - Da of b.
+template <class TB>
+__global__ void gather_rows2_kernel(float* oa, const float* ia, int64_t Da, TB* ob, const TB* ib, int64_t Db,
+                                    const int32_t* rows, int64_t M) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, W = Da + Db;
+  if (i >= M * W) return;
+  const int64_t m = i / W, c = i % W;
+  const int32_t r = rows[m];
+  if (c < Da) oa[m * Da + c] = r < 0 ? 0.f : ia[static_cast<int64_t>(r) * Da + c];
+  else ob[m * Db + c - Da] = r < 0 ? TB(0) : ib[static_cast<int64_t>(r) * Db + c - Da];
+}
+template <class TB>
+__global__ void scatter_rows2_kernel(float* oa, const float* ia, int64_t Da, TB* ob, const TB* ib, int64_t Db,
+                                     const int32_t* rows, int64_t M) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, W = Da + Db;
+  if (i >= M * W) return;
+  const int64_t m = i / W, c = i % W;
+  const int32_t r = rows[m];
+  if (r < 0) return;
+  if (c < Da) oa[static_cast<int64_t>(r) * Da + c] = ia[m * Da + c];
+  else ob[static_cast<int64_t>(r) * Db + c - Da] = ib[m * Db + c - Da];
 }
 
 }  // namespace
@@ -276,12 +322,15 @@ void embedding_index_build(int32_t* index, const int32_t* ids, int64_t N, int64_
 void embedding_backward_cuda(float* dwte, const float* dout, const int32_t* index, int64_t N, int64_t V, int64_t D,
                              cudaStream_t stream, ReduceScratch scratch) {
   if (N <= 0 || D <= 0) return;
-  const int64_t grid = std::min<int64_t>(N, 16384);
+  // At most N / rows + min(V, N) segments (an id's count c in ceil(c / rows) of them), a CTA each.
+  const int64_t rows = embedding_segment_rows(N, D, scratch.floats);
+  const int64_t grid = std::min<int64_t>({N, N / rows + std::min(V, N), 16384});
   embedding_segments_kernel<<<static_cast<unsigned>(grid), 32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, dout,
                                                                                      index, N, D);
   SB_CUDA_CHECK_LAUNCH();
   const int64_t multi_grid = std::min<int64_t>({N / kEmbMinRows + 1, V, 16384});  // segments have >= kEmbMinRows rows
-  embedding_slots_kernel<<<static_cast<unsigned>(multi_grid), 128, 0, stream>>>(dwte, scratch.data, index, N, D);
+  embedding_slots_kernel<<<dim3(static_cast<unsigned>(multi_grid), static_cast<unsigned>((D + 31) / 32)),
+                           32 * kEmbWarps, 0, stream>>>(dwte, scratch.data, index, N, D);
   SB_CUDA_CHECK_LAUNCH();
 }
 
@@ -335,6 +384,31 @@ void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_
 void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
                        cudaStream_t stream) {
   scatter_rows(out, inp, rows, M, D, stream);
+}
+
+void gather_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                       bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
+  const int64_t n = M * (Da + Db);
+  if (n <= 0) return;
+  if (b_bf16)
+    gather_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<uint16_t*>(out_b),
+                                                                static_cast<const uint16_t*>(inp_b), Db, rows, M);
+  else
+    gather_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<float*>(out_b),
+                                                                static_cast<const float*>(inp_b), Db, rows, M);
+  SB_CUDA_CHECK_LAUNCH();
+}
+void scatter_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                        bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
+  const int64_t n = M * (Da + Db);
+  if (n <= 0) return;
+  if (b_bf16)
+    scatter_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<uint16_t*>(out_b),
+                                                                 static_cast<const uint16_t*>(inp_b), Db, rows, M);
+  else
+    scatter_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<float*>(out_b),
+                                                                 static_cast<const float*>(inp_b), Db, rows, M);
+  SB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace sb::cuda

@@ -42,8 +42,10 @@ int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch);
 // 2: a[n, d] (b[n, d] - mu[n]) r[n]. Row chunks (reduce_chunks) are summed through scratch, in order.
 void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
             int mode, cudaStream_t stream, ReduceScratch scratch);
-// out[d] += sum over c = 0 .. chunks - 1 of partial[c, d], in a fixed order (kernels/ops/elementwise.cu).
-void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream);
+// out[d] += sum over c = 0 .. chunks - 1 of partial[c, d], in a fixed order (kernels/ops/elementwise.cu);
+// with out2, out2[d] += the same of partial2 [chunks, D2] in the same launch.
+void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream, float* out2 = nullptr,
+               const float* partial2 = nullptr, int64_t D2 = 0);
 
 // ---- storage: float, or bf16 as raw uint16_t bits (round to nearest even on every store) ---------
 __device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }

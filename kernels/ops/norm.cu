@@ -401,8 +401,7 @@ void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
     const int64_t rows = (N + chunks - 1) / chunks;
     launch(static_cast<unsigned>(chunks), static_cast<size_t>(kMode * kRowsPerBlock * D) * sizeof(float),
            scratch.data, part_b, rows);
-    chunk_sum(dweight, scratch.data, chunks, D, stream);
-    if (part_b) chunk_sum(dbias, part_b, chunks, D, stream);
+    chunk_sum(dweight, scratch.data, chunks, D, stream, part_b ? dbias : nullptr, part_b, D);
     return;
   }
   if (dweight) colsum(dweight, dout, inp, mean, rstd, N, D, kMode, stream, scratch);

@@ -146,10 +146,13 @@ void path_wpath_backward_cuda(float* du,           // [B, T, H * Dh] (overwritte
                               const float* bias,   // [H * Dh] or nullptr
                               int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream,
                               ReduceScratch scratch = {});
-// beta = min(2 sigmoid(z), beta_max); backward zero where clamped, dz overwritten.
-void path_beta_forward_cuda(float* beta, const float* z, int64_t n, float beta_max, cudaStream_t stream);
-void path_beta_backward_cuda(float* dz, const float* dbeta, const float* z, int64_t n, float beta_max,
-                             cudaStream_t stream);
+// beta = min(2 sigmoid(z), beta_max) over [N, H]; with bias, z += bias (per column, in place: the
+// backward reads that z) first. The backward overwrites dz (zero where clamped) and with dbias adds
+// its column sums (fixed order) to dbias.
+void path_beta_forward_cuda(float* beta, float* z, const float* bias, int64_t N, int64_t H, float beta_max,
+                            cudaStream_t stream);
+void path_beta_backward_cuda(float* dz, float* dbias, const float* dbeta, const float* z, int64_t N, int64_t H,
+                             float beta_max, cudaStream_t stream, ReduceScratch scratch = {});
 
 // ---- rows of the head ----------------------------------------------------------------------------
 // out[m, :] = inp[rows[m], :]  /  out[rows[m], :] = inp[m, :] (other rows of out untouched). A row
@@ -163,6 +166,11 @@ void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, i
                       cudaStream_t stream);
 void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
                        cudaStream_t stream);
+// Both at once over two tensors with the same rows: a fp32 [.., Da], b [.., Db] fp32 or (b_bf16) bf16.
+void gather_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                       bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);
+void scatter_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                        bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);
 
 // ---- loss --------------------------------------------------------------------------------------
 // Every row is labelled (labels in [0, V), the caller gathers the labelled rows) or padding (label
@@ -193,26 +201,29 @@ void bf16_to_f32_cuda(float* dst,           // [n]
                       int64_t n, cudaStream_t stream);
 
 // ---- optimiser ---------------------------------------------------------------------------------
-// Global gradient L2 norm, two passes in a fixed order (per-block double partials, then one block):
-// *norm = sqrt(sum g^2). partials needs grad_norm_partials() doubles.
+// Global gradient L2 norm in one launch, in a fixed order (per-block double partials, summed by the
+// last block to finish): *norm = sqrt(sum g^2). partials needs grad_norm_partials() doubles, zeroed
+// once when allocated (the last holds the blocks' count, which each call leaves at 0).
 int64_t grad_norm_partials(int64_t n);
 void grad_norm_cuda(double* norm,      // [1]
                     double* partials,  // [grad_norm_partials(n)] scratch
                     const float* g,    // [n]
                     int64_t n, cudaStream_t stream);
-// torch clip_grad_norm_: if *norm is finite and max_norm / (*norm + 1e-6) < 1, g *= that coefficient.
-void clip_grads_cuda(float* g, const double* norm, int64_t n, double max_norm, cudaStream_t stream);
 // One AdamW update (AdamW<float>::step semantics) per element with decay_mask 1 (decay) or 0 (no
 // decay); mask 2 marks padding (untouched). Skipped entirely (no change) when *skip_a or *skip_b
-// (each nullable: e.g. the gradient norm and the loss sum) is not finite. bc1 = 1 - beta1^t, bc2_sqrt = sqrt(1 - beta2^t).
+// (each nullable: e.g. the gradient norm and the loss sum) is not finite. With max_norm > 0 the
+// gradient is clipped as torch's clip_grad_norm_ on the way in (g itself is not written): scaled by
+// max_norm / (*clip_norm + 1e-6) where *clip_norm is finite and that is below 1.
+// bc1 = 1 - beta1^t, bc2_sqrt = sqrt(1 - beta2^t).
 struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay, bc1, bc2_sqrt;
 };
-void adamw_step_cuda(float* p, float* m, float* v,        // [n] each
-                     const float* g,                       // [n]
-                     const uint8_t* decay_mask,            // [n]
-                     const double* skip_a,                 // [1] or nullptr
-                     const double* skip_b,                 // [1] or nullptr
-                     int64_t n, const AdamWArgs& args, cudaStream_t stream);
+void adamw_step_cuda(float* p, float* m, float* v,  // [n] each
+                     const float* g,                // [n]
+                     const uint8_t* decay_mask,     // [n]
+                     const double* skip_a,          // [1] or nullptr
+                     const double* skip_b,          // [1] or nullptr
+                     const double* clip_norm,       // [1] (read when max_norm > 0)
+                     double max_norm, int64_t n, const AdamWArgs& args, cudaStream_t stream);
 
 }  // namespace sb::cuda

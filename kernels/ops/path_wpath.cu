@@ -314,15 +314,41 @@ FusedShape fused_shape(int64_t B, int64_t T, int64_t H, int64_t Dh, int64_t run,
   return sh;
 }
 
-__global__ void beta_forward_kernel(float* beta, const float* z, int64_t n, float beta_max) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) beta[i] = fminf(2.f * sigmoidf_stable(z[i]), beta_max);
-}
-__global__ void beta_backward_kernel(float* dz, const float* dbeta, const float* z, int64_t n, float beta_max) {
+// beta over [N, H] (i = n H + h): with bias, z[i] += bias[h] first, in place (the backward reads it).
+__global__ void beta_forward_kernel(float* beta, float* z, const float* bias, int64_t n, int64_t H, float beta_max) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float sg = sigmoidf_stable(z[i]);
-  dz[i] = 2.f * sg > beta_max ? 0.f : dbeta[i] * 2.f * sg * (1.f - sg);
+  float zi = z[i];
+  if (bias) z[i] = zi = zi + bias[i % H];
+  beta[i] = fminf(2.f * sigmoidf_stable(zi), beta_max);
+}
+// dz over kBetaPerThread elements a thread (i = base + tid + kThreads j); with part (H a power of two
+// dividing kThreads: a thread's elements share column tid % H), part[cta, h] = the CTA's sum of
+// column h, the threads' sums added as a tree (threads t and t + s, s a multiple of H, share a column).
+constexpr int kBetaPerThread = 2;
+__global__ void beta_backward_kernel(float* dz, float* part, const float* dbeta, const float* z, int64_t n, int H,
+                                     float beta_max) {
+  __shared__ float sums[kThreads];
+  const int64_t base = blockIdx.x * static_cast<int64_t>(kThreads) * kBetaPerThread + threadIdx.x;
+  float acc = 0.f;
+#pragma unroll
+  for (int j = 0; j < kBetaPerThread; ++j) {
+    const int64_t i = base + j * kThreads;
+    if (i < n) {
+      const float sg = sigmoidf_stable(z[i]);
+      const float d = 2.f * sg > beta_max ? 0.f : dbeta[i] * 2.f * sg * (1.f - sg);
+      dz[i] = d;
+      acc += d;
+    }
+  }
+  if (!part) return;
+  sums[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = kThreads / 2; s >= H; s >>= 1) {
+    if (threadIdx.x < s) sums[threadIdx.x] += sums[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x < H) part[blockIdx.x * static_cast<int64_t>(H) + threadIdx.x] = sums[threadIdx.x];
 }
 
 }  // namespace
@@ -367,10 +393,7 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
     wpath_backward_fused_kernel<kBwdRun><<<static_cast<unsigned>(grid), lrows * sh.Gp, smem, stream>>>(
         du, dwconv, dbias, part_w, part_b, dw, u, wconv, bias, sh, eps);
     SB_CUDA_CHECK_LAUNCH();
-    if (part_w) {
-      chunk_sum(dwconv, part_w, grid, 3 * C, stream);
-      if (dbias) chunk_sum(dbias, part_b, grid, C, stream);
-    }
+    if (part_w) chunk_sum(dwconv, part_w, grid, 3 * C, stream, dbias, dbias ? part_b : nullptr, C);
     return;
   }
   wpath_da_kernel<<<blocks_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(da_scratch, dw, u, wconv,
@@ -393,17 +416,27 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
   }
 }
 
-void path_beta_forward_cuda(float* beta, const float* z, int64_t n, float beta_max, cudaStream_t stream) {
+void path_beta_forward_cuda(float* beta, float* z, const float* bias, int64_t N, int64_t H, float beta_max,
+                            cudaStream_t stream) {
+  const int64_t n = N * H;
   if (n <= 0) return;
-  beta_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(beta, z, n, beta_max);
+  beta_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(beta, z, bias, n, H, beta_max);
   SB_CUDA_CHECK_LAUNCH();
 }
 
-void path_beta_backward_cuda(float* dz, const float* dbeta, const float* z, int64_t n, float beta_max,
-                             cudaStream_t stream) {
+void path_beta_backward_cuda(float* dz, float* dbias, const float* dbeta, const float* z, int64_t N, int64_t H,
+                             float beta_max, cudaStream_t stream, ReduceScratch scratch) {
+  const int64_t n = N * H;
   if (n <= 0) return;
-  beta_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dz, dbeta, z, n, beta_max);
+  const int64_t ctas = (n + kThreads * kBetaPerThread - 1) / (kThreads * kBetaPerThread);
+  // The bias gradient's partial sums in the same pass where a thread's elements share a column and
+  // they fit the scratch; else column sums over dz afterwards.
+  const bool fused = dbias && H <= kThreads && (H & (H - 1)) == 0 && scratch.data && ctas * H <= scratch.floats;
+  beta_backward_kernel<<<static_cast<unsigned>(ctas), kThreads, 0, stream>>>(dz, fused ? scratch.data : nullptr, dbeta,
+                                                                             z, n, static_cast<int>(H), beta_max);
   SB_CUDA_CHECK_LAUNCH();
+  if (fused) chunk_sum(dbias, scratch.data, ctas, H, stream);
+  else if (dbias) colsum(dbias, dz, nullptr, nullptr, nullptr, N, H, 0, stream, scratch);
 }
 
 }  // namespace sb::cuda

@@ -124,18 +124,17 @@ StepResult GpuEngine::train_step(const int32_t* ids, const int32_t* labels, int6
   runner_->forward(dev_->params.data(), ids, labels);
   runner_->backward(dev_->params.data(), grads, 1.0f / static_cast<float>(r.labelled));
   {
-    cuda::ProfileScope op(profiler_, "grad_norm_clip");
+    cuda::ProfileScope op(profiler_, "grad_norm");
     cuda::grad_norm_cuda(dev_->norm.data(), dev_->partials.data(), grads, n, stream_);
-    if (max_norm > 0) cuda::clip_grads_cuda(grads, dev_->norm.data(), n, max_norm, stream_);
   }
   const int64_t t = optimizer_.steps_taken() + 1;
   const cuda::AdamWArgs args{lr, optim_.betas[0], optim_.betas[1], optim_.eps, optim_.weight_decay,
                              1.0 - std::pow(optim_.betas[0], static_cast<double>(t)),
                              std::sqrt(1.0 - std::pow(optim_.betas[1], static_cast<double>(t)))};
   {
-    cuda::ProfileScope op(profiler_, "adamw");
+    cuda::ProfileScope op(profiler_, "clip_adamw");  // clipped by the norm on the way in
     cuda::adamw_step_cuda(dev_->params.data(), dev_->m.data(), dev_->v.data(), grads, dev_->decay_mask.data(),
-                          dev_->norm.data(), runner_->loss_sum_device(), n, args, stream_);
+                          dev_->norm.data(), runner_->loss_sum_device(), dev_->norm.data(), max_norm, n, args, stream_);
   }
   device_newer_ = true;
   if (!read_result) {

@@ -91,9 +91,8 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
         const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
         path_wpath_forward_cuda(L.w.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
                                 static_cast<float>(nn::kPathWNormEps), st);
-        linear_forward_cuda(b, f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), P(prm, p + "attn.bbeta"), N, D,
-                            H);
-        path_beta_forward_cuda(L.beta.data(), L.zb.data(), N * H, beta_max, st);
+        linear_forward_cuda(b, f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), nullptr, N, D, H);
+        path_beta_forward_cuda(L.beta.data(), L.zb.data(), P(prm, p + "attn.bbeta"), N, H, beta_max, st);
       }
     });
   // RoPE by rope.cu's kernels (else inside the attention kernels); bf16: fp32 q, k rotated and rounded once
@@ -218,8 +217,8 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
                              dconv.data(), dw.data(), L.u.data(), P(prm, p + "attn.conv"),
                              bias ? P(prm, p + "attn.conv_bias") : nullptr, B, T, H, Dh,
                              static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
-    path_beta_backward_cuda(dzb.data(), dbeta.data(), L.zb.data(), N * H, beta_max, stream);
-    bias_backward_cuda(G(grads, p + "attn.bbeta"), dzb.data(), N, H, stream, blas.reduce_scratch());
+    path_beta_backward_cuda(dzb.data(), G(grads, p + "attn.bbeta"), dbeta.data(), L.zb.data(), N, H, beta_max, stream,
+                            blas.reduce_scratch());
   }
   ProfileScope proj_op(prof, "bwd.qkv");
   InProj proj[kMaxPackParts];
@@ -415,16 +414,15 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
   Layer& L = layers.back();
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   void* o_rows = kernel_view(att_rows, att_rowsb);
-  if (rows_attention())
+  if (rows_attention()) {
     path_attention_rows_forward_cuda(
         o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
         L.beta.data(), uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale, attn_dt,
         trains ? rows_ws.data() : nullptr, static_cast<size_t>(rows_ws.size()), stream);
-  else if (bf16())
-    gather_rows_cuda(att_rowsb.data(), L.ob.data(), rows, Mt, HD, stream);
-  else
-    gather_rows_cuda(att_rows.data(), L.att.data(), rows, Mt, HD, stream);
-  gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, Mt, D, stream);
+    gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, Mt, D, stream);
+  } else {  // the attention's output rows with the residual's
+    gather_rows2_cuda(x_rows.data(), L.x_in.data(), D, o_rows, kernel_view(L.att, L.ob), HD, bf16(), rows, Mt, stream);
+  }
   linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), Mt,
                                HD, D);
   if (post) norm_forward(prm, f32_target(L.y1.data()), L.mean1, L.rstd1, L.x_mid.data(), p + "norm1", Mt);
@@ -456,8 +454,8 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), Mt * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   join_all();  // before dx is rewritten, and before the backward graph (no side work may cross into it)
   CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
-  scatter_rows_cuda(dx.data(), dres_rows.data(), rows, Mt, D, stream);
   if (rows_attention()) {
+    scatter_rows_cuda(dx.data(), dres_rows.data(), rows, Mt, D, stream);
     const bool gate = uses_gate(L.kind);
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
@@ -467,13 +465,10 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
   }
-  if (bf16()) {
-    CUDA_CHECK(cudaMemsetAsync(dob.data(), 0, N * HD * sizeof(uint16_t), stream));
-    scatter_rows_cuda(dob.data(), datt_rowsb.data(), rows, Mt, HD, stream);
-  } else {
-    CUDA_CHECK(cudaMemsetAsync(datt.data(), 0, N * HD * sizeof(float), stream));
-    scatter_rows_cuda(datt.data(), datt_rows.data(), rows, Mt, HD, stream);
-  }
+  // The residual's rows with the attention output's (zero elsewhere).
+  CUDA_CHECK(cudaMemsetAsync(kernel_view(datt, dob), 0, N * HD * (bf16() ? sizeof(uint16_t) : sizeof(float)), stream));
+  scatter_rows2_cuda(dx.data(), dres_rows.data(), D, kernel_view(datt, dob), kernel_view(datt_rows, datt_rowsb), HD,
+                     bf16(), rows, Mt, stream);
   attention_kernel_backward(L);
 }
 
