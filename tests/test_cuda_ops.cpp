@@ -404,7 +404,7 @@ TEST_F(CudaOps, CrossEntropyAndArgmax) {
                                 0.25);
       Dev<float> d_logits(logits), d_losses(M), d_dl(M * V);
       Dev<int32_t> d_labels(labels), d_arg(M);
-      Dev<double> d_sum(1);
+      Dev<double> d_sum(cuda::crossentropy_sum_doubles(M));
       cuda::crossentropy_forward_cuda(d_losses.p, d_sum.p, d_logits.p, d_labels.p, M, V, s);
       cuda::crossentropy_backward_cuda(d_dl.p, d_logits.p, d_labels.p, M, V, 0.25f, s);
       cuda::argmax_rows_cuda(d_arg.p, d_logits.p, M, V, s);
@@ -431,7 +431,7 @@ TEST_F(CudaOps, CrossEntropyAndArgmax) {
     losses.resize(M, 0.f);
     Dev<float> d_logits(logits), d_losses(std::vector<float>(M, 7.f)), d_dl(std::vector<float>(M * V, 7.f));
     Dev<int32_t> d_labels(labels);
-    Dev<double> d_sum(1);
+    Dev<double> d_sum(cuda::crossentropy_sum_doubles(M));
     cuda::crossentropy_forward_cuda(d_losses.p, d_sum.p, d_logits.p, d_labels.p, M, V, s);
     cuda::crossentropy_backward_cuda(d_dl.p, d_logits.p, d_labels.p, M, V, 0.25f, s);
     expect_close(d_losses.host(), losses, 1e-5, 1e-5, "crossentropy losses with padding rows");

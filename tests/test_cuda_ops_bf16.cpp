@@ -3,6 +3,7 @@
 // typed overloads) against the CPU layer on the same bf16-exact values, the column packing of
 // kernels/ops/pack.hpp and the row gathers / scatters (exact). Skips with a message when built without
 // CUDA or when no device is present.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -336,27 +337,37 @@ TEST_F(CudaOps, GatherScatterRows) {
   }
   expect_close(d_g.host(), gathered, 0, 0, "gather rows (padding rows zero)");
   expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
-  // Two tensors by the same rows in one launch: x with an fp32 y (Db = 5), and with bf16 bits.
-  const int64_t Db = 5, Mr = static_cast<int64_t>(rows.size());
-  auto check_pair = [&](auto y, bool bf) {
+  // Two tensors by the same rows in one launch, x with an fp32 y or with bf16 bits: gathered, and
+  // expanded back over every row (zeros written off the rows; Db = 5: a column a thread, 8: four,
+  // 0: x alone).
+  const int64_t Mr = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> row_of(N, -1);
+  for (int64_t m = 0; m < Mr; ++m)
+    if (rows[m] >= 0) row_of[rows[m]] = static_cast<int32_t>(m);
+  Dev<int32_t> d_row_of(row_of);
+  auto check_pair = [&](auto y, bool bf, int64_t Db) {
     using T = typename decltype(y)::value_type;
     std::vector<T> yg(Mr * Db, T(0)), yback(N * Db, T(0));
     for (int64_t m = 0; m < Mr; ++m)
       if (rows[m] >= 0)
         for (int64_t c = 0; c < Db; ++c) yg[m * Db + c] = yback[rows[m] * Db + c] = y[rows[m] * Db + c];
-    Dev<T> d_y(y), d_yg(std::vector<T>(Mr * Db, T(7))), d_yback(N * Db);
-    Dev<float> d_g2(std::vector<float>(Mr * D, 7.f)), d_back2(N * D);
-    cuda::gather_rows2_cuda(d_g2.p, d_x.p, D, d_yg.p, d_y.p, Db, bf, d_rows.p, Mr, s);
-    cuda::scatter_rows2_cuda(d_back2.p, d_g2.p, D, d_yback.p, d_yg.p, Db, bf, d_rows.p, Mr, s);
-    expect_close(d_g2.host(), gathered, 0, 0, "gather rows2, the fp32 tensor");
-    expect_close(d_back2.host(), expect, 0, 0, "scatter rows2, the fp32 tensor");
-    EXPECT_EQ(d_yg.host(), yg) << "gather rows2, the second tensor (bf16: " << bf << ")";
-    EXPECT_EQ(d_yback.host(), yback) << "scatter rows2, the second tensor (bf16: " << bf << ")";
+    Dev<T> d_y(y), d_yg(std::vector<T>(Mr * Db, T(7))), d_yback(std::vector<T>(N * Db, T(7)));
+    Dev<float> d_g2(std::vector<float>(Mr * D, 7.f)), d_back2(std::vector<float>(N * D, 7.f));
+    cuda::gather_rows2_cuda(d_g2.p, d_x.p, D, Db ? d_yg.p : nullptr, d_y.p, Db, bf, d_rows.p, Mr, s);
+    cuda::expand_rows2_cuda(d_back2.p, d_g2.p, D, Db ? d_yback.p : nullptr, d_yg.p, Db, bf, d_row_of.p, N, s);
+    const std::string what = fmt::format(" (bf16 {}, Db {})", bf, Db);
+    expect_close(d_g2.host(), gathered, 0, 0, "gather rows2, the fp32 tensor" + what);
+    expect_close(d_back2.host(), expect, 0, 0, "expand rows2, the fp32 tensor" + what);
+    if (Db == 0) return;
+    EXPECT_EQ(d_yg.host(), yg) << "gather rows2, the second tensor" << what;
+    EXPECT_EQ(d_yback.host(), yback) << "expand rows2, the second tensor" << what;
   };
-  check_pair(randn(N * Db, 36), false);
-  std::vector<uint16_t> bits(N * Db);
+  std::vector<uint16_t> bits(N * 8);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i * 7919u + 1);
-  check_pair(bits, true);
+  for (int64_t Db : {5, 8, 0}) {
+    check_pair(randn(N * Db, 36), false, Db);
+    check_pair(std::vector<uint16_t>(bits.begin(), bits.begin() + N * Db), true, Db);
+  }
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ TEST_F(CudaOps, CrossEntropyRowShapes) {
                                 0.125);
       Dev<float> d_logits(logits), d_losses(M), d_dl(M * V);
       Dev<int32_t> d_labels(labels), d_arg(M);
-      Dev<double> d_sum(1);
+      Dev<double> d_sum(cuda::crossentropy_sum_doubles(M));
       cuda::crossentropy_forward_cuda(d_losses.p, d_sum.p, d_logits.p, d_labels.p, M, V, s);
       cuda::crossentropy_backward_cuda(d_dl.p, d_logits.p, d_labels.p, M, V, 0.125f, s);
       cuda::argmax_rows_cuda(d_arg.p, d_logits.p, M, V, s);
@@ -77,6 +77,7 @@ TEST_F(CudaOps, CrossEntropyRowShapes) {
       expect_bitwise(d_losses.host(), got_losses, "crossentropy losses");
       expect_bitwise(d_dl.host(), got_dl, "crossentropy backward");
       EXPECT_EQ(d_sum.host()[0], sum);
+      EXPECT_EQ(d_sum.host()[1], 0.0);  // the block count left at 0
     }
 }
 

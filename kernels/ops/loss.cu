@@ -1,8 +1,8 @@
-// loss.cu: softmax cross-entropy over the labelled rows of the head (forward with a fixed-order
-// double loss sum, backward; a label < 0 is a padding row: loss and gradient 0) and row argmax.
-// Rows of up to 1024 logits: one warp per row, the row held in registers (one read of the logits);
-// longer rows: one block per row.
-// Fixed reduction orders throughout (deterministic). API: kernels/ops/ops.hpp.
+// loss.cu: softmax cross-entropy over the labelled rows of the head (forward, with its double loss
+// sum of block partials added by the last block; backward; a label < 0 is a padding row: loss and
+// gradient 0) and row argmax. Rows of up to 1024 logits: one warp per row, the row held in registers
+// (one read of the logits); longer rows: one block per row. Fixed reduction orders throughout
+// (deterministic). API: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,7 +40,45 @@ __device__ float block_sum(float x, float* sh) {
   return r;
 }
 
-__global__ void ce_forward_kernel(float* losses, const float* logits, const int32_t* labels, int64_t V) {
+// The loss sum (sums: [2 + M] doubles, crossentropy_sum_doubles): block b's partial (its rows'
+// losses added in row order, warp by warp) into sums[2 + b]; the last block of the launch to finish
+// (counted in sums[1], which it resets to 0) adds the partials in a fixed order (thread i taking
+// partials i, i + kThreads, ..., then a tree) into sums[0], whichever block it is.
+__device__ void loss_sum_blocks(double* sums, double block_partial) {
+  __shared__ double sh[kThreads];
+  __shared__ bool last;
+  unsigned* done = reinterpret_cast<unsigned*>(sums + 1);
+  double* partials = sums + 2;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = block_partial;
+    __threadfence();  // the partial is visible before the count that announces it
+    last = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const volatile double* p = partials;
+  double acc = 0;
+  unsigned i = threadIdx.x;
+  for (; i + 7 * kThreads < gridDim.x; i += 8 * kThreads) {  // eight loads in flight, added in order
+    double x[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) x[u] = p[i + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc += x[u];
+  }
+  for (; i < gridDim.x; i += kThreads) acc += p[i];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int k = kThreads / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[0] = sh[0], *done = 0;
+}
+
+__global__ void ce_forward_kernel(float* losses, double* loss_sum, const float* logits, const int32_t* labels,
+                                  int64_t M, int64_t V) {
   __shared__ float sh[kThreads];
   const float* x = logits + blockIdx.x * V;
   float m = -FLT_MAX;
@@ -50,24 +88,9 @@ __global__ void ce_forward_kernel(float* losses, const float* logits, const int3
   for (int64_t v = threadIdx.x; v < V; v += kThreads) s += expf(x[v] - m);
   s = block_sum(s, sh);
   const int32_t label = labels[blockIdx.x];
-  if (threadIdx.x == 0) losses[blockIdx.x] = label < 0 ? 0.f : logf(s) - (x[label] - m);
-}
-
-// *out = sum of in[0 .. n) in double: one block of kSumThreads, thread i sums i, i + kSumThreads, ...,
-// then a fixed tree (deterministic).
-constexpr int kSumThreads = 1024;
-__global__ void sum_to_double_kernel(double* out, const float* in, int64_t n) {
-  __shared__ double sh[kSumThreads];
-  double acc = 0;
-#pragma unroll 8
-  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) acc += static_cast<double>(in[i]);
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = kSumThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = sh[0];
+  const float loss = label < 0 ? 0.f : logf(s) - (x[label] - m);
+  if (threadIdx.x == 0) losses[blockIdx.x] = loss;
+  if (loss_sum) loss_sum_blocks(loss_sum, static_cast<double>(loss));  // one row a block
 }
 
 __global__ void ce_backward_kernel(float* dlogits, const float* logits, const int32_t* labels, int64_t V, float scale) {
@@ -143,16 +166,27 @@ __device__ __forceinline__ void warp_row_stats(float (&v)[K], const float* x, in
 
 // The whole warp takes the same rows (the loop bound is per warp): full-mask shuffles are safe.
 template <int K>
-__global__ void ce_forward_warp_kernel(float* losses, const float* logits, const int32_t* labels, int64_t M, int V) {
+__global__ void ce_forward_warp_kernel(float* losses, double* loss_sum, const float* logits, const int32_t* labels,
+                                       int64_t M, int V) {
+  __shared__ double warp_sums[kWarpsPerBlock];
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  double acc = 0;  // lane 0: this warp's rows, in order
   for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < M; row += warps) {
     const float* x = logits + row * V;
     float v[K], m, s;
     warp_row_stats<K>(v, x, V, lane, m, s);
     const int label = labels[row];
-    if (lane == 0) losses[row] = label < 0 ? 0.f : logf(s) - (x[label] - m);
+    const float loss = label < 0 ? 0.f : logf(s) - (x[label] - m);
+    if (lane == 0) losses[row] = loss, acc += static_cast<double>(loss);
   }
+  if (!loss_sum) return;
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  double block = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kWarpsPerBlock; ++w) block += warp_sums[w];
+  loss_sum_blocks(loss_sum, block);
 }
 
 template <int K>
@@ -216,20 +250,21 @@ unsigned warp_row_blocks(int64_t M) {
 
 }  // namespace
 
+int64_t crossentropy_sum_doubles(int64_t M) { return 2 + std::max<int64_t>(M, 1); }
+
 void crossentropy_forward_cuda(float* losses, double* loss_sum, const float* logits, const int32_t* labels, int64_t M,
                                int64_t V, cudaStream_t stream) {
-  if (M > 0) {
-    const bool warp_rows = with_row_width(V, [&](auto k) {
-      ce_forward_warp_kernel<decltype(k)::value><<<warp_row_blocks(M), 32 * kWarpsPerBlock, 0, stream>>>(
-          losses, logits, labels, M, static_cast<int>(V));
-    });
-    if (!warp_rows) ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, logits, labels, V);
-    CUDA_CHECK(cudaGetLastError());
+  if (M <= 0) {
+    if (loss_sum) CUDA_CHECK(cudaMemsetAsync(loss_sum, 0, sizeof(double), stream));
+    return;
   }
-  if (loss_sum) {
-    sum_to_double_kernel<<<1, kSumThreads, 0, stream>>>(loss_sum, losses, M);
-    CUDA_CHECK(cudaGetLastError());
-  }
+  const bool warp_rows = with_row_width(V, [&](auto k) {
+    ce_forward_warp_kernel<decltype(k)::value><<<warp_row_blocks(M), 32 * kWarpsPerBlock, 0, stream>>>(
+        losses, loss_sum, logits, labels, M, static_cast<int>(V));
+  });
+  if (!warp_rows)
+    ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, loss_sum, logits, labels, M, V);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 void crossentropy_backward_cuda(float* dlogits, const float* logits, const int32_t* labels, int64_t M, int64_t V,

@@ -166,21 +166,26 @@ void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, i
                       cudaStream_t stream);
 void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
                        cudaStream_t stream);
-// Both at once over two tensors with the same rows: a fp32 [.., Da], b [.., Db] fp32 or (b_bf16) bf16.
+// Two tensors with the same rows at once: a fp32 [.., Da], b [.., Db] fp32 or (b_bf16) bf16 (Db may
+// be 0). The gather as above; the expansion writes every row of out: out[n, :] = inp[row_of[n], :],
+// zeros where row_of[n] < 0 (the scatter into a zeroed output, in one pass).
 void gather_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
                        bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);
-void scatter_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                        bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);
+void expand_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                       bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream);  // [N, ..], [M, ..], [N]
 
 // ---- loss --------------------------------------------------------------------------------------
 // Every row is labelled (labels in [0, V), the caller gathers the labelled rows) or padding (label
 // < 0: loss 0, gradient 0):
 //   losses[m] = logsumexp(logits[m, :]) - logits[m, labels[m]];  *loss_sum = sum_m losses[m]
-// (double, fixed order). loss_sum may be nullptr.
-void crossentropy_forward_cuda(float* losses,         // [M]
-                               double* loss_sum,      // [1] or nullptr
-                               const float* logits,   // [M, V]
-                               const int32_t* labels, // [M]
+// (double, fixed order). loss_sum may be nullptr; else crossentropy_sum_doubles(M) doubles, zeroed
+// when allocated: the sum, then the kernel's own (a count of finished blocks that each call leaves at
+// 0, and per-block partial sums).
+int64_t crossentropy_sum_doubles(int64_t M);
+void crossentropy_forward_cuda(float* losses,          // [M]
+                               double* loss_sum,       // [crossentropy_sum_doubles(M)] or nullptr
+                               const float* logits,    // [M, V]
+                               const int32_t* labels,  // [M]
                                int64_t M, int64_t V, cudaStream_t stream);
 // dlogits[m, :] = scale * (softmax(logits[m, :]) - onehot(labels[m])) (overwritten).
 void crossentropy_backward_cuda(float* dlogits,        // [M, V]

@@ -96,11 +96,11 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   if (any_rope) rope_cs.resize(T * Dh), rope_table_cuda(rope_cs.data(), T, Dh, c.rope_theta, stream);
   batch.resize(batch_ints());
   ids = batch.data(), rows = batch.data() + N, row_labels = batch.data() + 2 * N, row_starts = batch.data() + 3 * N;
-  embed_index = row_starts + B + 1;
+  embed_index = row_starts + B + 1, row_of = embed_index + embedding_index_ints(N);
   id_counts.resize(V);
   for (auto& slot : staging) slot = std::make_unique<StagingSlot>(batch_ints());
   x_final.resize(N * D), hf.resize(N * D), meanf.resize(N), rstdf.resize(N);
-  hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(1);
+  hf_rows.resize(N * D), losses.resize(N), loss_sum.resize(crossentropy_sum_doubles(N));  // M <= N rows
   if (bf) {
     int64_t end = 0;
     wb_begin = model.params().size();
@@ -197,6 +197,9 @@ void GpuRunner::Impl::upload_batch(const int32_t* in_ids, const int32_t* labels)
   std::fill(slot.host + 2 * N + M, slot.host + 2 * N + Mt, -1);
   std::memcpy(slot.host + 3 * N, host_row_starts.data(), (B + 1) * sizeof(int32_t));
   embedding_index_build(slot.host + 3 * N + B + 1, in_ids, N, V, D, id_counts.data(), blas.reduce_scratch().floats);
+  int32_t* host_row_of = slot.host + 3 * N + B + 1 + embedding_index_ints(N);
+  std::fill(host_row_of, host_row_of + N, -1);
+  for (int64_t m = 0; m < M; ++m) host_row_of[host_rows[m]] = static_cast<int32_t>(m);
   // The copy over PCIe runs on the upload stream beside the previous step's work (once this slot's
   // last batch has left slot.dev); the step itself only moves it on the device into `batch`, which
   // every graph reads.

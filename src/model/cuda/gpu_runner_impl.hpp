@@ -96,9 +96,10 @@ struct GpuRunner::Impl {
   AttnDims dims;
   std::vector<Layer> layers;
   DType attn_dt;                // F32 (fp32 / tf32 precision) or BF16 (bf16 precision)
-  // [3N + B + 1 + embedding_index_ints(N)]: ids | rows | row labels (first M used) | row starts | embedding index
+  // [3N + B + 1 + embedding_index_ints(N) + N]: ids | rows | row labels (first M used) | row starts |
+  // embedding index | row_of (row_of[rows[m]] = m, else -1)
   DeviceBuffer<int32_t> batch;
-  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr, *embed_index = nullptr;  // views of batch
+  int32_t *ids = nullptr, *rows = nullptr, *row_labels = nullptr, *embed_index = nullptr, *row_of = nullptr;
   std::vector<int32_t> id_counts;  // [V] host scratch of embedding_index_build
   std::vector<int32_t> host_rows, host_row_labels, host_row_starts;  // host copies of rows, row labels, row starts
   std::unique_ptr<StagingSlot> staging[2];  // alternating: the host fills one while the other's copy may be pending
@@ -286,7 +287,7 @@ struct GpuRunner::Impl {
   bool head_in_graph() const { return pruned() || all_rows(); }
   // The CUDA graphs' key part for that mode (the recorded work differs between the four).
   const void* graph_mode() const { return as_key(pruned() + rows_attention() + 4 * all_rows()); }
-  int64_t batch_ints() const { return 3 * N + (B + 1) + embedding_index_ints(N); }
+  int64_t batch_ints() const { return 4 * N + (B + 1) + embedding_index_ints(N); }
   void upload_batch(const int32_t* in_ids, const int32_t* labels);
   int64_t forward(const float* prm, const int32_t* in_ids, const int32_t* labels);
   void backward(const float* prm, float* grads, float scale_loss);

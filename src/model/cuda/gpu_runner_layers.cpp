@@ -453,9 +453,8 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
                        W(prm, p + "attn.wo"), Mt, HD, D, false);
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), Mt * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   join_all();  // before dx is rewritten, and before the backward graph (no side work may cross into it)
-  CUDA_CHECK(cudaMemsetAsync(dx.data(), 0, N * D * sizeof(float), stream));
-  if (rows_attention()) {
-    scatter_rows_cuda(dx.data(), dres_rows.data(), rows, Mt, D, stream);
+  if (rows_attention()) {  // d(x_in) on every row, zero off the labelled ones
+    expand_rows2_cuda(dx.data(), dres_rows.data(), D, nullptr, nullptr, 0, false, row_of, N, stream);
     const bool gate = uses_gate(L.kind);
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
@@ -465,10 +464,9 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
         rows_ws.data(), static_cast<size_t>(rows_ws.size()), stream);
     return;
   }
-  // The residual's rows with the attention output's (zero elsewhere).
-  CUDA_CHECK(cudaMemsetAsync(kernel_view(datt, dob), 0, N * HD * (bf16() ? sizeof(uint16_t) : sizeof(float)), stream));
-  scatter_rows2_cuda(dx.data(), dres_rows.data(), D, kernel_view(datt, dob), kernel_view(datt_rows, datt_rowsb), HD,
-                     bf16(), rows, Mt, stream);
+  // The residual's rows with the attention output's, zero off the labelled ones.
+  expand_rows2_cuda(dx.data(), dres_rows.data(), D, kernel_view(datt, dob), kernel_view(datt_rows, datt_rowsb), HD,
+                    bf16(), row_of, N, stream);
   attention_kernel_backward(L);
 }
 
