@@ -81,14 +81,12 @@ __global__ void adamw_kernel(float* p, float* m, float* v, const float* g, const
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-}  // namespace
-
-namespace {
 // About four elements a thread (one round of loads), at most kMaxPartials blocks.
 int64_t grad_norm_blocks(int64_t n) {
   const int64_t want = (n + kThreads * 4 - 1) / (kThreads * 4);
   return want < 1 ? 1 : (want > kMaxPartials ? kMaxPartials : want);
 }
+
 }  // namespace
 
 int64_t grad_norm_partials(int64_t n) { return grad_norm_blocks(n) + 1; }  // + the blocks' count
