@@ -319,32 +319,30 @@ TEST_F(CudaOps, PackColumnsAndAddSegments) {
   EXPECT_THROW(cuda::add_segments_cuda(d_g.p, segs, 9, s), Error);
 }
 
-// Rows gathered by an index (padding rows -1: zeros) and scattered back, one tensor or two in one
-// launch (an fp32 one with fp32 or bf16 bits), exact.
-TEST_F(CudaOps, GatherScatterRows) {
+// Rows gathered by an index (padding rows -1: zeros) and expanded back over every row (zeros off
+// the rows, written over a poisoned output), one tensor or two in one launch (an fp32 one with fp32
+// or bf16 bits), exact.
+TEST_F(CudaOps, GatherAndExpandRows) {
   const int64_t N = 113, D = 24;
   const std::vector<int32_t> rows = {0, 5, 6, 112, 40, -1, -1};  // -1: padding
+  const int64_t Mr = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> row_of(N, -1);
+  for (int64_t m = 0; m < Mr; ++m)
+    if (rows[m] >= 0) row_of[rows[m]] = static_cast<int32_t>(m);
   const auto x = randn(N * D, 34);
-  Dev<float> d_x(x), d_g(std::vector<float>(rows.size() * D, 7.f)), d_back(N * D);  // 7: not written
-  Dev<int32_t> d_rows(rows);
-  cuda::gather_rows_cuda(d_g.p, d_x.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
-  cuda::scatter_rows_cuda(d_back.p, d_g.p, d_rows.p, static_cast<int64_t>(rows.size()), D, s);
-  std::vector<float> expect(N * D, 0.f), gathered(rows.size() * D, 0.f);
-  for (size_t m = 0; m < rows.size(); ++m) {
+  Dev<float> d_x(x), d_g(std::vector<float>(Mr * D, 7.f)), d_back(std::vector<float>(N * D, 7.f));  // 7: not written
+  Dev<int32_t> d_rows(rows), d_row_of(row_of);
+  cuda::gather_rows_cuda(d_g.p, d_x.p, D, nullptr, nullptr, 0, false, d_rows.p, Mr, s);
+  cuda::expand_rows_cuda(d_back.p, d_g.p, D, nullptr, nullptr, 0, false, d_row_of.p, N, s);
+  std::vector<float> expect(N * D, 0.f), gathered(Mr * D, 0.f);
+  for (int64_t m = 0; m < Mr; ++m) {
     if (rows[m] < 0) continue;
     std::copy_n(x.data() + rows[m] * D, D, expect.data() + rows[m] * D);
     std::copy_n(x.data() + rows[m] * D, D, gathered.data() + m * D);
   }
   expect_close(d_g.host(), gathered, 0, 0, "gather rows (padding rows zero)");
-  expect_close(d_back.host(), expect, 0, 0, "gather + scatter rows");
-  // Two tensors by the same rows in one launch, x with an fp32 y or with bf16 bits: gathered, and
-  // expanded back over every row (zeros written off the rows; Db = 5: a column a thread, 8: four,
-  // 0: x alone).
-  const int64_t Mr = static_cast<int64_t>(rows.size());
-  std::vector<int32_t> row_of(N, -1);
-  for (int64_t m = 0; m < Mr; ++m)
-    if (rows[m] >= 0) row_of[rows[m]] = static_cast<int32_t>(m);
-  Dev<int32_t> d_row_of(row_of);
+  expect_close(d_back.host(), expect, 0, 0, "gather + expand rows");
+  // With a second tensor y in the same launch, fp32 or bf16 bits (Db = 5: a column a thread, 8: four).
   auto check_pair = [&](auto y, bool bf, int64_t Db) {
     using T = typename decltype(y)::value_type;
     std::vector<T> yg(Mr * Db, T(0)), yback(N * Db, T(0));
@@ -353,18 +351,17 @@ TEST_F(CudaOps, GatherScatterRows) {
         for (int64_t c = 0; c < Db; ++c) yg[m * Db + c] = yback[rows[m] * Db + c] = y[rows[m] * Db + c];
     Dev<T> d_y(y), d_yg(std::vector<T>(Mr * Db, T(7))), d_yback(std::vector<T>(N * Db, T(7)));
     Dev<float> d_g2(std::vector<float>(Mr * D, 7.f)), d_back2(std::vector<float>(N * D, 7.f));
-    cuda::gather_rows2_cuda(d_g2.p, d_x.p, D, Db ? d_yg.p : nullptr, d_y.p, Db, bf, d_rows.p, Mr, s);
-    cuda::expand_rows2_cuda(d_back2.p, d_g2.p, D, Db ? d_yback.p : nullptr, d_yg.p, Db, bf, d_row_of.p, N, s);
+    cuda::gather_rows_cuda(d_g2.p, d_x.p, D, d_yg.p, d_y.p, Db, bf, d_rows.p, Mr, s);
+    cuda::expand_rows_cuda(d_back2.p, d_g2.p, D, d_yback.p, d_yg.p, Db, bf, d_row_of.p, N, s);
     const std::string what = fmt::format(" (bf16 {}, Db {})", bf, Db);
-    expect_close(d_g2.host(), gathered, 0, 0, "gather rows2, the fp32 tensor" + what);
-    expect_close(d_back2.host(), expect, 0, 0, "expand rows2, the fp32 tensor" + what);
-    if (Db == 0) return;
-    EXPECT_EQ(d_yg.host(), yg) << "gather rows2, the second tensor" << what;
-    EXPECT_EQ(d_yback.host(), yback) << "expand rows2, the second tensor" << what;
+    expect_close(d_g2.host(), gathered, 0, 0, "gather rows, the fp32 tensor" + what);
+    expect_close(d_back2.host(), expect, 0, 0, "expand rows, the fp32 tensor" + what);
+    EXPECT_EQ(d_yg.host(), yg) << "gather rows, the second tensor" << what;
+    EXPECT_EQ(d_yback.host(), yback) << "expand rows, the second tensor" << what;
   };
   std::vector<uint16_t> bits(N * 8);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i * 7919u + 1);
-  for (int64_t Db : {5, 8, 0}) {
+  for (int64_t Db : {5, 8}) {
     check_pair(randn(N * Db, 36), false, Db);
     check_pair(std::vector<uint16_t>(bits.begin(), bits.begin() + N * Db), true, Db);
   }

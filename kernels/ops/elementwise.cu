@@ -1,7 +1,7 @@
 // elementwise.cu: CUDA kernels for the dense per-token ops of the model (embedding, bias, scale,
-// row gather / scatter) and the fixed-order column sums that the parameter gradients
-// share (kernels/ops/launch.cuh); norms are in kernels/ops/norm.cu, activations and SwiGLU in kernels/ops/act.cu, RoPE in
-// kernels/ops/rope.cu, the PaTH w path and beta in kernels/ops/path_wpath.cu. Declarations: kernels/ops/ops.hpp.
+// row gathers and expansions) and the fixed-order column sums that the parameter gradients
+// share (kernels/ops/launch.cuh); norms are in kernels/ops/norm.cu, activations and SwiGLU in kernels/ops/act.cu, RoPE
+// in kernels/ops/rope.cu, the PaTH w path and beta in kernels/ops/path_wpath.cu. Declarations: kernels/ops/ops.hpp.
 // Parameter gradients are reduced over rows with fixed-order column sums (no atomics), so every
 // result is deterministic.
 #include <cuda_runtime.h>
@@ -231,26 +231,11 @@ bool four_columns(int64_t n, int64_t cols, const void* a, const void* b) {
   return cols % 4 == 0 && n / 4 < (int64_t{1} << 31) && aligned_to(a, 16) && aligned_to(b, 16);
 }
 
-template <class T>
-__global__ void gather_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= M * D) return;
-  const int32_t r = rows[i / D];
-  out[i] = r < 0 ? T(0) : inp[static_cast<int64_t>(r) * D + i % D];
-}
-template <class T>
-__global__ void scatter_rows_kernel(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= M * D) return;
-  const int32_t r = rows[i / D];
-  if (r >= 0) out[static_cast<int64_t>(r) * D + i % D] = inp[i];
-}
-
-// The same over two tensors a (fp32, [.., Da]) and b ([.., Db]) by one index: element i of the
-// [M, Da + Db] rows, column c < Da of a, else c - Da of b.
+// out[m, :] = inp[rows[m], :] (zeros where rows[m] < 0) for a (fp32, [.., Da]) and b ([.., Db]) by
+// one index: element i of the [M, Da + Db] rows, column c < Da of a, else c - Da of b.
 template <class TB>
-__global__ void gather_rows2_kernel(float* oa, const float* ia, int64_t Da, TB* ob, const TB* ib, int64_t Db,
-                                    const int32_t* rows, int64_t M) {
+__global__ void gather_rows_kernel(float* oa, const float* ia, int64_t Da, TB* ob, const TB* ib, int64_t Db,
+                                   const int32_t* rows, int64_t M) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, W = Da + Db;
   if (i >= M * W) return;
   const int64_t m = i / W, c = i % W;
@@ -262,8 +247,8 @@ __global__ void gather_rows2_kernel(float* oa, const float* ia, int64_t Da, TB* 
 // columns of the [N, Da + Db] rows a thread (V = 4: Da and Db multiples of 4, 16- and 8-byte
 // aligned rows), so that the whole output is written once, zeros included.
 template <class TB, int V>
-__global__ void expand_rows2_kernel(float* oa, const float* ia, int Da, TB* ob, const TB* ib, int Db,
-                                    const int32_t* row_of, int64_t N) {
+__global__ void expand_rows_kernel(float* oa, const float* ia, int Da, TB* ob, const TB* ib, int Db,
+                                   const int32_t* row_of, int64_t N) {
   const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, W = (Da + Db) / V;
   if (g >= N * W) return;
   const int64_t n = g / W;
@@ -370,47 +355,20 @@ void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, c
   colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
 }
 
-template <class T>
-void gather_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
-  if (M * D <= 0) return;
-  gather_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
-  SB_CUDA_CHECK_LAUNCH();
-}
-template <class T>
-void scatter_rows(T* out, const T* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
-  if (M * D <= 0) return;
-  scatter_rows_kernel<<<blocks_for(M * D), kThreads, 0, stream>>>(out, inp, rows, M, D);
-  SB_CUDA_CHECK_LAUNCH();
-}
-void gather_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
-  gather_rows(out, inp, rows, M, D, stream);
-}
-void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
-                      cudaStream_t stream) {
-  gather_rows(out, inp, rows, M, D, stream);
-}
-void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows, int64_t M, int64_t D, cudaStream_t stream) {
-  scatter_rows(out, inp, rows, M, D, stream);
-}
-void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
-                       cudaStream_t stream) {
-  scatter_rows(out, inp, rows, M, D, stream);
-}
-
-void gather_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                       bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
+void gather_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                      bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
   const int64_t n = M * (Da + Db);
   if (n <= 0) return;
   if (b_bf16)
-    gather_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<uint16_t*>(out_b),
-                                                                static_cast<const uint16_t*>(inp_b), Db, rows, M);
+    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<uint16_t*>(out_b),
+                                                               static_cast<const uint16_t*>(inp_b), Db, rows, M);
   else
-    gather_rows2_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<float*>(out_b),
-                                                                static_cast<const float*>(inp_b), Db, rows, M);
+    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<float*>(out_b),
+                                                               static_cast<const float*>(inp_b), Db, rows, M);
   SB_CUDA_CHECK_LAUNCH();
 }
-void expand_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                       bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream) {
+void expand_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                      bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream) {
   const int64_t n = N * (Da + Db);
   if (n <= 0) return;
   const bool four = Da % 4 == 0 && Db % 4 == 0 && aligned_to(out_a, 16) && aligned_to(inp_a, 16) &&
@@ -418,7 +376,7 @@ void expand_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b
   auto launch = [&](auto tb, auto v) {
     using TB = decltype(tb);
     constexpr int V = decltype(v)::value;
-    expand_rows2_kernel<TB, V>
+    expand_rows_kernel<TB, V>
         <<<blocks_for(n / V), kThreads, 0, stream>>>(out_a, inp_a, static_cast<int>(Da), static_cast<TB*>(out_b),
                                                      static_cast<const TB*>(inp_b), static_cast<int>(Db), row_of, N);
   };

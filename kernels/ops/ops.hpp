@@ -155,24 +155,14 @@ void path_beta_backward_cuda(float* dz, float* dbias, const float* dbeta, const 
                              float beta_max, cudaStream_t stream, ReduceScratch scratch = {});
 
 // ---- rows of the head ----------------------------------------------------------------------------
-// out[m, :] = inp[rows[m], :]  /  out[rows[m], :] = inp[m, :] (other rows of out untouched). A row
-// index < 0 is padding: gathered as zeros, scattered nowhere.
-void gather_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [M, D], [N, D], [M]
-                      int64_t M, int64_t D, cudaStream_t stream);
-void scatter_rows_cuda(float* out, const float* inp, const int32_t* rows,  // [N, D], [M, D], [M]
-                       int64_t M, int64_t D, cudaStream_t stream);
-// The same for bf16 storage (raw 16-bit values).
-void gather_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
-                      cudaStream_t stream);
-void scatter_rows_cuda(uint16_t* out, const uint16_t* inp, const int32_t* rows, int64_t M, int64_t D,
-                       cudaStream_t stream);
-// Two tensors with the same rows at once: a fp32 [.., Da], b [.., Db] fp32 or (b_bf16) bf16 (Db may
-// be 0). The gather as above; the expansion writes every row of out: out[n, :] = inp[row_of[n], :],
-// zeros where row_of[n] < 0 (the scatter into a zeroed output, in one pass).
-void gather_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                       bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);
-void expand_rows2_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                       bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream);  // [N, ..], [M, ..], [N]
+// Rows of a fp32 [.., Da] tensor a and, with Db > 0, of a [.., Db] tensor b (fp32, or with b_bf16
+// bf16 bits), both by the same index. The gather: out[m, :] = inp[rows[m], :], zeros where rows[m]
+// < 0 (padding). The expansion writes every row of out: out[n, :] = inp[row_of[n], :], zeros where
+// row_of[n] < 0 (a scatter into a zeroed output, in one pass).
+void gather_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                      bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream);  // [M, ..], [N, ..], [M]
+void expand_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                      bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream);  // [N, ..], [M, ..], [N]
 
 // ---- loss --------------------------------------------------------------------------------------
 // Every row is labelled (labels in [0, V), the caller gathers the labelled rows) or padding (label

@@ -229,7 +229,7 @@ int64_t GpuRunner::Impl::forward(const float* prm, const int32_t* in_ids, const 
       ProfileScope op(prof, "fwd.head");
       const float* in = pruned() ? hf_rows.data() : hf.data();
       if (!head_in_graph()) {
-        gather_rows_cuda(hf_rows.data(), hf.data(), rows, M, D, stream);
+        gather_rows_cuda(hf_rows.data(), hf.data(), D, nullptr, nullptr, 0, false, rows, M, stream);
         in = hf_rows.data();
       }
       linear_forward_cuda(blas, logits.data(), in, P(prm, head_name()), nullptr, Mt, D, V);
@@ -269,10 +269,9 @@ void GpuRunner::Impl::backward(const float* prm, float* grads, float scale_loss)
       linear_backward_cuda(blas, dh.data(), dhead, nullptr, dlogits.data(), pruned() ? hf_rows.data() : hf.data(),
                            P(prm, head_name()), Mt, D, V, false);
     } else {
-      CUDA_CHECK(cudaMemsetAsync(dh.data(), 0, N * D * sizeof(float), stream));
       linear_backward_cuda(blas, dhf_rows.data(), dhead, nullptr, dlogits.data(), hf_rows.data(), P(prm, head_name()),
                            M, D, V, false);
-      scatter_rows_cuda(dh.data(), dhf_rows.data(), rows, M, D, stream);
+      expand_rows_cuda(dh.data(), dhf_rows.data(), D, nullptr, nullptr, 0, false, row_of, N, stream);
     }
   };
   if (!head_in_graph()) head();

@@ -120,7 +120,7 @@ struct GpuRunner::Impl {
   bool rows_kernels = false;      // the PathRows choice for this runner's (B, H) on this device
   int64_t max_rows_per_seq = 0;
   // The rows the tail and the head compute: M rounded up by tail_rows_for (rows[M .. Mt) and their
-  // labels -1: padding rows, gathered as zeros, never scattered, loss and gradient zero), so that
+  // labels -1: padding rows, gathered as zeros, absent from row_of, loss and gradient zero), so that
   // batches whose M differs a little run the same shapes and replay one graph. M where there is no
   // tail.
   int64_t Mt = 0;

@@ -419,9 +419,9 @@ void GpuRunner::Impl::forward_rows_tail(const float* prm) {
         o_rows, lse_rows.data(), kernel_view(L.q, L.qb), kernel_view(L.k, L.kb), kernel_view(L.v, L.vb), L.w.data(),
         L.beta.data(), uses_gate(L.kind) ? L.logf.data() : nullptr, rows, row_starts, Mt, dims, scale, attn_dt,
         trains ? rows_ws.data() : nullptr, static_cast<size_t>(rows_ws.size()), stream);
-    gather_rows_cuda(x_rows.data(), L.x_in.data(), rows, Mt, D, stream);
+    gather_rows_cuda(x_rows.data(), L.x_in.data(), D, nullptr, nullptr, 0, false, rows, Mt, stream);
   } else {  // the attention's output rows with the residual's
-    gather_rows2_cuda(x_rows.data(), L.x_in.data(), D, o_rows, kernel_view(L.att, L.ob), HD, bf16(), rows, Mt, stream);
+    gather_rows_cuda(x_rows.data(), L.x_in.data(), D, o_rows, kernel_view(L.att, L.ob), HD, bf16(), rows, Mt, stream);
   }
   linear_forward_residual_cuda(blas, L.x_mid.data(), in(att_rows, att_rowsb), W(prm, p + "attn.wo"), x_rows.data(), Mt,
                                HD, D);
@@ -454,7 +454,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   CUDA_CHECK(cudaMemcpyAsync(dres_rows.data(), dx.data(), Mt * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   join_all();  // before dx is rewritten, and before the backward graph (no side work may cross into it)
   if (rows_attention()) {  // d(x_in) on every row, zero off the labelled ones
-    expand_rows2_cuda(dx.data(), dres_rows.data(), D, nullptr, nullptr, 0, false, row_of, N, stream);
+    expand_rows_cuda(dx.data(), dres_rows.data(), D, nullptr, nullptr, 0, false, row_of, N, stream);
     const bool gate = uses_gate(L.kind);
     path_attention_rows_backward_cuda(
         kernel_view(dq, dqb), kernel_view(dk, dkb), kernel_view(dv, dvb), dw.data(), dbeta.data(),
@@ -465,8 +465,8 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
     return;
   }
   // The residual's rows with the attention output's, zero off the labelled ones.
-  expand_rows2_cuda(dx.data(), dres_rows.data(), D, kernel_view(datt, dob), kernel_view(datt_rows, datt_rowsb), HD,
-                    bf16(), row_of, N, stream);
+  expand_rows_cuda(dx.data(), dres_rows.data(), D, kernel_view(datt, dob), kernel_view(datt_rows, datt_rowsb), HD,
+                   bf16(), row_of, N, stream);
   attention_kernel_backward(L);
 }
 
