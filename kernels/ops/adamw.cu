@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "kernels/ops/last_block_sum.cuh"
 #include "kernels/ops/ops.hpp"
 
 namespace sb::cuda {
@@ -24,11 +25,9 @@ __device__ void block_reduce_double(double* sh) {
 }
 
 // partials[b] = the sum of g^2 over block b's elements; the last block to finish (counted in
-// *done, which it resets to 0) writes *norm = sqrt of the partials' sum, thread i taking partials i,
-// i + kThreads, ... and the threads' sums added as a tree: the same order whichever block it is.
+// *done) writes *norm = sqrt of their sum (last_block_sum: a fixed order whichever block it is).
 __global__ void grad_norm_kernel(double* norm, double* partials, unsigned* done, const float* g, int64_t n) {
   __shared__ double sh[kThreads];
-  __shared__ bool last;
   double acc = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
@@ -42,19 +41,8 @@ __global__ void grad_norm_kernel(double* norm, double* partials, unsigned* done,
   for (; i < n; i += stride) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   sh[threadIdx.x] = acc;
   block_reduce_double(sh);
-  if (threadIdx.x == 0) {
-    partials[blockIdx.x] = sh[0];
-    __threadfence();  // the partial is visible before the count that announces it
-    last = atomicAdd(done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  acc = 0;
-  for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) acc += static_cast<volatile double*>(partials)[i];
-  sh[threadIdx.x] = acc;
-  block_reduce_double(sh);
-  if (threadIdx.x == 0) *norm = sqrt(sh[0]), *done = 0;
+  double total;
+  if (last_block_sum<kThreads>(sh[0], partials, done, &total)) *norm = sqrt(total);
 }
 
 // Skipped (no change) when *skip_a or *skip_b is not finite. With clip_norm, the gradient is scaled

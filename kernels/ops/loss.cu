@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <type_traits>
 
+#include "kernels/ops/last_block_sum.cuh"
 #include "kernels/ops/ops.hpp"
 
 namespace sb::cuda {
@@ -42,39 +43,10 @@ __device__ float block_sum(float x, float* sh) {
 
 // The loss sum (sums: [2 + M] doubles, crossentropy_sum_doubles): block b's partial (its rows'
 // losses added in row order, warp by warp) into sums[2 + b]; the last block of the launch to finish
-// (counted in sums[1], which it resets to 0) adds the partials in a fixed order (thread i taking
-// partials i, i + kThreads, ..., then a tree) into sums[0], whichever block it is.
+// (counted in sums[1]) adds the partials into sums[0] (last_block_sum: a fixed order).
 __device__ void loss_sum_blocks(double* sums, double block_partial) {
-  __shared__ double sh[kThreads];
-  __shared__ bool last;
-  unsigned* done = reinterpret_cast<unsigned*>(sums + 1);
-  double* partials = sums + 2;
-  if (threadIdx.x == 0) {
-    partials[blockIdx.x] = block_partial;
-    __threadfence();  // the partial is visible before the count that announces it
-    last = atomicAdd(done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const volatile double* p = partials;
-  double acc = 0;
-  unsigned i = threadIdx.x;
-  for (; i + 7 * kThreads < gridDim.x; i += 8 * kThreads) {  // eight loads in flight, added in order
-    double x[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) x[u] = p[i + u * kThreads];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) acc += x[u];
-  }
-  for (; i < gridDim.x; i += kThreads) acc += p[i];
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int k = kThreads / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) sums[0] = sh[0], *done = 0;
+  double total;
+  if (last_block_sum<kThreads>(block_partial, sums + 2, reinterpret_cast<unsigned*>(sums + 1), &total)) sums[0] = total;
 }
 
 __global__ void ce_forward_kernel(float* losses, double* loss_sum, const float* logits, const int32_t* labels,
