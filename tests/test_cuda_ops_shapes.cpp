@@ -1,6 +1,6 @@
 // test_cuda_ops_shapes.cpp: the row kernels of kernels/ops/ (cross-entropy and argmax, RMSNorm /
-// LayerNorm, the PaTH w path, embedding, bias) against the CPU reference at the training shapes
-// (32768 rows, the runner's reduce scratch) and awkward ones (1, 7, 113 rows; D 16 .. 1024; V 2 ..
+// LayerNorm, the PaTH w path, embedding, bias, a narrow weight gradient) against the CPU reference at
+// the training shapes (32768 rows, the runner's reduce scratch) and awkward ones (1, 7, 113 rows; D 16 .. 1024; V 2 ..
 // 1500; T 1 .. 257), on both sides of every kernel switch (vectorised / fallback, warp / block rows,
 // fused / per-row w path), plus run-to-run bitwise determinism. Skips without a device.
 #include <fmt/format.h>
@@ -19,6 +19,7 @@ TEST(CudaOpsShapes, RequiresCuda) { GTEST_SKIP() << "statebench was built withou
 
 #include "cuda_ops_test_util.hpp"
 #include "kernels/ops/ops.hpp"
+#include "model/cuda/blas.hpp"
 #include "nn/ops_basic.hpp"
 #include "nn/ops_loss.hpp"
 #include "nn/path_wpath.hpp"
@@ -209,6 +210,34 @@ TEST_F(CudaOps, EmbeddingAndBiasRowShapes) {
       for (int64_t i = 1; i < N * D; ++i) out[i] += flat[i - 1];
       expect_close(d_out.host(), out, 0, 0, "add bias, odd offset");
     }
+}
+
+// A narrow product's weight gradient (O <= kNarrowOut: fp32 column sums) against a double reference,
+// through linear_backward_cuda in every precision (fp32 exact products even where the GEMMs would
+// round to bf16), one chunk and the runner's scratch chunks, added to what is there; same bits twice.
+TEST_F(CudaOps, NarrowWeightGradRowShapes) {
+  for (auto prec : {cuda::MatmulPrecision::fp32, cuda::MatmulPrecision::bf16}) {
+    cuda::Blas blas(prec, s);
+    for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{512}, int64_t{32768}})
+      for (auto [I, O] : {std::pair<int64_t, int64_t>{64, 5}, {130, 1}, {33, 16}}) {
+        SCOPED_TRACE(fmt::format("precision {} N {} I {} O {}", static_cast<int>(prec), N, I, O));
+        const auto x = randn(N * I, 41), dy = randn(N * O, 42), dw0 = randn(O * I, 43);
+        std::vector<float> want(O * I);
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t i = 0; i < I; ++i) {
+            double acc = dw0[o * I + i];
+            for (int64_t n = 0; n < N; ++n) acc += static_cast<double>(dy[n * O + o]) * x[n * I + i];
+            want[o * I + i] = static_cast<float>(acc);
+          }
+        Dev<float> d_x(x), d_dy(dy), d_dw(dw0), d_w(O * I);
+        cuda::linear_backward_cuda(blas, nullptr, d_dw.p, nullptr, d_dy.p, d_x.p, d_w.p, N, I, O, false);
+        const auto got = d_dw.host();
+        expect_close(got, want, 1e-5, sum_atol(N), "narrow dweight");
+        Dev<float> d_dw2(dw0);
+        cuda::linear_backward_cuda(blas, nullptr, d_dw2.p, nullptr, d_dy.p, d_x.p, d_w.p, N, I, O, false);
+        expect_bitwise(d_dw2.host(), got, "narrow dweight");
+      }
+  }
 }
 
 }  // namespace

@@ -24,15 +24,21 @@ int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch) {
 // ---- column sums (parameter gradients of norms and biases) ---------------------------------------
 namespace {
 // sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
-// 2: a[n, d] * (b[n, d] - mu[n]) * r[n]. Block (32, 16): columns x rows, fixed reduction order.
-// partial == nullptr (one chunk): out[d] += sum; else partial[chunk, d] = sum.
+// 2: a[n, d] * (b[n, d] - mu[n]) * r[n]; 3 (d = o I + i, a [N, I], b [N, D / I]): a[n, i] * b[n, o].
+// Block (32, 16): columns x rows, fixed reduction order. partial == nullptr (one chunk): out[d] +=
+// sum; else partial[chunk, d] = sum.
 __global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
-                              const float* r, int64_t N, int64_t D, int64_t rows_per_chunk, int mode) {
+                              const float* r, int64_t N, int64_t D, int64_t I, int64_t rows_per_chunk, int mode) {
   __shared__ float part[16][33];
   const int64_t d = blockIdx.x * 32 + threadIdx.x;
   const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   float acc = 0.f;
-  if (d < D)
+  if (d < D && mode == 3) {
+    const int64_t O = D / I;
+    const float* ai = a + d % I;
+    const float* bo = b + d / I;
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) acc += ai[n * I] * bo[n * O];
+  } else if (d < D)
     for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
       const float x = a[n * D + d];
       if (mode == 0)
@@ -87,12 +93,12 @@ void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cuda
 }
 
 void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
-            int mode, cudaStream_t stream, ReduceScratch scratch) {
+            int mode, cudaStream_t stream, ReduceScratch scratch, int64_t I) {
   if (N <= 0 || D <= 0) return;
   const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
   float* partial = chunks > 1 ? scratch.data : nullptr;
   colsum_kernel<<<dim3(blocks_for(D, 32), static_cast<unsigned>(chunks)), dim3(32, 16), 0, stream>>>(
-      out, partial, a, b, mu, r, N, D, rows, mode);
+      out, partial, a, b, mu, r, N, D, I, rows, mode);
   SB_CUDA_CHECK_LAUNCH();
   if (partial) chunk_sum(out, partial, chunks, D, stream);
 }
@@ -353,6 +359,12 @@ void add_bias_cuda(float* out, const float* bias, int64_t N, int64_t O, cudaStre
 void bias_backward_cuda(float* dbias, const float* dout, int64_t N, int64_t O, cudaStream_t stream,
                         ReduceScratch scratch) {
   colsum(dbias, dout, nullptr, nullptr, nullptr, N, O, 0, stream, scratch);
+}
+
+void weight_grad_narrow_cuda(float* dweight, const float* dout, const float* inp, int64_t N, int64_t I, int64_t O,
+                             cudaStream_t stream, ReduceScratch scratch) {
+  if (I <= 0) return;
+  colsum(dweight, inp, dout, nullptr, nullptr, N, O * I, 3, stream, scratch, I);
 }
 
 void gather_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,

@@ -70,8 +70,9 @@ void linear_forward_cuda(const Blas& blas,
                          const float* weight,  // [O, I]
                          const float* bias,    // [O] or nullptr
                          int64_t N, int64_t I, int64_t O);
-// dinp (= or +=, per accumulate_dinp) dout @ weight; dweight += dout^T @ inp; dbias += colsum(dout).
-// Each gradient may be nullptr.
+// dinp (= or +=, per accumulate_dinp) dout @ weight; dweight += dout^T @ inp (with at most kNarrowOut
+// outputs and fp32 operands: fp32 column sums, whatever the precision); dbias += colsum(dout). Each
+// gradient may be nullptr.
 void linear_backward_cuda(const Blas& blas,
                           float* dinp,          // [N, I] or nullptr
                           float* dweight,       // [O, I] or nullptr (+=)
