@@ -37,10 +37,8 @@ __global__ void colsum_kernel(float* out, float* partial, const float* a, const 
     const int64_t O = D / I;
     const float* ai = a + d % I;
     const float* bo = b + d / I;
-#pragma unroll 8
-    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) acc += ai[n * I] * bo[n * O];  // loads in flight
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) acc += ai[n * I] * bo[n * O];
   } else if (d < D)
-#pragma unroll 4
     for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
       const float x = a[n * D + d];
       if (mode == 0)
