@@ -92,8 +92,8 @@ void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cuda
   SB_CUDA_CHECK_LAUNCH();
 }
 
-void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
-            int mode, cudaStream_t stream, ReduceScratch scratch, int64_t I) {
+void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D, int mode,
+            cudaStream_t stream, ReduceScratch scratch, int64_t I) {
   if (N <= 0 || D <= 0) return;
   const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
   float* partial = chunks > 1 ? scratch.data : nullptr;

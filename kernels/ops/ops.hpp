@@ -119,9 +119,9 @@ void bias_backward_cuda(float* dbias,       // [O] (+=)
 // weight gradient of a product with at most kNarrowOut outputs (a small vocabulary's head, which the
 // GEMM libraries run on one or two CTAs over a long reduction).
 constexpr int64_t kNarrowOut = 16;
-void weight_grad_narrow_cuda(float* dweight,      // [O, I] (+=)
-                             const float* dout,   // [N, O]
-                             const float* inp,    // [N, I]
+void weight_grad_narrow_cuda(float* dweight,     // [O, I] (+=)
+                             const float* dout,  // [N, O]
+                             const float* inp,   // [N, I]
                              int64_t N, int64_t I, int64_t O, cudaStream_t stream, ReduceScratch scratch = {});
 
 // ---- RoPE (rotate_half pairing m <-> m + Dh/2, angle t * theta^(-2m/Dh)) ------------------------

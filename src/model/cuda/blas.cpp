@@ -159,10 +159,9 @@ void linear_backward_cuda(const Blas& blas, Target dinp, float* dweight, Operand
   if (dinp.data) gemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, weight, I, dout, O, accumulate_dinp ? 1.f : 0.f, dinp, I);
   // dweight^T [I, O] += inp^T [I, N] (dout^T [O, N])^T; a narrow fp32 one as column sums (fp32 products)
   if (dweight && O <= kNarrowOut && inp.type == Storage::f32 && dout.type == Storage::f32)
-    weight_grad_narrow_cuda(dweight, static_cast<const float*>(dout.data), static_cast<const float*>(inp.data), N, I,
-                            O, blas.stream(), blas.reduce_scratch());
-  else if (dweight)
-    gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, inp, I, dout, O, 1.f, f32_target(dweight), I);
+    weight_grad_narrow_cuda(dweight, static_cast<const float*>(dout.data), static_cast<const float*>(inp.data), N, I, O,
+                            blas.stream(), blas.reduce_scratch());
+  else if (dweight) gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, inp, I, dout, O, 1.f, f32_target(dweight), I);
 }
 
 void linear_forward_residual_cuda(const Blas& blas, float* out, Operand inp, Operand weight, const float* residual,
