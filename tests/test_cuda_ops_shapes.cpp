@@ -1,8 +1,9 @@
 // test_cuda_ops_shapes.cpp: the row kernels of kernels/ops/ (cross-entropy and argmax, RMSNorm /
 // LayerNorm, the PaTH w path, embedding, bias, a narrow weight gradient) against the CPU reference at
-// the training shapes (32768 rows, the runner's reduce scratch) and awkward ones (1, 7, 113 rows; D 16 .. 1024; V 2 ..
-// 1500; T 1 .. 257), on both sides of every kernel switch (vectorised / fallback, warp / block rows,
-// fused / per-row w path), plus run-to-run bitwise determinism. Skips without a device.
+// the training shapes (32768 rows, the runner's reduce scratch) and awkward ones (1, 7, 113 rows; D
+// 16 .. 1024; V 2 .. 1500; T 1 .. 257), on both sides of every kernel switch (vectorised / fallback,
+// warp / block rows, fused / per-row w path), plus run-to-run bitwise determinism. Skips without a
+// device.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

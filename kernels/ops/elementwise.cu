@@ -21,7 +21,7 @@ int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch) {
   return std::max<int64_t>(1, std::min<int64_t>({kReduceChunks, N / 512, scratch.floats / cols}));
 }
 
-// ---- column sums (parameter gradients of norms and biases) ---------------------------------------
+// ---- column sums (parameter gradients of norms, biases and narrow products) ----------------------
 namespace {
 // sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
 // 2: a[n, d] * (b[n, d] - mu[n]) * r[n]; 3 (d = o I + i, a [N, I], b [N, D / I]): a[n, i] * b[n, o].
