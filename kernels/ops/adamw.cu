@@ -16,14 +16,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxPartials = 1024;
 
-__device__ void block_reduce_double(double* sh) {
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-}
-
 // partials[b] = the sum of g^2 over block b's elements; the last block to finish (counted in
 // *done) writes *norm = sqrt of their sum (last_block_sum: a fixed order whichever block it is).
 __global__ void grad_norm_kernel(double* norm, double* partials, unsigned* done, const float* g, int64_t n) {
@@ -40,7 +32,7 @@ __global__ void grad_norm_kernel(double* norm, double* partials, unsigned* done,
   }
   for (; i < n; i += stride) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
   sh[threadIdx.x] = acc;
-  block_reduce_double(sh);
+  block_tree_sum<kThreads>(sh);
   double total;
   if (last_block_sum<kThreads>(sh[0], partials, done, &total)) *norm = sqrt(total);
 }

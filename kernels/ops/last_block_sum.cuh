@@ -1,11 +1,22 @@
-// last_block_sum.cuh: a sum of per-block double partials in the same launch, shared by the gradient
-// norm (kernels/ops/adamw.cu) and the loss sum (kernels/ops/loss.cu): each block publishes its
-// partial, and the last block to finish adds them in a fixed order (the same bits whichever block it
-// is) and resets the count for the next launch.
+// last_block_sum.cuh: a block's double tree sum, and a sum of per-block double partials in the same
+// launch, shared by the gradient norm (kernels/ops/adamw.cu) and the loss sum (kernels/ops/loss.cu):
+// each block publishes its partial, and the last block to finish adds them in a fixed order (the same
+// bits whichever block it is) and resets the count for the next launch.
 #pragma once
 #include <cuda_runtime.h>
 
 namespace sb::cuda {
+
+// sh[0] = sh[0] + ... + sh[THREADS - 1] as a tree (threads t and t + k, k halving), read by every
+// thread after it; the caller has filled sh[threadIdx.x].
+template <int THREADS>
+__device__ void block_tree_sum(double* sh) {
+  __syncthreads();
+  for (int k = THREADS / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
+    __syncthreads();
+  }
+}
 
 // Called by every thread of a block of THREADS threads (a power of two) with its block's partial
 // (thread 0's is the one kept). partials: [gridDim.x] doubles; *done: the finished blocks, 0 between
@@ -35,11 +46,7 @@ __device__ bool last_block_sum(double block_partial, double* partials, unsigned*
   }
   for (; i < gridDim.x; i += THREADS) acc += p[i];
   sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int k = THREADS / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
-    __syncthreads();
-  }
+  block_tree_sum<THREADS>(sh);
   if (threadIdx.x != 0) return false;
   *total = sh[0], *done = 0;
   return true;
