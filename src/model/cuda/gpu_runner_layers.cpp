@@ -70,7 +70,7 @@ void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const 
 }
 
 // q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row; the gate's and
-// PaTH's on the side stream, beside q, k, v.
+// PaTH's w path on the side stream, beside q, k, v (PaTH's beta after them, on the main stream).
 void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::string& p) {
   const Operand h = attn_in(L);
   if (uses_gate(L.kind) || uses_path(L.kind))
@@ -91,8 +91,6 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
         const float* conv_bias = has(p + "attn.conv_bias") ? P(prm, p + "attn.conv_bias") : nullptr;
         path_wpath_forward_cuda(L.w.data(), L.u.data(), P(prm, p + "attn.conv"), conv_bias, B, T, H, Dh,
                                 static_cast<float>(nn::kPathWNormEps), st);
-        linear_forward_cuda(b, f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), nullptr, N, D, H);
-        path_beta_forward_cuda(L.beta.data(), L.zb.data(), P(prm, p + "attn.bbeta"), N, H, beta_max, st);
       }
     });
   // RoPE by rope.cu's kernels (else inside the attention kernels); bf16: fp32 q, k rotated and rounded once
@@ -115,6 +113,12 @@ void GpuRunner::Impl::attention_inputs(const float* prm, Layer& L, const std::st
   } else if (rope) {
     rope_forward_cuda(L.q.data(), L.q.data(), rope_cs.data(), B, T, H, Dh, stream);
     rope_forward_cuda(L.k.data(), L.k.data(), rope_cs.data(), B, T, H, Dh, stream);
+  }
+  qkv_op.close();
+  if (uses_path(L.kind)) {  // beta after q, k, v: the side stream's w path is the longer branch
+    ProfileScope op(prof, "fwd.path_w_beta");
+    linear(f32_target(L.zb.data()), h, W(prm, p + "attn.wbeta"), nullptr, N, D, H);
+    path_beta_forward_cuda(L.beta.data(), L.zb.data(), P(prm, p + "attn.bbeta"), N, H, beta_max, stream);
   }
 }
 
