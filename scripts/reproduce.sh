@@ -20,9 +20,9 @@
 # --mps runs the cells under CUDA MPS (a daemon started for this script; one already running is
 # shared; the last reproduce.sh using a daemon that reproduce.sh started stops it), so concurrent
 # small-model cells share the GPU instead of time-slicing it (2x measured on an H100). A cell killed
-# mid-step there (a signal to it alone, the OOM killer) can end the other cells on that GPU with a
-# CUDA error (an H200: two cells sent SIGTERM ended eight); they are recorded failed, and the next
-# call retries them from their checkpoints. --time-limit stops every cell at once, as unfinished.
+# with work in flight there (kill -9, the OOM killer) can end the other cells on that GPU with a
+# CUDA error (seen on an H200); they are recorded failed, and the next call retries them from their
+# checkpoints. --time-limit and Ctrl-C stop every cell after its step in progress, as unfinished.
 #
 # --precision sets train.precision on GPUs (fp32, tf32 or bf16). Default: bf16 for mqar* and mqrar*
 # (their width-256/512 models have head dim 128, where the fp32-mode PaTH kernels run one warp per

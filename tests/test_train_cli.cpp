@@ -1,13 +1,15 @@
 // test_train_cli.cpp: `statebench train` through the real binary when runs go wrong. A run killed
-// at each boundary between its writes (--stop-after: metrics lines, a checkpoint, the summary)
-// and resumed ends with the summary, log and checkpoint of the uninterrupted run; a run resumed at
-// its final step (summary lost or unreadable) evaluates again; bad input (a refused resume,
-// oversized models or evaluation lengths, an unusable --out) is a one-line error, exit 2, and
-// leaves the disk as it was.
+// at each boundary between its writes (--stop-after: metrics lines, a checkpoint, the summary) or
+// stopped by SIGTERM, then resumed, ends with the summary, log and checkpoint of the uninterrupted
+// run; a run resumed at its final step (summary lost or unreadable) evaluates again; bad input (a
+// refused resume, oversized models or evaluation lengths, an unusable --out) is a one-line error,
+// exit 2, and leaves the disk as it was.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "cli_run.hpp"
 #include "io/json.hpp"
@@ -143,6 +145,40 @@ TEST(TrainCli, ResumeAtTheFinalStepWritesTheFinalEvaluation) {
   r = train(s, run, {"--resume"});  // finished: nothing to do
   EXPECT_EQ(r.rc, 0);
   EXPECT_CONTAINS(r.out, "already finished");
+}
+
+// SIGTERM (a sweep stopping its cells, Slurm, kill) ends a run after the step in progress: a
+// one-line error, exit 2, the checkpoint of the last logged step and no summary; --resume then
+// ends as the uninterrupted run.
+TEST(TrainCli, SigtermStopsAfterAStepWithItsCheckpoint) {
+  const Scratch s = setup("sigterm");
+  const std::vector<std::string> longer{"--set", "train.steps=3000",      "--set", "train.log_every=1",
+                                        "--set", "train.eval_every=1000", "--set", "train.checkpoint_every=0"};
+  const fs::path whole = s.dir / "whole", run = s.dir / "run", metrics = run / "metrics.jsonl";
+  std::vector<std::string> args{"train", s.config.string(), "--out", run.string(), "-q"};
+  args.insert(args.end(), longer.begin(), longer.end());
+  const pid_t pid = spawn_cli(args, capture_dir() / "sigterm_out", capture_dir() / "sigterm_err");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((!fs::exists(metrics) || fs::file_size(metrics) == 0) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit_code(pid), 2);
+  const std::string err = read_file((capture_dir() / "sigterm_err").string());
+  EXPECT_EQ(err.rfind("statebench: error: interrupted after step ", 0), 0u) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(fs::exists(run / "summary.json"));
+  ASSERT_TRUE(fs::exists(run / "checkpoint.bin"));
+  const int64_t at = read_checkpoint_info((run / "checkpoint.bin").string()).state.step;
+  EXPECT_GT(at, 0);
+  EXPECT_LT(at, 3000);
+  EXPECT_EQ(parse_json(lines_of(read_file(metrics.string())).back())["step"], at);
+  std::vector<std::string> resume = longer;
+  resume.push_back("--resume");
+  ASSERT_EQ(train(s, whole, longer).rc, 0);
+  const CliResult resumed = train(s, run, resume);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  EXPECT_EQ(stable_summary(run), stable_summary(whole));
+  EXPECT_EQ(stable_metrics(run), stable_metrics(whole));
 }
 
 // --resume with a config the checkpoint was not written for: refused before anything is written.

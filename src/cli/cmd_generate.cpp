@@ -4,13 +4,12 @@
 // before generation starts; the files appear only when complete (AtomicFile), also on Ctrl-C.
 #include <fmt/format.h>
 
-#include <atomic>
 #include <charconv>
-#include <csignal>
 #include <memory>
 #include <thread>
 
 #include "cli/cli.hpp"
+#include "cli/interrupt_guard.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/example_meta.hpp"
@@ -24,34 +23,6 @@ namespace {
 
 constexpr int kMaxThreads = 256;
 constexpr int64_t kProgressMinTokens = int64_t{1} << 22;  // smaller jobs finish before a bar helps
-
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
-
-extern "C" void on_interrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
-
-// Turns SIGINT / SIGTERM into g_interrupted while alive, so generation stops between chunks and
-// the temporary file is removed; restores the previous handlers afterwards.
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted.store(false);
-    struct sigaction sa = {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~InterruptGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 int64_t parse_count(const std::string& text) {
   int64_t n = 0;
@@ -105,9 +76,9 @@ void run_generate(Context& ctx, const GenerateOptions& opt) {
   Progress progress(fmt::format("generate {}", opt.task), n,
                     n * T >= kProgressMinTokens ? ProgressMode::kAuto : ProgressMode::kSilent, stderr, "examples");
   try {
-    generate_examples(*task, {split, seed, start, n}, threads, *writer, &progress, &g_interrupted);
+    generate_examples(*task, {split, seed, start, n}, threads, *writer, &progress, &InterruptGuard::flag());
   } catch (const Error&) {
-    if (g_interrupted.load()) fail("interrupted: '{}' was not written", opt.output);
+    if (InterruptGuard::interrupted()) fail("interrupted: '{}' was not written", opt.output);
     throw;
   }
   writer->commit();

@@ -6,14 +6,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <atomic>
-#include <csignal>
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "cli/cmd_sweep.hpp"
+#include "cli/interrupt_guard.hpp"
 #include "core/error.hpp"
 #include "io/progress.hpp"
 #include "sweep/display.hpp"
@@ -29,32 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kStopAfterInitialFailures = 3;
-
-std::atomic<bool> g_stop{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
-extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
-
-// SIGINT / SIGTERM set g_stop while alive (the runner then stops its children); restores after.
-class StopGuard {
- public:
-  StopGuard() {
-    g_stop.store(false);
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopGuard(const StopGuard&) = delete;
-  StopGuard& operator=(const StopGuard&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 // Builds the cell's task and every evaluation variant, as train will (task.eval[].scale resolved).
 sweep::TaskShape check_task(const Context& ctx, TrainConfig& c) {
@@ -258,11 +231,11 @@ void run_sweep_command(Context& ctx, const SweepArgs& opt) {
   ropt.slots = slots;
   ropt.cpu_threads = cpu_threads;
   ropt.plugins = loaded_plugin_files(ctx.tasks);  // every cell loads what this sweep loaded
-  ropt.interrupt = &g_stop;
+  ropt.interrupt = &InterruptGuard::flag();
   ropt.stop_after_initial_failures = opt.keep_going ? 0 : kStopAfterInitialFailures;
   sweep::SweepResult result;
   {
-    StopGuard guard;
+    InterruptGuard guard;
     result = sweep::run_sweep(plan, launcher, ropt, &display);
   }
   display.finish(result);

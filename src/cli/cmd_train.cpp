@@ -1,10 +1,12 @@
 // cmd_train.cpp: `statebench train CONFIG.yaml [--set a.b=c]... [--out DIR] [--device cpu]
 // [--threads N] [--resume] [--dry-run]`: one training run into a run directory (docs/run-format.md).
-// The hidden `--stop-after` is a testing aid: it ends the process as kill -9 would, at one
-// boundary between the run's writes.
+// SIGINT / SIGTERM stop it after the step in progress, checkpoint written (exit 2, resumable). The
+// hidden `--stop-after` is a testing aid: it ends the process as kill -9 would, at one boundary
+// between the run's writes.
 #include <cstdio>
 
 #include "cli/cli.hpp"
+#include "cli/interrupt_guard.hpp"
 #include "core/error.hpp"
 #include "model/transformer.hpp"
 #include "sweep/slurm.hpp"
@@ -71,7 +73,15 @@ void run_train(Context& ctx, const TrainArgs& a) {
   opt.slurm = sweep::current_slurm_job();
   opt.progress = !a.quiet;
   opt.stop_after = stop;
-  const TrainOutcome r = train(cfg, ctx.tasks, opt);
+  opt.interrupt = &InterruptGuard::flag();
+  TrainOutcome r;
+  {
+    InterruptGuard guard;  // Ctrl-C / SIGTERM: stop after the step in progress, its checkpoint written
+    r = train(cfg, ctx.tasks, opt);
+  }
+  if (r.status == "interrupted")
+    fail("interrupted after step {}: its checkpoint is in '{}'; run the same command with --resume to go on", r.steps,
+         opt.out_dir);
   if (r.status == "already_finished") {
     fmt::print("{}: already finished (summary.json exists); nothing to do\n", opt.out_dir);
     return;

@@ -234,7 +234,12 @@ class Trainer {
         log.write(Json{{"kind", "eval"}, {"step", done}, {"eval", eval_json(last_eval)}});
       }
       stop_after(StopPoint::metrics, done);
-      if (done == steps || (cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0) ||
+      // Stopped by the test aid or a signal (interrupt): after this step's checkpoint, no summary.
+      const bool interrupted = done < steps && !(reached && cfg_.train.target_accuracy > 0) &&
+                               ((opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step) ||
+                                (opt_.interrupt && opt_.interrupt->load(std::memory_order_relaxed)));
+      if (interrupted || done == steps ||
+          (cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0) ||
           (reached && cfg_.train.target_accuracy > 0)) {
         save_checkpoint(files.checkpoint, cfg_, TrainState{done, loop_state(last_loss)}, engine_->model().params(),
                         engine_->optimizer());
@@ -243,11 +248,7 @@ class Trainer {
       other_seconds += std::chrono::duration<double>(Clock::now() - e0).count();
       progress.set_note(progress_note(last_loss, last_eval_line, tokens / train_time(t0, other_seconds)));
       progress.update(done);
-      if (opt_.interrupt_at_step > 0 && done == opt_.interrupt_at_step && done < steps) {
-        save_checkpoint(files.checkpoint, cfg_, TrainState{done, loop_state(last_loss)}, engine_->model().params(),
-                        engine_->optimizer());
-        return {"interrupted", done, 1};
-      }
+      if (interrupted) return {"interrupted", done, 1};
       if (reached && cfg_.train.target_accuracy > 0 && done < steps) {
         status = "early_stopped";
         ++step;

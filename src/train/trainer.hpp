@@ -2,6 +2,7 @@
 // TrainConfig, trains with evaluation at intervals, early stopping, checkpoints and resume, and
 // writes the run directory described in docs/run-format.md.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ struct TrainOptions {
   // Stop after this many steps as a crash would (checkpoint written, no summary); 0 = off.
   // Lets tests prove that resuming equals the uninterrupted run.
   int64_t interrupt_at_step = 0;
+  // Set (by a signal handler): the run stops after the step in progress as interrupt_at_step does
+  // (checkpoint written, no summary), unless that step was its last.
+  const std::atomic<bool>* interrupt = nullptr;
   StopPoint stop_after;
 };
 
