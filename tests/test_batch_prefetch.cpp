@@ -1,11 +1,16 @@
 // test_batch_prefetch.cpp: BatchPrefetcher (src/train/batch_prefetch.hpp). Prefetched batches equal
 // the synchronously filled ones (a deterministic fill and real tasks, from step 0 and from a resume
-// step), fill errors surface from get() of their step, early destruction does not hang, and
-// out-of-order requests are refused.
+// step, with one or several workers), several workers fill at once within their slots, fill errors
+// surface from get() of their step, early destruction does not hang, and out-of-order requests
+// and bad worker counts are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 
 #include "core/error.hpp"
 #include "tasks/registry.hpp"
@@ -65,19 +70,57 @@ TEST(BatchPrefetch, EqualsSynchronousFillForEveryDepth) {
   }
 }
 
-TEST(BatchPrefetch, WorkerStaysWithinItsSlots) {
+TEST(BatchPrefetch, SeveralWorkersEqualSynchronousFill) {
+  for (int workers : {1, 2, 3, 4})
+    for (int64_t first : {0, 5}) {
+      BatchPrefetcher batches(fill_counting, first, 41, 4, true, workers);
+      for (int64_t s = first; s < 41; ++s) expect_same(batches.get(s), filled(fill_counting, s), s);
+    }
+}
+
+TEST(BatchPrefetch, WorkersStayWithinTheirSlots) {
   constexpr int depth = 3;
-  std::atomic<int64_t> last_got{-1}, violations{0};
+  for (int workers : {1, 2, 3}) {
+    std::atomic<int64_t> last_got{-1}, violations{0};
+    auto fill = [&](int64_t step, Batch& b) {
+      if (step > last_got.load() + depth) ++violations;  // the caller holds last_got's slot or later
+      fill_counting(step, b);
+    };
+    BatchPrefetcher batches(fill, 0, 50, depth, true, workers);
+    for (int64_t s = 0; s < 50; ++s) {
+      expect_same(batches.get(s), filled(fill_counting, s), s);
+      last_got = s;
+    }
+    EXPECT_EQ(violations.load(), 0) << workers << " workers";
+  }
+}
+
+// Two workers and three slots fill steps 0 and 1 at the same time: each fill waits (up to 10 s)
+// until the other has started.
+TEST(BatchPrefetch, TwoWorkersFillTwoStepsAtOnce) {
+  std::mutex m;
+  std::condition_variable cv;
+  int active = 0;
+  std::atomic<int> overlapped{0};
   auto fill = [&](int64_t step, Batch& b) {
-    if (step > last_got.load() + depth) ++violations;  // the caller holds last_got's slot or later
+    if (step < 2) {
+      std::unique_lock lock(m);
+      ++active;
+      cv.notify_all();
+      if (cv.wait_for(lock, std::chrono::seconds(10), [&] { return active == 2; })) ++overlapped;
+    }
     fill_counting(step, b);
   };
-  BatchPrefetcher batches(fill, 0, 50, depth);
-  for (int64_t s = 0; s < 50; ++s) {
-    expect_same(batches.get(s), filled(fill_counting, s), s);
-    last_got = s;
-  }
-  EXPECT_EQ(violations.load(), 0);
+  BatchPrefetcher batches(fill, 0, 6, 3, true, 2);
+  for (int64_t s = 0; s < 6; ++s) expect_same(batches.get(s), filled(fill_counting, s), s);
+  EXPECT_EQ(overlapped.load(), 2);
+}
+
+TEST(BatchPrefetch, WorkerCountsOutsideTheSlotsThrow) {
+  EXPECT_THROW(BatchPrefetcher(fill_counting, 0, 10, 2, true, 0), Error);
+  EXPECT_THROW(BatchPrefetcher(fill_counting, 0, 10, 2, true, 3), Error);
+  BatchPrefetcher synchronous(fill_counting, 0, 3, 0, true, 1);  // no slots ahead: the caller fills
+  for (int64_t s = 0; s < 3; ++s) expect_same(synchronous.get(s), filled(fill_counting, s), s);
 }
 
 TEST(BatchPrefetch, RealTasksMatchTheTrainersSynchronousFill) {
@@ -106,12 +149,12 @@ TEST(BatchPrefetch, ResumeAtANonzeroStepGivesTheSameBatches) {
 }
 
 TEST(BatchPrefetch, FillErrorSurfacesFromGetOfItsStep) {
-  for (bool enabled : {true, false}) {
+  for (int workers : {0, 1, 2, 3}) {  // 0: disabled, the caller fills
     auto fill = [](int64_t step, Batch& b) {
-      if (step == 6) fail("bad task parameter 'length' at step {}", step);
+      if (step == 6 || step == 7) fail("bad task parameter 'length' at step {}", step);
       fill_counting(step, b);
     };
-    BatchPrefetcher batches(fill, 2, 20, 2, enabled);
+    BatchPrefetcher batches(fill, 2, 20, 4, workers > 0, std::max(workers, 1));
     for (int64_t s = 2; s < 6; ++s) expect_same(batches.get(s), filled(fill_counting, s), s);
     try {
       batches.get(6);

@@ -1,7 +1,8 @@
 // batch_prefetch.hpp: the training batch (token ids, labels, score mask) and BatchPrefetcher, which
-// fills the batches of consecutive steps on one background thread, a bounded number ahead of the
+// fills the batches of consecutive steps on background threads, a bounded number ahead of the
 // consumer, so that the host generates batch s+1 while a device runs step s. Batches stay a pure
-// function of the step: prefetched, synchronous and resumed runs see the same bytes.
+// function of the step: prefetched, synchronous and resumed runs see the same bytes, whatever the
+// number of threads.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -19,15 +20,24 @@ struct Batch {
   void resize(int64_t n) { ids.resize(n), labels.resize(n), mask.resize(n); }
 };
 
+// The threads that fill a training run's batches: two for a GPU run, whose step can be shorter than
+// one thread's batch (mqrar with softmax attention: 2.7 ms a step on an H200, 2.9 ms for `bench
+// tasks`' one core to make its 49152 tokens), one for a CPU run (its engine uses the cores). The
+// prefetcher then holds one slot more than that.
+inline int batch_fillers(bool gpu) { return gpu ? 2 : 1; }
+
 // Yields the batches of steps first, first+1, ..., end-1, strictly in order. With `enabled` and
-// depth >= 1 a worker thread fills them into `depth` slots: the one the caller holds plus up to
-// depth-1 steps ahead. Otherwise get() fills on the caller's thread (same results).
+// depth >= 1, `workers` threads (1 to depth) fill them into `depth` slots: the one the caller holds
+// plus up to depth-1 steps ahead, worker w the steps first + w + k workers (with depth >= workers +
+// 1 they fill as many steps at once, for batches that take longer to make than a step to train).
+// Otherwise get() fills on the caller's thread (same results). The fill runs on several threads
+// at once when workers > 1.
 class BatchPrefetcher {
  public:
   using Fill = std::function<void(int64_t step, Batch& batch)>;  // must size the batch itself
 
-  BatchPrefetcher(Fill fill, int64_t first, int64_t end, int depth = 2, bool enabled = true);
-  ~BatchPrefetcher();  // stops and joins the worker, whether or not every step was consumed
+  BatchPrefetcher(Fill fill, int64_t first, int64_t end, int depth = 2, bool enabled = true, int workers = 1);
+  ~BatchPrefetcher();  // stops and joins the workers, whether or not every step was consumed
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
@@ -37,8 +47,10 @@ class BatchPrefetcher {
   const Batch& get(int64_t step);
 
  private:
-  void work();
-  Batch& slot(int64_t step) { return slots_[static_cast<size_t>((step - first_) % static_cast<int64_t>(slots_.size()))]; }
+  void work(int64_t from, int64_t stride);
+  size_t slot_of(int64_t step) const {
+    return static_cast<size_t>((step - first_) % static_cast<int64_t>(slots_.size()));
+  }
 
   Fill fill_;
   const int64_t first_, end_;
@@ -46,12 +58,12 @@ class BatchPrefetcher {
   std::vector<Batch> slots_;
   std::mutex mutex_;                // guards the fields below
   std::condition_variable changed_;
-  int64_t filled_;                  // steps < filled_ are ready
+  std::vector<int64_t> ready_;      // per slot: the step whose batch it holds, filled (-1: none)
   int64_t held_;                    // steps < held_ are released; the caller may hold step held_
-  std::exception_ptr error_;        // what the fill threw for step error_step_
+  std::exception_ptr error_;        // what the fill threw for step error_step_ (the lowest failing)
   int64_t error_step_ = -1;
   bool stop_ = false;
-  std::thread worker_;              // declared last: starts after everything above exists
+  std::vector<std::thread> workers_;  // declared last: they start after everything above exists
 };
 
 }  // namespace sb

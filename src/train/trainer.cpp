@@ -176,9 +176,11 @@ class Trainer {
     EvalMap last_eval = start > 0 ? eval_map(MetricsLog::truncate_for_resume(files.metrics, start)) : EvalMap{};
     MetricsLog log(files.metrics, start == 0);
 
-    // Batch s+1 is generated on a background thread while step s runs (eval data exists already;
-    // the worker touches only task_, whose example() is const and thread-safe).
-    BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps);
+    // The next batches are generated on background threads while step s runs (eval data exists
+    // already; the workers touch only task_, whose example() is const and thread-safe).
+    const int fillers = batch_fillers(cfg_.train.device == Device::cuda);
+    BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps, fillers + 1,
+                            true, fillers);
     std::string status = "completed", message;
     std::string last_eval_line;
     double tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints
