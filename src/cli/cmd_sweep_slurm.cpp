@@ -5,12 +5,11 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <csignal>
 #include <filesystem>
 #include <thread>
 
 #include "cli/cmd_sweep.hpp"
+#include "cli/interrupt_guard.hpp"
 #include "core/error.hpp"
 #include "sweep/slurm_launch.hpp"
 #include "sweep/slurm_task.hpp"
@@ -198,9 +197,6 @@ void run_slurm_sweep(Context& ctx, const SweepArgs& a, const sweep::Plan& plan, 
 
 namespace {
 
-std::atomic<bool> g_task_stop{false};
-extern "C" void on_task_stop(int) { g_task_stop.store(true, std::memory_order_relaxed); }
-
 struct TaskArgs {
   std::string out, cell, device = "cpu", train_exe;
   int threads = 0;
@@ -225,13 +221,12 @@ void add_sweep_task_command(CLI::App& app, Context& ctx) {
     if (!a->train_exe.empty()) o.train_exe = a->train_exe;
     o.device = a->device;
     o.cpu_threads = a->threads;
-    o.stop = &g_task_stop;
-    struct sigaction sa = {};
-    sa.sa_handler = on_task_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
-    const int code = sweep::run_cell_task(o);
+    o.stop = &InterruptGuard::flag();
+    int code = 0;
+    {
+      InterruptGuard guard;  // Slurm's SIGTERM (scancel, the time limit, preemption): stop the cell
+      code = sweep::run_cell_task(o);
+    }
     if (code != 0) throw ExitCode(code);
   });
 }
