@@ -237,18 +237,6 @@ bool four_columns(int64_t n, int64_t cols, const void* a, const void* b) {
   return cols % 4 == 0 && n / 4 < (int64_t{1} << 31) && aligned_to(a, 16) && aligned_to(b, 16);
 }
 
-// out[m, :] = inp[rows[m], :] (zeros where rows[m] < 0) for a (fp32, [.., Da]) and b ([.., Db]) by
-// one index: element i of the [M, Da + Db] rows, column c < Da of a, else c - Da of b.
-template <class TB>
-__global__ void gather_rows_kernel(float* oa, const float* ia, int64_t Da, TB* ob, const TB* ib, int64_t Db,
-                                   const int32_t* rows, int64_t M) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, W = Da + Db;
-  if (i >= M * W) return;
-  const int64_t m = i / W, c = i % W;
-  const int32_t r = rows[m];
-  if (c < Da) oa[m * Da + c] = r < 0 ? 0.f : ia[static_cast<int64_t>(r) * Da + c];
-  else ob[m * Db + c - Da] = r < 0 ? TB(0) : ib[static_cast<int64_t>(r) * Db + c - Da];
-}
 // out[n, :] = inp[row_of[n], :], zeros where row_of[n] < 0, for a and b at once: group g of V
 // columns of the [N, Da + Db] rows a thread (V = 4: Da and Db multiples of 4, 16- and 8-byte
 // aligned rows), so that the whole output is written once, zeros included.
@@ -367,18 +355,6 @@ void weight_grad_narrow_cuda(float* dweight, const float* dout, const float* inp
   colsum(dweight, inp, dout, nullptr, nullptr, N, O * I, 3, stream, scratch, I);
 }
 
-void gather_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
-                      bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
-  const int64_t n = M * (Da + Db);
-  if (n <= 0) return;
-  if (b_bf16)
-    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<uint16_t*>(out_b),
-                                                               static_cast<const uint16_t*>(inp_b), Db, rows, M);
-  else
-    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out_a, inp_a, Da, static_cast<float*>(out_b),
-                                                               static_cast<const float*>(inp_b), Db, rows, M);
-  SB_CUDA_CHECK_LAUNCH();
-}
 void expand_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
                       bool b_bf16, const int32_t* row_of, int64_t N, cudaStream_t stream) {
   const int64_t n = N * (Da + Db);
@@ -399,6 +375,11 @@ void expand_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b,
   else if (four) launch(float{}, Four{});
   else launch(float{}, One{});
   SB_CUDA_CHECK_LAUNCH();
+}
+// The gather is the same row copy with `rows` as the index: out[m, :] = inp[rows[m], :].
+void gather_rows_cuda(float* out_a, const float* inp_a, int64_t Da, void* out_b, const void* inp_b, int64_t Db,
+                      bool b_bf16, const int32_t* rows, int64_t M, cudaStream_t stream) {
+  expand_rows_cuda(out_a, inp_a, Da, out_b, inp_b, Db, b_bf16, rows, M, stream);
 }
 
 }  // namespace sb::cuda

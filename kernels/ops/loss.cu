@@ -50,7 +50,7 @@ __device__ void loss_sum_blocks(double* sums, double block_partial) {
 }
 
 __global__ void ce_forward_kernel(float* losses, double* loss_sum, const float* logits, const int32_t* labels,
-                                  int64_t M, int64_t V) {
+                                  int64_t V) {
   __shared__ float sh[kThreads];
   const float* x = logits + blockIdx.x * V;
   float m = -FLT_MAX;
@@ -235,7 +235,7 @@ void crossentropy_forward_cuda(float* losses, double* loss_sum, const float* log
         losses, loss_sum, logits, labels, M, static_cast<int>(V));
   });
   if (!warp_rows)
-    ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, loss_sum, logits, labels, M, V);
+    ce_forward_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream>>>(losses, loss_sum, logits, labels, V);
   CUDA_CHECK(cudaGetLastError());
 }
 
