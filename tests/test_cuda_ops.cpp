@@ -360,6 +360,25 @@ TEST_F(CudaOps, PathWPathAndBeta) {
                                        T, H, Dh, 1e-6f, s, scratch);
         expect_close(d_w.host(), w, 1e-5, 1e-5, "wpath w");
         expect_close(d_du.host(), du, 1e-4, 1e-4, "wpath du");
+        // du as bf16 into a packed operand's columns (rows of C + 12; from column 4 the fused kernel's
+        // 8-byte stores, from column 3 the per-row kernels): the same kernels' fp32 du (aligned, or one
+        // float off), rounded, bit for bit.
+        for (int64_t col : {4, 3}) {
+          const int64_t ld = C + 12, N = B * T;
+          Dev<float> d_f32(static_cast<size_t>(n + 1));
+          Dev<uint16_t> d_packed(static_cast<size_t>(N * ld)), d_rounded(static_cast<size_t>(n));
+          float* f32 = d_f32.p + (col == 4 ? 0 : 1);
+          cuda::path_wpath_backward_cuda(f32, nullptr, nullptr, d_da.p, d_dw.p, d_u.p, d_wc.p, cbp, B, T, H, Dh, 1e-6f,
+                                         s);
+          cuda::f32_to_bf16_cuda(d_rounded.p, f32, n, s);
+          cuda::path_wpath_backward_cuda(nullptr, nullptr, nullptr, d_da.p, d_dw.p, d_u.p, d_wc.p, cbp, B, T, H, Dh,
+                                         1e-6f, s, {}, d_packed.p + col, ld);
+          const std::vector<uint16_t> packed = d_packed.host(), rounded = d_rounded.host();
+          int64_t differ = 0;
+          for (int64_t r = 0; r < N; ++r)
+            for (int64_t c = 0; c < C; ++c) differ += packed[r * ld + col + c] != rounded[r * C + c];
+          EXPECT_EQ(differ, 0) << "wpath du in bf16 at column " << col << ", T " << T << " Dh " << Dh;
+        }
         expect_close(d_dwc.host(), dwc, 1e-4, gatol, "wpath dwconv");
         if (bias) expect_close(d_dcb.host(), dcb, 1e-4, gatol, "wpath dbias");
       }

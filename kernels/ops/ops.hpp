@@ -143,8 +143,10 @@ void path_wpath_forward_cuda(float* w,            // [B, T, H, Dh]
                              const float* wconv,  // [H * Dh, 3]
                              const float* bias,   // [H * Dh] or nullptr
                              int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream);
-// The backward recomputes the convolution from u, wconv and bias (the forward saves nothing).
-void path_wpath_backward_cuda(float* du,           // [B, T, H * Dh] (overwritten)
+// The backward recomputes the convolution from u, wconv and bias (the forward saves nothing). With
+// du_bf16, du goes there instead, rounded to bf16 (nearest even), row n at du_bf16 + n du_ld (the
+// columns of a packed operand); du is then nullptr.
+void path_wpath_backward_cuda(float* du,           // [B, T, H * Dh] (overwritten) or nullptr
                               float* dwconv,       // [H * Dh, 3] (+=)
                               float* dbias,        // [H * Dh] (+=) or nullptr
                               float* da_scratch,   // [B, T, H * Dh] scratch (da, or the fused kernel's partial sums)
@@ -153,7 +155,7 @@ void path_wpath_backward_cuda(float* du,           // [B, T, H * Dh] (overwritte
                               const float* wconv,  // [H * Dh, 3]
                               const float* bias,   // [H * Dh] or nullptr
                               int64_t B, int64_t T, int64_t H, int64_t Dh, float eps, cudaStream_t stream,
-                              ReduceScratch scratch = {});
+                              ReduceScratch scratch = {}, uint16_t* du_bf16 = nullptr, int64_t du_ld = 0);
 // beta = min(2 sigmoid(z), beta_max) over [N, H]; with bias, z += bias (per column, in place: the
 // backward reads that z) first. The backward overwrites dz (zero where clamped) and with dbias adds
 // its column sums (fixed order) to dbias.

@@ -73,7 +73,9 @@ __global__ void wpath_da_kernel(float* da, const float* dw, const float* u, cons
   }
 }
 
-__global__ void wpath_du_kernel(float* du, const float* da, const float* wconv, int64_t N, int64_t T, int64_t C) {
+// du[n, c] (fp32 [N, C], or with dub bf16 at dub[n ld + c]).
+__global__ void wpath_du_kernel(float* du, uint16_t* dub, int64_t ld, const float* da, const float* wconv, int64_t N,
+                                int64_t T, int64_t C) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= N * C) return;
   const int64_t c = i % C, n = i / C, t = n % T;
@@ -82,7 +84,8 @@ __global__ void wpath_du_kernel(float* du, const float* da, const float* wconv, 
     const int64_t dst = t + 2 - k;
     if (dst < T) acc += wconv[c * 3 + k] * da[(n + 2 - k) * C + c];
   }
-  du[i] = acc;
+  if (dub) dub[n * ld + c] = bf16_bits(acc);
+  else du[i] = acc;
 }
 
 // dwconv[c, k] += sum_n da[n, c] u[n - 2 + k, c] (same sequence), dbias[c] += sum_n da[n, c], over the
@@ -236,9 +239,10 @@ __device__ __forceinline__ float4 wpath_da(float4 a, float4 gr, float eps, int G
 // is the only CTA (part_w null), else into part_w[blockIdx.x, c * 3 + k] and part_b[blockIdx.x, c].
 template <int RUN>
 __global__ void __launch_bounds__(kThreads)
-    wpath_backward_fused_kernel(float* __restrict__ du, float* dwconv, float* dbias, float* part_w, float* part_b,
-                                const float* __restrict__ dw, const float* __restrict__ u, const float* wconv,
-                                const float* bias, FusedShape sh, float eps) {
+    wpath_backward_fused_kernel(float* __restrict__ du, uint16_t* __restrict__ dub, int64_t dub_ld, float* dwconv,
+                                float* dbias, float* part_w, float* part_b, const float* __restrict__ dw,
+                                const float* __restrict__ u, const float* wconv, const float* bias, FusedShape sh,
+                                float eps) {
   extern __shared__ float4 terms[];  // [lane rows][4 sums][Gp]
   const int g = threadIdx.x % sh.Gp, lrow = threadIdx.x / sh.Gp, lrows = blockDim.x / sh.Gp;
   const int C4 = static_cast<int>(sh.C / 4);
@@ -271,11 +275,16 @@ __global__ void __launch_bounds__(kThreads)
         acc[3] = add_mul(acc[3], da, f4(1.f));
       }
       um2 = um1, um1 = u0;
-      if (t >= t0 + 2 && du && ok) {  // du[t - 2] from da[t - 2], da[t - 1], da[t]
+      if (t >= t0 + 2 && (du || dub) && ok) {  // du[t - 2] from da[t - 2], da[t - 1], da[t]
         float4 d = make_float4(tp.wk[2][0] * dam2.x, tp.wk[2][1] * dam2.y, tp.wk[2][2] * dam2.z, tp.wk[2][3] * dam2.w);
         if (t - 1 < T) d = fma4(tp.wk[1], dam1, d);
         if (in) d = fma4(tp.wk[0], da, d);
-        *reinterpret_cast<float4*>(du + base + (t - 2) * C) = d;
+        if (dub) {
+          const float v[4] = {d.x, d.y, d.z, d.w};
+          store_vec<4>(dub + (b * sh.T + t - 2) * dub_ld + 4 * g, v);
+        } else {
+          *reinterpret_cast<float4*>(du + base + (t - 2) * C) = d;
+        }
       }
       dam2 = dam1, dam1 = da;
     }
@@ -374,10 +383,12 @@ void path_wpath_forward_cuda(float* w, const float* u, const float* wconv, const
 
 void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_scratch, const float* dw,
                               const float* u, const float* wconv, const float* bias, int64_t B, int64_t T, int64_t H,
-                              int64_t Dh, float eps, cudaStream_t stream, ReduceScratch scratch) {
+                              int64_t Dh, float eps, cudaStream_t stream, ReduceScratch scratch, uint16_t* du_bf16,
+                              int64_t du_ld) {
   const int64_t rows = B * T * H, N = B * T, C = H * Dh;
   if (rows <= 0) return;
-  const FusedShape sh = fused_shape(B, T, H, Dh, kBwdRun, {du, dw, u, bias});
+  FusedShape sh = fused_shape(B, T, H, Dh, kBwdRun, {du, dw, u, bias});
+  if (du_bf16 && (!aligned_to(du_bf16, 8) || du_ld % 4 != 0)) sh.items = 0;  // the fused kernel's 4-column stores
   if (sh.items > 0) {
     const int lrows = std::max(1, kThreads / sh.Gp);
     int64_t grid = blocks_for(sh.items, lrows);
@@ -391,7 +402,7 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
     }
     const size_t smem = static_cast<size_t>(lrows) * 4 * sh.Gp * sizeof(float4);
     wpath_backward_fused_kernel<kBwdRun><<<static_cast<unsigned>(grid), lrows * sh.Gp, smem, stream>>>(
-        du, dwconv, dbias, part_w, part_b, dw, u, wconv, bias, sh, eps);
+        du, du_bf16, du_ld, dwconv, dbias, part_w, part_b, dw, u, wconv, bias, sh, eps);
     SB_CUDA_CHECK_LAUNCH();
     if (part_w) chunk_sum(dwconv, part_w, grid, 3 * C, stream, dbias, dbias ? part_b : nullptr, C);
     return;
@@ -399,8 +410,8 @@ void path_wpath_backward_cuda(float* du, float* dwconv, float* dbias, float* da_
   wpath_da_kernel<<<blocks_for(rows, kRowsPerBlock), dim3(32, kRowsPerBlock), 0, stream>>>(da_scratch, dw, u, wconv,
                                                                                            bias, rows, T, H, Dh, eps);
   SB_CUDA_CHECK_LAUNCH();
-  if (du) {
-    wpath_du_kernel<<<blocks_for(N * C), kThreads, 0, stream>>>(du, da_scratch, wconv, N, T, C);
+  if (du || du_bf16) {
+    wpath_du_kernel<<<blocks_for(N * C), kThreads, 0, stream>>>(du, du_bf16, du_ld, da_scratch, wconv, N, T, C);
     SB_CUDA_CHECK_LAUNCH();
   }
   if (dwconv) {

@@ -186,11 +186,20 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
   out[n++] = {p + "attn.wk", act(rope32 ? dk_pre : dk, dkb)};
   out[n++] = {p + "attn.wv", act(dv, dvb)};
   if (uses_gate(L.kind)) out[n++] = {p + "attn.wf", {dzf.data(), H, true}};
-  if (uses_path(L.kind)) {
-    out[n++] = {p + "attn.w1", {du.data(), HD, true}, true};
+  if (uses_path(L.kind)) {  // du: fp32, or bf16 stored into the packed operand by the w path's backward
+    out[n++] = {p + "attn.w1", in_place ? PackPart{du.data(), HD, false, true} : PackPart{du.data(), HD, true}, true};
     out[n++] = {p + "attn.wbeta", {dzb.data(), H, true}};
   }
   return n;
+}
+
+// The first column of `weight`'s gradient in L's packed operand.
+int64_t GpuRunner::Impl::packed_column(const Layer& L, const std::string& p, const std::string& weight) const {
+  InProj proj[kMaxPackParts];
+  const int n = in_projections(L, p, proj);
+  int64_t col = 0;
+  for (int i = 0; i < n && proj[i].weight != weight; ++i) col += proj[i].grad.cols;
+  return col;
 }
 
 // From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
@@ -217,10 +226,12 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   if (uses_path(L.kind)) {
     ProfileScope op(prof, "bwd.path_w_beta");
     const bool bias = has(p + "attn.conv_bias");
-    path_wpath_backward_cuda(du.data(), G(grads, p + "attn.conv"), bias ? G(grads, p + "attn.conv_bias") : nullptr,
-                             dconv.data(), dw.data(), L.u.data(), P(prm, p + "attn.conv"),
-                             bias ? P(prm, p + "attn.conv_bias") : nullptr, B, T, H, Dh,
-                             static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch());
+    uint16_t* du16 = nullptr;  // with dq, dk, dv in the packed operand, du goes there too (in_projections)
+    if (packs_in_place(L)) du16 = static_cast<uint16_t*>(dproj_of(L)) + packed_column(L, p, p + "attn.w1");
+    path_wpath_backward_cuda(du16 ? nullptr : du.data(), G(grads, p + "attn.conv"),
+                             bias ? G(grads, p + "attn.conv_bias") : nullptr, dconv.data(), dw.data(), L.u.data(),
+                             P(prm, p + "attn.conv"), bias ? P(prm, p + "attn.conv_bias") : nullptr, B, T, H, Dh,
+                             static_cast<float>(nn::kPathWNormEps), stream, blas.reduce_scratch(), du16, L.kp);
     path_beta_backward_cuda(dzb.data(), G(grads, p + "attn.bbeta"), dbeta.data(), L.zb.data(), N, H, beta_max, stream,
                             blas.reduce_scratch());
   }
