@@ -22,9 +22,10 @@ struct Batch {
 
 // The threads that fill a training run's batches: two for a GPU run, whose step can be shorter than
 // one thread's batch (mqrar with softmax attention: 2.7 ms a step on an H200, 2.9 ms for `bench
-// tasks`' one core to make its 49152 tokens), one for a CPU run (its engine uses the cores). The
-// prefetcher then holds one slot more than that.
+// tasks`' one core to make its 49152 tokens), one for a CPU run (its engine uses the cores); and the
+// batches the prefetcher holds: one slot more than the fillers.
 inline int batch_fillers(bool gpu) { return gpu ? 2 : 1; }
+inline int batch_slots(bool gpu) { return batch_fillers(gpu) + 1; }
 
 // Yields the batches of steps first, first+1, ..., end-1, strictly in order. With `enabled` and
 // depth >= 1, `workers` threads (1 to depth) fill them into `depth` slots: the one the caller holds

@@ -129,8 +129,7 @@ MemoryEstimate estimate_memory(const TrainConfig& cfg, int64_t vocab, int64_t tr
   const int64_t threads = cfg.train.threads > 0 ? cfg.train.threads
                                                 : std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t B = cfg.train.batch_size, T = train_length;
-  const double batch_bytes =
-      (batch_fillers(!cpu) + 1.0) * 9 * static_cast<double>(B) * static_cast<double>(T);  // prefetched
+  const double batch_bytes = batch_slots(!cpu) * 9.0 * static_cast<double>(B) * static_cast<double>(T);  // prefetched
   const double train_act = cpu ? engine_bytes(m, vocab, B, T, threads, padded) : 0;
   e.parts.push_back({fmt::format("train.batch_size = {}", B),
                      fmt::format("training batches of {} x {} tokens and their activations", B, T),

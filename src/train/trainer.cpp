@@ -178,9 +178,9 @@ class Trainer {
 
     // The next batches are generated on background threads while step s runs (eval data exists
     // already; the workers touch only task_, whose example() is const and thread-safe).
-    const int fillers = batch_fillers(cfg_.train.device == Device::cuda);
-    BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps, fillers + 1,
-                            true, fillers);
+    const bool gpu = cfg_.train.device == Device::cuda;
+    BatchPrefetcher batches([this, B, T](int64_t s, Batch& b) { fill_batch(s, B, T, b); }, start, steps,
+                            batch_slots(gpu), true, batch_fillers(gpu));
     std::string status = "completed", message;
     std::string last_eval_line;
     double tokens = 0, other_seconds = 0;  // other: evaluation and checkpoints

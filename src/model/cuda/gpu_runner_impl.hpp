@@ -243,7 +243,6 @@ struct GpuRunner::Impl {
   void attention_kernel_forward(Layer& L);
   void attention_kernel_backward(Layer& L);
   int in_projections(const Layer& L, const std::string& p, InProj* out) const;  // returns how many (<= 6)
-  int64_t packed_column(const Layer& L, const std::string& p, const std::string& weight) const;
   // This step's use of L.grads_in_pack: not where the rows tail's PaTH rows kernels write dq, dk, dv.
   bool packs_in_place(const Layer& L) const {
     return L.grads_in_pack && !(rows_attention() && &L == &layers.back());

@@ -193,20 +193,25 @@ int GpuRunner::Impl::in_projections(const Layer& L, const std::string& p, InProj
   return n;
 }
 
-// The first column of `weight`'s gradient in L's packed operand.
-int64_t GpuRunner::Impl::packed_column(const Layer& L, const std::string& p, const std::string& weight) const {
-  InProj proj[kMaxPackParts];
-  const int n = in_projections(L, p, proj);
-  int64_t col = 0;
-  for (int i = 0; i < n && proj[i].weight != weight; ++i) col += proj[i].grad.cols;
-  return col;
-}
-
 // From dq, dk, dv (dw, dbeta, dlogf) to the attention's parameters and d(norm1 input) added to dx.
 // The input projections' gradients are packed side by side ([N, K]) with their weights ([K, D]):
 // d(h) is one product and their weight gradients another (into dwcat, then added to each; PaTH's
 // folded w12's to w1 and w2 by two small products).
 void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, Layer& L, const std::string& p) {
+  // The packed parts (host work only; folded_row is also du's first column in the packed operand).
+  InProj proj[kMaxPackParts];
+  const int n = in_projections(L, p, proj);
+  PackPart grad_parts[kMaxPackParts], weight_parts[kMaxPackParts];
+  AddSegment segs[kMaxPackParts];
+  int64_t folded_row = -1;  // the first row of w12's gradient in dwcat
+  for (int i = 0, row = 0; i < n; row += static_cast<int>(proj[i].grad.cols), ++i) {
+    const Operand w = proj[i].folded ? w12(L) : W(prm, proj[i].weight);
+    const int64_t rows = proj[i].grad.cols;
+    grad_parts[i] = proj[i].grad;
+    weight_parts[i] = {w.data, rows * D, w.type == Storage::f32};
+    segs[i] = {proj[i].folded ? nullptr : G(grads, proj[i].weight), rows * D};
+    if (proj[i].folded) folded_row = row;
+  }
   if (L.kind == Attention::rope && !L.rope_in_kernel) {
     ProfileScope op(prof, "bwd.rope");
     if (bf16()) {  // in place (the kernels that store into the packed operand apply RoPE themselves)
@@ -227,7 +232,7 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
     ProfileScope op(prof, "bwd.path_w_beta");
     const bool bias = has(p + "attn.conv_bias");
     uint16_t* du16 = nullptr;  // with dq, dk, dv in the packed operand, du goes there too (in_projections)
-    if (packs_in_place(L)) du16 = static_cast<uint16_t*>(dproj_of(L)) + packed_column(L, p, p + "attn.w1");
+    if (packs_in_place(L)) du16 = static_cast<uint16_t*>(dproj_of(L)) + folded_row;
     path_wpath_backward_cuda(du16 ? nullptr : du.data(), G(grads, p + "attn.conv"),
                              bias ? G(grads, p + "attn.conv_bias") : nullptr, dconv.data(), dw.data(), L.u.data(),
                              P(prm, p + "attn.conv"), bias ? P(prm, p + "attn.conv_bias") : nullptr, B, T, H, Dh,
@@ -236,19 +241,6 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
                             blas.reduce_scratch());
   }
   ProfileScope proj_op(prof, "bwd.qkv");
-  InProj proj[kMaxPackParts];
-  const int n = in_projections(L, p, proj);
-  PackPart grad_parts[kMaxPackParts], weight_parts[kMaxPackParts];
-  AddSegment segs[kMaxPackParts];
-  int64_t folded_row = -1;  // the first row of w12's gradient in dwcat
-  for (int i = 0, row = 0; i < n; row += static_cast<int>(proj[i].grad.cols), ++i) {
-    const Operand w = proj[i].folded ? w12(L) : W(prm, proj[i].weight);
-    const int64_t rows = proj[i].grad.cols;
-    grad_parts[i] = proj[i].grad;
-    weight_parts[i] = {w.data, rows * D, w.type == Storage::f32};
-    segs[i] = {proj[i].folded ? nullptr : G(grads, proj[i].weight), rows * D};
-    if (proj[i].folded) folded_row = row;
-  }
   const int64_t kp = L.kp;
   join(kProjGrad);  // the weight gradients of the layer before read dproj (fp32; in bf16 the other half)
   void* dproj_data = dproj_of(L);
