@@ -86,6 +86,50 @@ TEST_F(CudaOps, Bf16NormsEqualRoundedFp32) {
     }
 }
 
+// The norm backwards on a bf16 dout (the products' bf16 d(h)) equal the fp32 ones on dout widened,
+// bit for bit: dinp (overwritten and accumulated), its bf16 copy, dweight and dbias; with the
+// reduce scratch (sums fused into the row kernel, D <= 768) and without it (column sums), at the
+// float4-group kernels and the column loops (D = 102, 1030).
+TEST_F(CudaOps, Bf16DoutNormBackwardsEqualFp32OnWidened) {
+  Dev<float> d_scratch(int64_t{1} << 20);
+  const cuda::ReduceScratch with{d_scratch.p, int64_t{1} << 20};
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{257}, int64_t{32768}})
+    for (int64_t D : {16, 102, 128, 1030})
+      for (bool fused : {true, false}) {
+        if (N * D > (int64_t{1} << 23)) continue;
+        const std::string what = fmt::format("N {} D {}{}", N, D, fused ? "" : " unfused");
+        const cuda::ReduceScratch scratch = fused ? with : cuda::ReduceScratch{};
+        const auto x = randn(N * D, 21, 2.f), g = randn(D, 22), bias = randn(D, 23), prev = randn(N * D, 24);
+        const auto dyb = to_bf16(randn(N * D, 25));
+        Dev<float> d_x(x), d_g(g), d_b(bias), d_mean(N), d_rstd(N), d_out(N * D), d_dy(widen(dyb));
+        Dev<uint16_t> d_dyb(dyb);
+        for (bool ln : {false, true}) {
+          if (ln) cuda::layernorm_forward_cuda(d_out.p, d_mean.p, d_rstd.p, d_x.p, d_g.p, d_b.p, N, D, 1e-5, s);
+          else cuda::rmsnorm_forward_cuda(d_out.p, d_rstd.p, d_x.p, d_g.p, N, D, 1e-6, s);
+          for (bool acc : {false, true}) {
+            Dev<float> dx32(prev), dx16(prev), dg32(D), dg16(D), db32(D), db16(D);
+            Dev<uint16_t> c32(N * D), c16(N * D);
+            if (ln) {
+              cuda::layernorm_backward_cuda(dx32.p, dg32.p, db32.p, d_dy.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N, D, s,
+                                            scratch, acc, c32.p);
+              cuda::layernorm_backward_bf16_cuda(dx16.p, dg16.p, db16.p, d_dyb.p, d_x.p, d_g.p, d_mean.p, d_rstd.p, N,
+                                                 D, s, scratch, acc, c16.p);
+            } else {
+              cuda::rmsnorm_backward_cuda(dx32.p, dg32.p, d_dy.p, d_x.p, d_g.p, d_rstd.p, N, D, s, scratch, acc, c32.p);
+              cuda::rmsnorm_backward_bf16_cuda(dx16.p, dg16.p, d_dyb.p, d_x.p, d_g.p, d_rstd.p, N, D, s, scratch, acc,
+                                               c16.p);
+            }
+            const std::string w = what + (ln ? " layernorm" : " rmsnorm") + (acc ? " accumulate" : "");
+            expect_close(dx16.host(), dx32.host(), 0, 0, w + " dinp");
+            EXPECT_EQ(c16.host(), c32.host()) << w << " dinp bf16";
+            expect_close(dg16.host(), dg32.host(), 0, 0, w + " dweight");
+            expect_close(db16.host(), db32.host(), 0, 0, w + " dbias");
+            EXPECT_NE(dg32.host(), std::vector<float>(D, 0.f)) << w << ": no weight gradient";
+          }
+        }
+      }
+}
+
 // n = 2^21 + 5: more elements than one pass of the grid-stride kernels; 4096 and 2^21 + 8: eight
 // elements per thread (fp32: four).
 TEST_F(CudaOps, Bf16ActivationsEqualRoundedFp32) {

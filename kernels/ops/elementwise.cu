@@ -26,21 +26,22 @@ namespace {
 // sum_n term(n, d) over the rows of chunk blockIdx.y; mode 0: a[n, d]; 1: a[n, d] * b[n, d] * r[n];
 // 2: a[n, d] * (b[n, d] - mu[n]) * r[n]; 3 (d = o I + i, a [N, I], b [N, D / I]): a[n, i] * b[n, o].
 // Block (32, 16): columns x rows, fixed reduction order. partial == nullptr (one chunk): out[d] +=
-// sum; else partial[chunk, d] = sum.
-__global__ void colsum_kernel(float* out, float* partial, const float* a, const float* b, const float* mu,
-                              const float* r, int64_t N, int64_t D, int64_t I, int64_t rows_per_chunk, int mode) {
+// sum; else partial[chunk, d] = sum. a: fp32, or bf16 (a norm's bf16 dout).
+template <class A>
+__global__ void colsum_kernel(float* out, float* partial, const A* a, const float* b, const float* mu, const float* r,
+                              int64_t N, int64_t D, int64_t I, int64_t rows_per_chunk, int mode) {
   __shared__ float part[16][33];
   const int64_t d = blockIdx.x * 32 + threadIdx.x;
   const int64_t n0 = blockIdx.y * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   float acc = 0.f;
   if (d < D && mode == 3) {
     const int64_t O = D / I;
-    const float* ai = a + d % I;
+    const A* ai = a + d % I;
     const float* bo = b + d / I;
-    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) acc += ai[n * I] * bo[n * O];
+    for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) acc += to_float(ai[n * I]) * bo[n * O];
   } else if (d < D)
     for (int64_t n = n0 + threadIdx.y; n < n1; n += 16) {
-      const float x = a[n * D + d];
+      const float x = to_float(a[n * D + d]);
       if (mode == 0)
         acc += x;
       else if (mode == 1)
@@ -92,8 +93,9 @@ void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cuda
   SB_CUDA_CHECK_LAUNCH();
 }
 
-void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D, int mode,
-            cudaStream_t stream, ReduceScratch scratch, int64_t I) {
+template <class A>
+void colsum_of(float* out, const A* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D, int mode,
+               cudaStream_t stream, ReduceScratch scratch, int64_t I) {
   if (N <= 0 || D <= 0) return;
   const int64_t chunks = reduce_chunks(N, D, scratch), rows = (N + chunks - 1) / chunks;
   float* partial = chunks > 1 ? scratch.data : nullptr;
@@ -101,6 +103,15 @@ void colsum(float* out, const float* a, const float* b, const float* mu, const f
       out, partial, a, b, mu, r, N, D, I, rows, mode);
   SB_CUDA_CHECK_LAUNCH();
   if (partial) chunk_sum(out, partial, chunks, D, stream);
+}
+
+void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D, int mode,
+            cudaStream_t stream, ReduceScratch scratch, int64_t I) {
+  colsum_of(out, a, b, mu, r, N, D, mode, stream, scratch, I);
+}
+void colsum(float* out, const uint16_t* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
+            int mode, cudaStream_t stream, ReduceScratch scratch, int64_t I) {
+  colsum_of(out, a, b, mu, r, N, D, mode, stream, scratch, I);
 }
 }  // namespace ops_detail
 

@@ -40,9 +40,11 @@ constexpr int kRowsPerBlock = 8;  // one warp per row, 8 rows per block (norms, 
 int64_t reduce_chunks(int64_t N, int64_t cols, ReduceScratch scratch);
 // out[d] += sum_n term(n, d) in a fixed order (kernels/ops/elementwise.cu); mode 0: a[n, d]; 1: a[n, d] b[n, d] r[n];
 // 2: a[n, d] (b[n, d] - mu[n]) r[n]; 3: a[n, d % I] b[n, d / I] (a [N, I], b [N, D / I]). Row chunks
-// (reduce_chunks) are summed through scratch, in order.
+// (reduce_chunks) are summed through scratch, in order. a: fp32 or bf16.
 void colsum(float* out, const float* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D, int mode,
             cudaStream_t stream, ReduceScratch scratch, int64_t I = 1);
+void colsum(float* out, const uint16_t* a, const float* b, const float* mu, const float* r, int64_t N, int64_t D,
+            int mode, cudaStream_t stream, ReduceScratch scratch, int64_t I = 1);
 // out[d] += sum over c = 0 .. chunks - 1 of partial[c, d], in a fixed order (kernels/ops/elementwise.cu);
 // with out2, out2[d] += the same of partial2 [chunks, D2] in the same launch.
 void chunk_sum(float* out, const float* partial, int64_t chunks, int64_t D, cudaStream_t stream, float* out2 = nullptr,

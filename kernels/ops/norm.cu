@@ -1,7 +1,7 @@
 // norm.cu: RMSNorm and LayerNorm on the device, one warp per row (rows of D % 4 == 0, D <= 1024 held
 // in registers as float4 groups, one read; other D: column loops): the forwards (fp32 output, or bf16
-// for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards, which add into dinp with its bf16
-// copy and sum the weight (and bias) gradients in the same pass, per chunk of rows through the
+// for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards (fp32 or bf16 dout), which add into
+// dinp with its bf16 copy and sum the weight (and bias) gradients in the same pass, per chunk of rows through the
 // ReduceScratch and then in chunk order (no atomics: deterministic). Declarations: kernels/ops/ops.hpp.
 #include <cuda_runtime.h>
 
@@ -64,6 +64,12 @@ __global__ void layernorm_forward_kernel(O* out, float* mean, float* rstd, const
 // registers: the row is read once. Groups q >= D / 4 are zero and store nothing.
 __device__ __forceinline__ float4 ld4(const float* p, int64_t q, bool ok) {
   return ok ? reinterpret_cast<const float4*>(p)[q] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+__device__ __forceinline__ float4 ld4(const uint16_t* p, int64_t q, bool ok) {  // bf16: 8 bytes, exact widening
+  if (!ok) return make_float4(0.f, 0.f, 0.f, 0.f);
+  float v[4];
+  load_vec<4>(v, p + 4 * q);
+  return make_float4(v[0], v[1], v[2], v[3]);
 }
 // Stores four columns at p + 4q: one vector store where aligned (the usual case), else four scalar
 // stores, so which kernel runs never depends on the output pointers.
@@ -157,10 +163,10 @@ struct NormRow {
 // over the CTA's rows, the CTA adds its warps' sums in warp order. A warp's next row is loaded
 // while it works on this one, with its dinp (only this warp writes the row), where the registers
 // allow it at four CTAs an SM (J = 1: D <= 128).
-template <int kMode, int J>
+template <int kMode, int J, class DY>
 __global__ void __launch_bounds__(32 * kRowsPerBlock, J == 1 ? 4 : 1)
     norm_backward_vec_kernel(float* dinp, uint16_t* dinp16, bool accumulate, float* part_w, float* part_b,
-                             const float* dout, const float* inp, const float* weight, const float* mean,
+                             const DY* dout, const float* inp, const float* weight, const float* mean,
                              const float* rstd, int64_t N, int64_t D, int64_t rows_per_chunk) {
   extern __shared__ float sums[];  // [kRowsPerBlock][D] weight terms, then [kRowsPerBlock][D] bias terms
   constexpr bool kAhead = J == 1;
@@ -309,9 +315,9 @@ void layernorm_forward(O* out, float* mean, float* rstd, const float* inp, const
 // each lane adds its columns' weight-gradient terms dy (x - mu) r (LayerNorm's bias terms dy into a
 // second array) to its warp's row of shared memory; the CTA then writes the sum of its warps' rows,
 // in warp order, to part_w[c, :] (part_b[c, :]). Fixed order: deterministic.
-template <int kMode>
+template <int kMode, class DY>
 __global__ void norm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumulate, float* part_w, float* part_b,
-                                     const float* dout, const float* inp, const float* weight, const float* mean,
+                                     const DY* dout, const float* inp, const float* weight, const float* mean,
                                      const float* rstd, int64_t N, int64_t D, int64_t rows_per_chunk) {
   extern __shared__ float sums[];  // [kRowsPerBlock][D] weight terms, then [kRowsPerBlock][D] bias terms
   const int warp = threadIdx.y, lane = threadIdx.x;
@@ -326,29 +332,30 @@ __global__ void norm_backward_kernel(float* dinp, uint16_t* dinp16, bool accumul
   const int64_t n0 = blockIdx.x * rows_per_chunk, n1 = min(N, n0 + rows_per_chunk);
   for (int64_t n = n0 + warp; n < n1; n += kRowsPerBlock) {
     const float* x = inp + n * D;
-    const float* dy = dout + n * D;
+    const DY* dyr = dout + n * D;
     const float r = rstd[n], m = kMode == 2 ? mean[n] : 0.f;
+    const auto dy = [&](int64_t d) { return to_float(dyr[d]); };
     if constexpr (kMode == 1) {
       float gx = 0.f;
-      for (int64_t d = lane; d < D; d += 32) gx += dy[d] * weight[d] * x[d];
+      for (int64_t d = lane; d < D; d += 32) gx += dy(d) * weight[d] * x[d];
       const float mean_gx = warp_sum(gx) * r / static_cast<float>(D);
       for (int64_t d = lane; d < D; d += 32) {
-        store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - x[d] * (r * mean_gx)), accumulate);
-        if (partials) sw[d] += dy[d] * (x[d] * r);
+        store_dinp(dinp, dinp16, n * D + d, r * (dy(d) * weight[d] - x[d] * (r * mean_gx)), accumulate);
+        if (partials) sw[d] += dy(d) * (x[d] * r);
       }
     } else {
       float sg = 0.f, sgx = 0.f;
       for (int64_t d = lane; d < D; d += 32) {
-        const float g = dy[d] * weight[d];
+        const float g = dy(d) * weight[d];
         sg += g, sgx += g * ((x[d] - m) * r);
       }
       const float mean_g = warp_sum(sg) / static_cast<float>(D);
       const float mean_gx = warp_sum(sgx) / static_cast<float>(D);
       for (int64_t d = lane; d < D; d += 32) {
         const float xh = (x[d] - m) * r;
-        store_dinp(dinp, dinp16, n * D + d, r * (dy[d] * weight[d] - mean_g - xh * mean_gx), accumulate);
-        if (partials) sw[d] += dy[d] * xh;
-        if (bias) sb[d] += dy[d];
+        store_dinp(dinp, dinp16, n * D + d, r * (dy(d) * weight[d] - mean_g - xh * mean_gx), accumulate);
+        if (partials) sw[d] += dy(d) * xh;
+        if (bias) sb[d] += dy(d);
       }
     }
   }
@@ -377,8 +384,8 @@ int64_t norm_chunks(int64_t N, int64_t D, int64_t arrays, ReduceScratch scratch)
 
 // The backward launch: fused sums when dweight (and LayerNorm's dbias) are asked for and fit the
 // scratch; otherwise column sums (colsum) and the per-row kernel.
-template <int kMode>
-void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+template <int kMode, class DY>
+void norm_backward(float* dinp, float* dweight, float* dbias, const DY* dout, const float* inp, const float* weight,
                    const float* mean, const float* rstd, int64_t N, int64_t D, cudaStream_t stream,
                    ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
   if (N <= 0) return;
@@ -388,11 +395,11 @@ void norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
   auto launch = [&](unsigned grid, size_t smem, float* part_w, float* part_b, int64_t rows) {
     if (groups)
       with_groups(groups, [&](auto j) {
-        norm_backward_vec_kernel<kMode, decltype(j)::value><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
+        norm_backward_vec_kernel<kMode, decltype(j)::value, DY><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
             dinp, dinp_bf16, accumulate, part_w, part_b, dout, inp, weight, mean, rstd, N, D, rows);
       });
     else
-      norm_backward_kernel<kMode><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
+      norm_backward_kernel<kMode, DY><<<grid, dim3(32, kRowsPerBlock), smem, stream>>>(
           dinp, dinp_bf16, accumulate, part_w, part_b, dout, inp, weight, mean, rstd, N, D, rows);
     SB_CUDA_CHECK_LAUNCH();
   };
@@ -428,6 +435,13 @@ void rmsnorm_backward_cuda(float* dinp, float* dweight, const float* dout, const
                    dinp_bf16);
 }
 
+void rmsnorm_backward_bf16_cuda(float* dinp, float* dweight, const uint16_t* dout, const float* inp,
+                                const float* weight, const float* rstd, int64_t N, int64_t D, cudaStream_t stream,
+                                ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
+  norm_backward<1>(dinp, dweight, nullptr, dout, inp, weight, nullptr, rstd, N, D, stream, scratch, accumulate,
+                   dinp_bf16);
+}
+
 void layernorm_forward_cuda(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, int64_t N, int64_t D, double eps, cudaStream_t stream) {
   layernorm_forward(out, mean, rstd, inp, weight, bias, N, D, eps, stream);
@@ -441,6 +455,12 @@ void layernorm_forward_bf16_cuda(uint16_t* out, float* mean, float* rstd, const 
 void layernorm_backward_cuda(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, const float* mean, const float* rstd, int64_t N, int64_t D,
                              cudaStream_t stream, ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
+  norm_backward<2>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, D, stream, scratch, accumulate, dinp_bf16);
+}
+
+void layernorm_backward_bf16_cuda(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const float* inp,
+                                  const float* weight, const float* mean, const float* rstd, int64_t N, int64_t D,
+                                  cudaStream_t stream, ReduceScratch scratch, bool accumulate, uint16_t* dinp_bf16) {
   norm_backward<2>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, D, stream, scratch, accumulate, dinp_bf16);
 }
 

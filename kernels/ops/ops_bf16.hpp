@@ -3,7 +3,7 @@
 // stream, norm statistics and parameter gradients stay fp32). Math is fp32: each op equals its fp32
 // version (kernels/ops/ops.hpp) applied to the same bf16-exact inputs, with its output rounded to bf16 (bit for bit:
 // they share the fp32 ops' element math or kernels). Every pointer is a device pointer; every call is
-// asynchronous on `stream`. Definitions: kernels/ops/elementwise.cu (norms), kernels/ops/act.cu (activations, SwiGLU),
+// asynchronous on `stream`. Definitions: kernels/ops/norm.cu (norms), kernels/ops/act.cu (activations, SwiGLU),
 // kernels/ops/rope.cu (RoPE).
 #pragma once
 #include <cuda_runtime.h>
@@ -27,6 +27,27 @@ void layernorm_forward_bf16_cuda(uint16_t* out,        // [N, D] bf16
                                  const float* weight,  // [D]
                                  const float* bias,    // [D]
                                  int64_t N, int64_t D, double eps, cudaStream_t stream);
+
+// The norm backwards of rmsnorm_backward_cuda / layernorm_backward_cuda (same kernels, same contract)
+// reading a bf16 dout (a product's bf16 d(norm output)): equal to them on dout widened to fp32.
+void rmsnorm_backward_bf16_cuda(float* dinp,           // [N, D] (overwritten, or += with accumulate)
+                                float* dweight,        // [D] (+=)
+                                const uint16_t* dout,  // [N, D] bf16
+                                const float* inp,      // [N, D]
+                                const float* weight,   // [D]
+                                const float* rstd,     // [N]
+                                int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {},
+                                bool accumulate = false, uint16_t* dinp_bf16 = nullptr);
+void layernorm_backward_bf16_cuda(float* dinp,           // [N, D] (overwritten, or += with accumulate)
+                                  float* dweight,        // [D] (+=)
+                                  float* dbias,          // [D] (+=)
+                                  const uint16_t* dout,  // [N, D] bf16
+                                  const float* inp,      // [N, D]
+                                  const float* weight,   // [D]
+                                  const float* mean,     // [N]
+                                  const float* rstd,     // [N]
+                                  int64_t N, int64_t D, cudaStream_t stream, ReduceScratch scratch = {},
+                                  bool accumulate = false, uint16_t* dinp_bf16 = nullptr);
 
 // Elementwise activations on bf16 (dinp may alias dout).
 void act_forward_bf16_cuda(Act act, uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream);  // [n]

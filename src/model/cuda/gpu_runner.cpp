@@ -116,6 +116,7 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   dx.resize(N * D), dh.resize(N * D);
   if (bf) {
     dxb.resize(N * D), dob.resize(N * HD), dqb.resize(N * HD), dkb.resize(N * HD), dvb.resize(N * HD);
+    if (dh_in_bf16()) dhb.resize(N * D);
   } else {
     datt.resize(N * HD), dq.resize(N * HD), dk.resize(N * HD), dv.resize(N * HD);
     if (any_rope_ops) dq_pre.resize(N * HD), dk_pre.resize(N * HD);

@@ -148,7 +148,9 @@ struct GpuRunner::Impl {
   std::unique_ptr<Blas> wblas;
   Buf dx, dh, datt, dq, dk, dv, dq_pre, dk_pre, dw, du, dconv, dlogf, dzf, dbeta, dzb, dg, ds, dhf_rows;
   // bf16 precision: [N, D] dxb (bf16 copy of dx), [N, HD] dob dqb dkb dvb, [N, f_in] dgb, [N, F] dsb,
-  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb;
+  // and with pre-norm blocks [N, D] dhb: d(h) as the input projections' and the MLP input's products
+  // write it (bf16, as their other outputs), read by the block's norm backward (dh_grad()).
+  Bf16Buf dxb, dob, dqb, dkb, dvb, dgb, dsb, dhb;
   // The attention's input projections packed (attention_inputs_backward): [N, KP] their gradients
   // (dprojb in bf16 precision, two of them alternating by layer, else dprojf), [KP, D] their weights
   // (wcatb / wcatf), [KP, D] fp32 the weights' gradient; KP = the widest layer's packed_width.
@@ -198,6 +200,11 @@ struct GpuRunner::Impl {
   // The residual gradient dx as the products' dout: itself, or in bf16 precision its bf16 copy dxb,
   // which every norm backward writes beside dx (norm_backward).
   Operand dres() const { return bf16() ? bf16_operand(dxb.data()) : f32_operand(dx.data()); }
+  // d(h) of a block's input norm (pre-norm): bf16 dhb in bf16 precision, else fp32 dh (post-norm adds
+  // it to dx as it is). The final norm's d(h) comes from the fp32 head: dh.
+  bool dh_in_bf16() const { return bf16() && !post; }
+  Target dh_target() { return dh_in_bf16() ? bf16_target(dhb.data()) : f32_target(dh.data()); }
+  Operand dh_grad() const { return dh_in_bf16() ? bf16_operand(dhb.data()) : f32_operand(dh.data()); }
   // The packed operand's width: the projections' rows rounded up to a multiple of 8 (16-byte rows of
   // bf16 for the tensor-core products).
   static int64_t packed_width(const InProj* proj, int n) {
@@ -229,8 +236,8 @@ struct GpuRunner::Impl {
   // model/cuda/gpu_runner_layers.cpp: the layer ops over the first n rows of their buffers (n = N, or Mt in the rows tail).
   void norm_forward(const float* prm, Target y, Buf& mean, Buf& rstd, const float* x, const std::string& name,
                     int64_t n);
-  void norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
-                     const Buf& rstd, const std::string& name, bool accumulate, int64_t n);
+  void norm_backward(const float* prm, float* grads, Operand dout, const float* x, const Buf& mean, const Buf& rstd,
+                     const std::string& name, bool accumulate, int64_t n);
   // Post-norm: dx holds d(norm output) of the norm over x; leaves d(x) in dx (and dxb), via dh.
   void post_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean, const Buf& rstd,
                           const std::string& name, int64_t n);

@@ -30,26 +30,35 @@ void GpuRunner::Impl::norm_forward(const float* prm, Target y, Buf& mean, Buf& r
     layernorm_forward_cuda(y32, mean.data(), rstd.data(), x, g, P(prm, name + ".bias"), n, D, 1e-5, stream);
 }
 
-// dx = (accumulate ? dx + : ) norm backward of dout, and in bf16 precision its copy dxb; parameter
-// grads accumulated.
-void GpuRunner::Impl::norm_backward(const float* prm, float* grads, const float* dout, const float* x, const Buf& mean,
+// dx = (accumulate ? dx + : ) norm backward of dout (fp32 or bf16), and in bf16 precision its copy dxb;
+// parameter grads accumulated.
+void GpuRunner::Impl::norm_backward(const float* prm, float* grads, Operand dout, const float* x, const Buf& mean,
                                     const Buf& rstd, const std::string& name, bool accumulate, int64_t n) {
   join(kResidualReaders);
   ProfileScope op(prof, "bwd.norm");
   uint16_t* dx16 = bf16() ? dxb.data() : nullptr;
-  if (c.norm == NormKind::rmsnorm)
-    rmsnorm_backward_cuda(dx.data(), G(grads, name + ".weight"), dout, x, P(prm, name + ".weight"), rstd.data(), n, D,
-                          stream, blas.reduce_scratch(), accumulate, dx16);
+  float* dg = G(grads, name + ".weight");
+  const float* g = P(prm, name + ".weight");
+  const auto* d16 = static_cast<const uint16_t*>(dout.data);
+  const auto* d32 = static_cast<const float*>(dout.data);
+  const bool b16 = dout.type == Storage::bf16;
+  const ReduceScratch scratch = blas.reduce_scratch();
+  if (c.norm == NormKind::rmsnorm && b16)
+    rmsnorm_backward_bf16_cuda(dx.data(), dg, d16, x, g, rstd.data(), n, D, stream, scratch, accumulate, dx16);
+  else if (c.norm == NormKind::rmsnorm)
+    rmsnorm_backward_cuda(dx.data(), dg, d32, x, g, rstd.data(), n, D, stream, scratch, accumulate, dx16);
+  else if (b16)
+    layernorm_backward_bf16_cuda(dx.data(), dg, G(grads, name + ".bias"), d16, x, g, mean.data(), rstd.data(), n, D,
+                                 stream, scratch, accumulate, dx16);
   else
-    layernorm_backward_cuda(dx.data(), G(grads, name + ".weight"), G(grads, name + ".bias"), dout, x,
-                            P(prm, name + ".weight"), mean.data(), rstd.data(), n, D, stream, blas.reduce_scratch(),
-                            accumulate, dx16);
+    layernorm_backward_cuda(dx.data(), dg, G(grads, name + ".bias"), d32, x, g, mean.data(), rstd.data(), n, D, stream,
+                            scratch, accumulate, dx16);
 }
 
 void GpuRunner::Impl::post_norm_backward(const float* prm, float* grads, const float* x, const Buf& mean,
                                          const Buf& rstd, const std::string& name, int64_t n) {
   CUDA_CHECK(cudaMemcpyAsync(dh.data(), dx.data(), n * D * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-  norm_backward(prm, grads, dh.data(), x, mean, rstd, name, false, n);
+  norm_backward(prm, grads, f32_operand(dh.data()), x, mean, rstd, name, false, n);
 }
 
 void GpuRunner::Impl::dres_from_dh(int64_t n) {
@@ -65,8 +74,7 @@ void GpuRunner::Impl::input_norm_backward(const float* prm, float* grads, const 
   if (post)
     add_bias_cuda(dx.data(), dh.data(), 1, n * D, stream);  // one row of n D: an elementwise add (dxb goes stale:
                                                            // the next reader is a norm backward, which rewrites it)
-  else
-    norm_backward(prm, grads, dh.data(), x, mean, rstd, name, true, n);
+  else norm_backward(prm, grads, dh_grad(), x, mean, rstd, name, true, n);
 }
 
 // q, k, v (RoPE applied), the gate's log f and PaTH's w and beta of every row; the gate's and
@@ -248,7 +256,7 @@ void GpuRunner::Impl::attention_inputs_backward(const float* prm, float* grads, 
   pack_columns_cuda(kernel_view(wcatf, wcatb), !bf16(), kp * D, weight_parts, n, 1, stream);  // one row: [kp, D]
   const Operand dproj = bf16() ? bf16_operand(static_cast<uint16_t*>(dproj_data)) : f32_operand(dprojf.data());
   const Operand wcat = in(wcatf, wcatb);
-  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, dproj, attn_in(L), wcat, N, D, kp, false);
+  linear_backward_cuda(blas, dh_target(), nullptr, dproj, attn_in(L), wcat, N, D, kp, false);
   overlap(kProjGrad, [&](const Blas& b) {
     CUDA_CHECK(cudaMemsetAsync(dwcat.data(), 0, kp * D * sizeof(float), b.stream()));
     linear_backward_cuda(b, f32_target(nullptr), dwcat.data(), dproj, attn_in(L), wcat, N, D, kp, false);
@@ -321,7 +329,7 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
     act_backward_cuda(Act::gelu, dg.data(), ds.data(), L.g.data(), n * F, stream);
   act_op.close();
   ProfileScope in_op(prof, "bwd.mlp_in");
-  linear_backward_cuda(blas, f32_target(dh.data()), nullptr, in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in, false);
+  linear_backward_cuda(blas, dh_target(), nullptr, in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in, false);
   overlap(kMlpGrad, [&](const Blas& b) {
     linear_backward_cuda(b, f32_target(nullptr), G(grads, w_in), in(dg, dgb), mlp_in(L), W(prm, w_in), n, D, f_in,
                          false);
@@ -388,7 +396,7 @@ void GpuRunner::Impl::backward_layers(const float* prm, float* grads) {
   } else if (post) {
     dres_from_dh(N);
   } else {
-    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, N);
+    norm_backward(prm, grads, f32_operand(dh.data()), x_final.data(), meanf, rstdf, "norm_f", false, N);
   }
   for (; l >= 0; --l) {
     Layer& L = layers[l];
@@ -452,8 +460,7 @@ void GpuRunner::Impl::backward_rows_tail(const float* prm, float* grads) {
   const std::string p = Transformer<float>::layer_prefix(c.n_layers - 1);
   if (post)
     dres_from_dh(Mt);
-  else
-    norm_backward(prm, grads, dh.data(), x_final.data(), meanf, rstdf, "norm_f", false, Mt);
+  else norm_backward(prm, grads, f32_operand(dh.data()), x_final.data(), meanf, rstdf, "norm_f", false, Mt);
   if (c.mlp != MlpKind::none) mlp_backward(prm, grads, L, p, Mt);
   if (post) post_norm_backward(prm, grads, L.x_mid.data(), L.mean1, L.rstd1, p + "norm1", Mt);
   linear_backward_cuda(blas, out(datt_rows, datt_rowsb), G(grads, p + "attn.wo"), dres(), in(att_rows, att_rowsb),
