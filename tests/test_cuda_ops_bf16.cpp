@@ -15,6 +15,7 @@ TEST(CudaOpsBf16, RequiresCuda) { GTEST_SKIP() << "statebench was built without 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -179,6 +180,41 @@ TEST_F(CudaOps, Bf16SwigluEqualsRoundedFp32) {
         EXPECT_GT(expect_bf16_of({out16.begin() + off, out16.end()}, d_out.host(), what + " forward"), 0u);
         EXPECT_GT(expect_bf16_of({dg16.begin() + off, dg16.end()}, d_dg.host(), what + " backward"), 0u);
       }
+}
+
+// The SwiGLU MLP's down-projection d(input) and SwiGLU backward in one kernel, against the CPU in
+// double on the same bf16 values (ds = dout w_down, then the SwiGLU gradient), within the output's
+// bf16 rounding: rows past a tile's end (N = 1, 7, 113, 257), K in one to eight chunks. Shapes it
+// does not take are refused.
+TEST_F(CudaOps, SwigluDownBackwardTracksDouble) {
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {128, 512}, {256, 192}, {512, 128}};
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{4096}})
+    for (auto [D, F] : shapes) {
+      const auto dyb = to_bf16(randn(N * D, 31)), wdb = to_bf16(randn(D * F, 32, 1.f / std::sqrt(float(D))));
+      const auto gb = to_bf16(randn(N * 2 * F, 33, 2.f));
+      Dev<uint16_t> d_dy(dyb), d_w(wdb), d_g(gb), d_dg(N * 2 * F);
+      ASSERT_TRUE(cuda::swiglu_down_backward_fits(D, F, {d_dy.p, d_w.p, d_g.p, d_dg.p}));
+      cuda::swiglu_down_backward_bf16_cuda(d_dg.p, d_dy.p, d_w.p, d_g.p, N, D, F, s);
+      const auto got = widen(d_dg.host());
+      const auto dy = widen(dyb), wd = widen(wdb), g = widen(gb);
+      double worst = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t f = 0; f < F; ++f) {
+          double ds = 0;
+          for (int64_t k = 0; k < D; ++k) ds += double(dy[n * D + k]) * wd[k * F + f];
+          const double x = g[n * 2 * F + f], u = g[n * 2 * F + F + f], sg = 1 / (1 + std::exp(-x));
+          const double want[2] = {ds * u * sg * (1 + x * (1 - sg)), ds * x * sg};
+          for (int h = 0; h < 2; ++h) {
+            const double err = std::fabs(got[n * 2 * F + h * F + f] - want[h]) / (4e-3 * std::fabs(want[h]) + 1e-4);
+            worst = std::max(worst, err);
+          }
+        }
+      EXPECT_LE(worst, 1.0) << "N " << N << " D " << D << " F " << F;
+    }
+  Dev<uint16_t> d(64 * 256);
+  EXPECT_FALSE(cuda::swiglu_down_backward_fits(96, 64, {d.p}));
+  EXPECT_FALSE(cuda::swiglu_down_backward_fits(64, 64, {d.p + 1}));
+  EXPECT_THROW(cuda::swiglu_down_backward_bf16_cuda(d.p, d.p, d.p, d.p, 1, 64, 40, s), Error);
 }
 
 TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {

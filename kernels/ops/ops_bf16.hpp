@@ -2,13 +2,14 @@
 // matrix products' inputs and outputs as bf16, raw uint16_t, round to nearest even; the residual
 // stream, norm statistics and parameter gradients stay fp32). Math is fp32: each op equals its fp32
 // version (kernels/ops/ops.hpp) applied to the same bf16-exact inputs, with its output rounded to bf16 (bit for bit:
-// they share the fp32 ops' element math or kernels). Every pointer is a device pointer; every call is
-// asynchronous on `stream`. Definitions: kernels/ops/norm.cu (norms), kernels/ops/act.cu (activations, SwiGLU),
-// kernels/ops/rope.cu (RoPE).
+// they share the fp32 ops' element math or kernels), but for the SwiGLU down backward, a product and an op in one.
+// Every pointer is a device pointer; every call is asynchronous on `stream`. Definitions: kernels/ops/norm.cu
+// (norms), kernels/ops/act.cu (activations, SwiGLU), kernels/ops/swiglu_down_bwd_sm80.cu, kernels/ops/rope.cu (RoPE).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/ops/ops.hpp"  // Act
 
@@ -63,6 +64,17 @@ void swiglu_backward_bf16_cuda(uint16_t* dinp,        // [N, 2F] (overwritten)
                                const uint16_t* dout,  // [N, F]
                                const uint16_t* inp,   // [N, 2F]
                                int64_t N, int64_t F, cudaStream_t stream);
+
+// The SwiGLU MLP's backward from d(MLP output) to d(its input product's output) in one kernel:
+// dinp = swiglu_backward(dout w_down) at inp, ds = dout w_down ([N, F], fp32 accumulation) never
+// stored (kernels/ops/swiglu_down_bwd_sm80.cu). Where swiglu_down_backward_fits(D, F, pointers): D and
+// F multiples of 64, every pointer 16-byte aligned; otherwise it throws.
+bool swiglu_down_backward_fits(int64_t D, int64_t F, std::initializer_list<const void*> pointers);
+void swiglu_down_backward_bf16_cuda(uint16_t* dinp,          // [N, 2F] = [d gate | d up] (overwritten)
+                                    const uint16_t* dout,    // [N, D] d(MLP output)
+                                    const uint16_t* w_down,  // [D, F]
+                                    const uint16_t* inp,     // [N, 2F] = [gate | up]
+                                    int64_t N, int64_t D, int64_t F, cudaStream_t stream);
 
 // RoPE with the table of rope_table_cuda. The forward rotates fp32 rows (a product's fp32 output) and
 // rounds once; the backward rotates bf16 rows, dinp may alias dout.

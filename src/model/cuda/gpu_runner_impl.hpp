@@ -166,6 +166,9 @@ struct GpuRunner::Impl {
   // layers' views (what the products read; embedding and head stay fp32), made by each forward.
   Bf16Buf wb;
   int64_t wb_begin = 0;
+  // bf16 SwiGLU: the MLP's down-projection d(input) and the SwiGLU backward in one kernel
+  // (swiglu_down_backward_bf16_cuda; no ds / dsb), where its shapes and every w_down mirror allow it.
+  bool swiglu_down_fused = false;
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
        bool train, PathRows path_rows);
