@@ -2,7 +2,8 @@
 // positions, stick-breaking without its remainder, the scaled PaTH-FoX gate): loss and every
 // gradient against TransformerRunner<double> in fp32 (dense, sparse, the rows tail) and bf16, graph
 // replays against eager launches, the work overlapped on the side stream against the same work in
-// order, and refusing sequences beyond model.max_len. Skips without CUDA.
+// order, bf16 with the fused SwiGLU down backward against fp32, and refusing sequences beyond
+// model.max_len. Skips without CUDA.
 #include <gtest/gtest.h>
 
 #ifndef STATEBENCH_HAVE_CUDA
@@ -14,6 +15,7 @@ TEST(CudaModelOptions, RequiresCuda) { GTEST_SKIP() << "statebench was built wit
 
 #include "core/error.hpp"
 #include "cuda_model_test_util.hpp"
+#include "kernels/ops/ops_bf16.hpp"
 #include "model/cuda/gpu_runner.hpp"
 #include "model/cuda/step_profiler.hpp"
 #include "model/transformer.hpp"
@@ -164,6 +166,46 @@ TEST(CudaModelOverlap, SideStreamWeightGradientsEqualInOrderOnes) {
           }
     });
     in_order.set_profiler(nullptr);
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// Batches with enough rows for the fused SwiGLU down backward (swiglu_down_backward_pays: a wave of
+// its tiles on this device; width 128): bf16 runners of RoPE and PaTH against fp32 ones (which the
+// tests above hold to the double CPU model), per view within check_bf16_model's tolerance, dense
+// (fused in both layers) and sparse (the rows tail's Mt rows below a wave: unfused there).
+TEST(CudaModelSwigluDown, FusedBackwardTracksFp32Runner) {
+  if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t V = 13, T = 32, B = (96 * sms + T - 1) / T;  // 1.5 waves of 64-row tiles at F = 256
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (Attention kind : {Attention::rope, Attention::path}) {
+    ModelConfig c;
+    c.d_model = 128, c.n_layers = 2, c.n_heads = 4, c.head_dim = 32, c.mlp_ratio = 2.0, c.attention = kind;
+    c.init.std = 0.1;
+    ASSERT_TRUE(cuda::swiglu_down_backward_pays(B * T, c.d_model, c.mlp_hidden(), sms));
+    ASSERT_FALSE(cuda::swiglu_down_backward_pays(B * T / 2, c.d_model, c.mlp_hidden(), sms));
+    Transformer<float> mf(c, V);
+    mf.init_params(9);
+    cuda::DeviceBuffer<float> params = device_params(mf);
+    cuda::GpuRunner bf(mf, B, T, cuda::MatmulPrecision::bf16, s, true);
+    cuda::GpuRunner f32(mf, B, T, cuda::MatmulPrecision::fp32, s, true);
+    run_pairs(bf, f32, params, B, T, V, 40, 2, s, [&](const GpuResult& a, const GpuResult& b, int call) {
+      const std::string what = std::string(to_string(kind)) + (call % 2 ? " sparse" : " dense");
+      EXPECT_NEAR(a.loss_sum, b.loss_sum, 2e-2 * std::fabs(b.loss_sum)) << what;
+      double total = 0;
+      for (float g : b.grads) total += double(g) * g;
+      total = std::sqrt(total);
+      const std::vector<double> ref(b.grads.begin(), b.grads.end());
+      for (const ParamView& v : mf.params().views()) {
+        double norm = 0;
+        const double err = view_error(v, a.grads, ref, &norm) * norm;
+        EXPECT_LE(err, 6e-2 * norm + 5e-3 * total) << what << " " << v.name << " |g| " << norm;
+      }
+    });
   }
   CUDA_CHECK(cudaStreamDestroy(s));
 }

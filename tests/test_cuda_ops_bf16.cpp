@@ -215,6 +215,9 @@ TEST_F(CudaOps, SwigluDownBackwardTracksDouble) {
   EXPECT_FALSE(cuda::swiglu_down_backward_fits(96, 64, {d.p}));
   EXPECT_FALSE(cuda::swiglu_down_backward_fits(64, 64, {d.p + 1}));
   EXPECT_THROW(cuda::swiglu_down_backward_bf16_cuda(d.p, d.p, d.p, d.p, 1, 64, 40, s), Error);
+  EXPECT_TRUE(cuda::swiglu_down_backward_pays(32768, 128, 512, 132));    // a5_l32's MLP: 4096 tiles
+  EXPECT_FALSE(cuda::swiglu_down_backward_pays(1664, 64, 256, 132));     // below a wave (4 a SM)
+  EXPECT_FALSE(cuda::swiglu_down_backward_pays(49152, 256, 1024, 132));  // D = 256: the product's share grows
 }
 
 TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {

@@ -70,6 +70,10 @@ void swiglu_backward_bf16_cuda(uint16_t* dinp,        // [N, 2F] (overwritten)
 // stored (kernels/ops/swiglu_down_bwd_sm80.cu). Where swiglu_down_backward_fits(D, F, pointers): D and
 // F multiples of 64, every pointer 16-byte aligned; otherwise it throws.
 bool swiglu_down_backward_fits(int64_t D, int64_t F, std::initializer_list<const void*> pointers);
+// Whether it beats the product and swiglu_backward_bf16_cuda on N rows (H200, kernels/DESIGN.md): at
+// D <= 128, where d(s)'s traffic outweighs the product (at D = 256 even, at 512 cuBLAS's product wins
+// by more), and over at least a wave of its 64 x 64 tiles at four a SM (fewer: 1% slower).
+bool swiglu_down_backward_pays(int64_t N, int64_t D, int64_t F, int sms);
 void swiglu_down_backward_bf16_cuda(uint16_t* dinp,          // [N, 2F] = [d gate | d up] (overwritten)
                                     const uint16_t* dout,    // [N, D] d(MLP output)
                                     const uint16_t* w_down,  // [D, F]

@@ -1,7 +1,8 @@
 // swiglu_down_bwd_sm80.cu: the SwiGLU MLP's down-projection d(input) and the SwiGLU backward in one
-// kernel (swiglu_down_backward_bf16_cuda, kernels/ops/ops_bf16.hpp): ds = dy w_down stays in the CTA
-// (fp32, never stored), so a step reads the [N, 2F] pre-activation and writes its gradient once, and
-// the [N, F] ds is neither written nor read back. mma.sync m16n8k16 bf16 tiles (warp_bf16's fragments).
+// kernel (swiglu_down_backward_bf16_cuda, kernels/ops/ops_bf16.hpp): ds = dy w_down stays in the
+// warps' fragments (fp32, never stored), so a step reads the [N, 2F] pre-activation and writes its
+// gradient once, and the [N, F] ds is neither written nor read back. mma.sync m16n8k16 bf16 tiles
+// (warp_bf16's fragments).
 #include <cuda_bf16.h>
 
 #include "kernels/attention/common/bf16_warp_ops.cuh"
@@ -15,21 +16,22 @@ using namespace ops_detail;
 namespace wb = detail::warp_bf16;
 
 // A CTA: 64 rows x 64 of the F columns (both halves of g: gate and up), four warps of 16 rows; K = D
-// in chunks of 64 through two shared-memory stages, the CTA's gate and up columns beside them, all by
-// cp.async (g's copies in flight during the first chunk's products); then ds through shared memory
-// (fp32) so that every global access of the epilogue is 16 bytes.
+// in chunks of 64 through two shared-memory stages (cp.async, shared by the warps). Each warp copies
+// its own rows of gate and up beside them (in flight during the products), applies the SwiGLU
+// backward to its fragments of ds there, in place, and stores those rows with 16-byte accesses: after
+// the products, no CTA barrier.
 constexpr int kRows = 64, kCols = 64, kChunk = 64, kWarps = 4, kThreadsCta = 32 * kWarps;
 constexpr int kStage = kRows * kChunk + kChunk * kCols;  // bf16 elements a stage: dy's chunk, then w's
-constexpr int kDsLd = kCols + 8;  // ds rows in shared memory (floats): a quad's float2 stores on distinct banks
-constexpr int kGroups = kRows * kCols / 8 / kThreadsCta;  // 8-column groups of the epilogue a thread
-static_assert(2 * kStage * 2 >= kRows * kDsLd * 4, "ds fits in the stages");
+constexpr int kGateLd =
+    2 * kCols + 8;  // a row of gate | up (bf16): 68 words, so a quad's pairs of 8 rows hit distinct banks
+constexpr int kSmemBytes = (2 * kStage + kRows * kGateLd) * 2;
 
-// Eight bf16 of a 16-byte word, widened (exact).
-__device__ __forceinline__ void widen8(const uint4& q, float (&v)[8]) {
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k)
-    v[2 * k] = __uint_as_float(w[k] << 16), v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+// SwiGLU's gradient (launch.cuh's swiglu_grad) with the sigmoid on the fast intrinsics: this kernel's
+// epilogue is bound by its arithmetic.
+__device__ __forceinline__ void swiglu_grad_fast(float dy, float g, float u, float& dg, float& du) {
+  const float s = __fdividef(1.f, 1.f + __expf(-g));
+  dg = dy * u * s * (1.f + g * (1.f - s));
+  du = dy * g * s;
 }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
@@ -62,15 +64,16 @@ __device__ __forceinline__ void load_chunk(uint16_t* st, const uint16_t* dy, con
   commit();
 }
 
-// The CTA's gate columns f0.. and up columns F + f0.. of rows r0.. into gt ([kRows, 2 kCols]: gate, then up).
-__device__ __forceinline__ void load_gate_up(uint16_t* gt, const uint16_t* g, int64_t r0, int64_t f0, int64_t N,
-                                             int64_t F, int tid) {
+// A warp's 16 rows (from row, zero past N) of gate columns f0.. and up columns F + f0.. into gt (rows of
+// kGateLd: gate, then up).
+__device__ __forceinline__ void load_gate_up(uint16_t* gt, const uint16_t* g, int64_t row, int64_t f0, int64_t N,
+                                             int64_t F, int lane) {
 #pragma unroll
-  for (int it = 0; it < 2 * kRows * kCols / 8 / kThreadsCta; ++it) {
-    const int idx = tid + kThreadsCta * it, r = idx / 16, c = 8 * (idx % 16);
-    const bool valid = r0 + r < N;
-    cp_async16(gt + r * 2 * kCols + c, g + (valid ? (r0 + r) * 2 * F + (c < kCols ? f0 + c : F + f0 + c - kCols) : 0),
-               valid);
+  for (int it = 0; it < 16 * 2 * kCols / 8 / 32; ++it) {
+    const int idx = lane + 32 * it, r = idx / 16, c = 8 * (idx % 16);
+    const bool valid = row + r < N;
+    const int64_t col = c < kCols ? f0 + c : F + f0 + c - kCols;
+    cp_async16(gt + r * kGateLd + c, g + (valid ? (row + r) * 2 * F + col : 0), valid);
   }
   commit();
 }
@@ -78,15 +81,15 @@ __device__ __forceinline__ void load_gate_up(uint16_t* gt, const uint16_t* g, in
 __global__ void __launch_bounds__(kThreadsCta, 4)
     swiglu_down_bwd_kernel(uint16_t* dg, const uint16_t* dy, const uint16_t* w, const uint16_t* g, int64_t N, int64_t D,
                            int64_t F) {
-  __shared__ __align__(16) uint16_t smem[2 * kStage];
-  __shared__ __align__(16) uint16_t gt[kRows * 2 * kCols];
+  extern __shared__ __align__(16) uint16_t smem[];  // two stages, then [kRows, kGateLd] gate | up
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t f_tiles = F / kCols, bid = blockIdx.x;  // column tiles fastest: a row tile's CTAs share its dy
-  const int64_t f0 = (bid % f_tiles) * kCols, r0 = (bid / f_tiles) * kRows;
+  const int64_t f0 = (bid % f_tiles) * kCols, r0 = (bid / f_tiles) * kRows, row = r0 + 16 * warp;
+  uint16_t* gt = smem + 2 * kStage + 16 * warp * kGateLd;  // this warp's rows
   const int chunks = static_cast<int>(D / kChunk);
-  // Copy groups in order: chunk 0, gate and up, chunk 1, 2, ...
+  // Copy groups in order: chunk 0, the warp's gate and up, chunk 1, 2, ...
   load_chunk(smem, dy, w, r0, f0, 0, N, D, F, tid);
-  load_gate_up(gt, g, r0, f0, N, F, tid);
+  load_gate_up(gt, g, row, f0, N, F, lane);
   float acc[kCols / 8][4] = {};
   for (int kc = 0; kc < chunks; ++kc) {
     const bool next = kc + 1 < chunks;
@@ -109,31 +112,32 @@ __global__ void __launch_bounds__(kThreadsCta, 4)
         wb::mma_bf16(acc[n0 / 8 + 1], af, bf[2], bf[3]);
       }
     }
-    __syncthreads();  // the stage is rewritten by the load after next (or by ds)
+    if (next) __syncthreads();  // the stage is rewritten by the load after next
   }
-  wait_pending<0>();                           // gate and up (one chunk: still pending)
-  float* ds = reinterpret_cast<float*>(smem);  // [kRows, kDsLd]
+  wait_pending<0>();  // gate and up (one chunk: still pending)
+  __syncwarp();
+  // The lane's entries (rows gr, gr + 8; columns 8 nt + 2 t, + 1): gradients over gate and up, in place.
   const int gr = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<float2*>(ds + (16 * warp + gr + 8 * h) * kDsLd + 8 * nt + 2 * t) =
-          make_float2(acc[nt][2 * h], acc[nt][2 * h + 1]);
-  __syncthreads();
+    for (int h = 0; h < 2; ++h) {
+      uint32_t* pg = reinterpret_cast<uint32_t*>(gt + (gr + 8 * h) * kGateLd + 8 * nt + 2 * t);
+      uint32_t* pu = pg + kCols / 2;
+      const float2 gv = wb::unpack_bf16(*pg), uv = wb::unpack_bf16(*pu);
+      float dg0, du0, dg1, du1;
+      swiglu_grad_fast(acc[nt][2 * h], gv.x, uv.x, dg0, du0);
+      swiglu_grad_fast(acc[nt][2 * h + 1], gv.y, uv.y, dg1, du1);
+      *pg = wb::pack_bf16(dg0, dg1);
+      *pu = wb::pack_bf16(du0, du1);
+    }
+  __syncwarp();
 #pragma unroll
-  for (int i = 0; i < kGroups; ++i) {  // group q: row q / 8, columns 8 (q % 8) ..
-    const int q = tid + kThreadsCta * i, r = q / 8, c = 8 * (q % 8);
-    if (r0 + r >= N) continue;
-    float gv[8], uv[8], dgv[8], duv[8];
-    widen8(*reinterpret_cast<const uint4*>(gt + r * 2 * kCols + c), gv);
-    widen8(*reinterpret_cast<const uint4*>(gt + r * 2 * kCols + kCols + c), uv);
-    const float* d = ds + r * kDsLd + c;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) swiglu_grad(d[e], gv[e], uv[e], dgv[e], duv[e]);
-    uint16_t* row = dg + (r0 + r) * 2 * F + f0 + c;
-    store_vec<8>(row, dgv);
-    store_vec<8>(row + F, duv);
+  for (int it = 0; it < 16 * 2 * kCols / 8 / 32; ++it) {  // the warp's rows, 16 bytes a lane
+    const int idx = lane + 32 * it, r = idx / 16, c = 8 * (idx % 16);
+    if (row + r >= N) continue;
+    const int64_t col = c < kCols ? f0 + c : F + f0 + c - kCols;
+    *reinterpret_cast<uint4*>(dg + (row + r) * 2 * F + col) = *reinterpret_cast<const uint4*>(gt + r * kGateLd + c);
   }
 }
 
@@ -146,6 +150,10 @@ bool swiglu_down_backward_fits(int64_t D, int64_t F, std::initializer_list<const
   return true;
 }
 
+bool swiglu_down_backward_pays(int64_t N, int64_t D, int64_t F, int sms) {
+  return D <= 128 && (N + kRows - 1) / kRows * (F / kCols) >= 4 * static_cast<int64_t>(sms);
+}
+
 void swiglu_down_backward_bf16_cuda(uint16_t* dg, const uint16_t* dy, const uint16_t* w_down, const uint16_t* g,
                                     int64_t N, int64_t D, int64_t F, cudaStream_t stream) {
   if (N <= 0) return;
@@ -153,7 +161,8 @@ void swiglu_down_backward_bf16_cuda(uint16_t* dg, const uint16_t* dy, const uint
     throw_error("swiglu_down_backward: D and F must be multiples of 64 and the pointers 16-byte aligned");
   const int64_t ctas = (N + kRows - 1) / kRows * (F / kCols);
   if (ctas > 2147483647) throw_error("swiglu_down_backward: too many rows");
-  swiglu_down_bwd_kernel<<<static_cast<unsigned>(ctas), kThreadsCta, 0, stream>>>(dg, dy, w_down, g, N, D, F);
+  CUDA_CHECK(cudaFuncSetAttribute(swiglu_down_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  swiglu_down_bwd_kernel<<<static_cast<unsigned>(ctas), kThreadsCta, kSmemBytes, stream>>>(dg, dy, w_down, g, N, D, F);
   SB_CUDA_CHECK_LAUNCH();
 }
 

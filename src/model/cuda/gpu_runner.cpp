@@ -29,13 +29,12 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   beta_max = static_cast<float>(c.path.beta_clamp > 0 ? c.path.beta_clamp : 2.0);
   dims.B = B, dims.T = T, dims.H = H, dims.Dh = Dh;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   rows_kernels = path_rows == PathRows::on;
-  if (path_rows == PathRows::automatic) {  // one CTA a head: at least half the SMs busy (model/path_rows.hpp)
-    int device = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (path_rows == PathRows::automatic)  // one CTA a head: at least half the SMs busy (model/path_rows.hpp)
     rows_kernels = 2 * B * H >= sms;
-  }
   const int64_t f_in = c.mlp == MlpKind::swiglu ? 2 * F : F;
   const bool bf = bf16();
   bool any_path = false, any_rope = false, any_gate = false, any_rope_ops = false;  // ops: rope.cu's kernels
@@ -134,12 +133,12 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   if (bf) dprojb.resize(2 * N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);
   if (c.mlp == MlpKind::swiglu && bf) {
-    swiglu_down_fused = true;  // dgb, dxb and gb are whole allocations (256-byte aligned)
+    swiglu_down_fits = true;  // dgb, dxb and gb are whole allocations (256-byte aligned)
     for (int64_t l = 0; l < c.n_layers; ++l)
-      swiglu_down_fused &=
+      swiglu_down_fits &=
           swiglu_down_backward_fits(D, F, {W(nullptr, Transformer<float>::layer_prefix(l) + "mlp.w_down").data});
   }
-  if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(swiglu_down_fused ? 0 : N * F);
+  if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(swiglu_down_fused(N) ? 0 : N * F);
   if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);
   dhf_rows.resize(N * D);
 }
@@ -164,6 +163,7 @@ void GpuRunner::Impl::ensure_tail_rows() {
   if (!trains) return;
   dres_rows.resize(head_rows * D);
   if (bf16()) datt_rowsb.resize(head_rows * HD); else datt_rows.resize(head_rows * HD);
+  if (dsb.size() < head_rows * F && c.mlp == MlpKind::swiglu && bf16()) dsb.resize(head_rows * F);  // Mt rows unfused
 }
 
 // Allocates the rows attention's workspace (the forward's checkpoints, read by the backward) on its

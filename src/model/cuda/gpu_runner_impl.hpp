@@ -167,8 +167,11 @@ struct GpuRunner::Impl {
   Bf16Buf wb;
   int64_t wb_begin = 0;
   // bf16 SwiGLU: the MLP's down-projection d(input) and the SwiGLU backward in one kernel
-  // (swiglu_down_backward_bf16_cuda; no ds / dsb), where its shapes and every w_down mirror allow it.
-  bool swiglu_down_fused = false;
+  // (swiglu_down_backward_bf16_cuda; no ds / dsb) where its shapes and every w_down mirror allow it
+  // (swiglu_down_fits) and, over n rows, where it pays on this device's SMs (sms).
+  bool swiglu_down_fits = false;
+  int sms = 1;
+  bool swiglu_down_fused(int64_t n) const { return swiglu_down_fits && swiglu_down_backward_pays(n, D, F, sms); }
 
   Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulPrecision prec, cudaStream_t st, bool graphs,
        bool train, PathRows path_rows);

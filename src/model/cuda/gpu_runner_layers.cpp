@@ -311,7 +311,8 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
   ProfileScope out_op(prof, "bwd.mlp_out");
-  if (!swiglu_down_fused)  // else d(s) stays inside the fused kernel below
+  const bool fused = swiglu_down_fused(n);
+  if (!fused)  // else d(s) stays inside the fused kernel below
     linear_backward_cuda(blas, out(ds, dsb), nullptr, dres(), in(L.s, L.sb), W(prm, w_out), n, F, D, false);
   overlap(kResidualReaders, [&](const Blas& b) {
     linear_backward_cuda(b, f32_target(nullptr), G(grads, w_out), dres(), in(L.s, L.sb), W(prm, w_out), n, F, D,
@@ -320,7 +321,7 @@ void GpuRunner::Impl::mlp_backward(const float* prm, float* grads, Layer& L, con
   out_op.close();
   join(kMlpGrad);  // the previous layer's w_in gradient reads dg
   ProfileScope act_op(prof, "bwd.mlp_act");
-  if (swiglu_down_fused)
+  if (fused)
     swiglu_down_backward_bf16_cuda(dgb.data(), dxb.data(), static_cast<const uint16_t*>(W(prm, w_out).data),
                                    L.gb.data(), n, D, F, stream);
   else if (glu && bf16()) swiglu_backward_bf16_cuda(dgb.data(), dsb.data(), L.gb.data(), n, F, stream);
