@@ -151,10 +151,14 @@ void with_act(Act act, Fn&& f) {
   }
 }
 
-__device__ __forceinline__ float swiglu_value(float g, float u) { return g / (1.f + expf(-g)) * u; }
+// SwiGLU's sigmoid on the fast intrinsics (__expf, __fdividef: a few ulp; 0 where 1 + e^-g overflows):
+// its kernels, fused or not, are bound by this arithmetic as much as by their traffic.
+__device__ __forceinline__ float swiglu_sigmoid(float g) { return __fdividef(1.f, 1.f + __expf(-g)); }
+
+__device__ __forceinline__ float swiglu_value(float g, float u) { return g * swiglu_sigmoid(g) * u; }
 
 __device__ __forceinline__ void swiglu_grad(float dy, float g, float u, float& dg, float& du) {
-  const float s = 1.f / (1.f + expf(-g));
+  const float s = swiglu_sigmoid(g);
   dg = dy * u * s * (1.f + g * (1.f - s));
   du = dy * g * s;
 }

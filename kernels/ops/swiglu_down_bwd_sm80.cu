@@ -26,14 +26,6 @@ constexpr int kGateLd =
     2 * kCols + 8;  // a row of gate | up (bf16): 68 words, so a quad's pairs of 8 rows hit distinct banks
 constexpr int kSmemBytes = (2 * kStage + kRows * kGateLd) * 2;
 
-// SwiGLU's gradient (launch.cuh's swiglu_grad) with the sigmoid on the fast intrinsics: this kernel's
-// epilogue is bound by its arithmetic.
-__device__ __forceinline__ void swiglu_grad_fast(float dy, float g, float u, float& dg, float& du) {
-  const float s = __fdividef(1.f, 1.f + __expf(-g));
-  dg = dy * u * s * (1.f + g * (1.f - s));
-  du = dy * g * s;
-}
-
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile(
       "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
@@ -126,8 +118,8 @@ __global__ void __launch_bounds__(kThreadsCta, 4)
       uint32_t* pu = pg + kCols / 2;
       const float2 gv = wb::unpack_bf16(*pg), uv = wb::unpack_bf16(*pu);
       float dg0, du0, dg1, du1;
-      swiglu_grad_fast(acc[nt][2 * h], gv.x, uv.x, dg0, du0);
-      swiglu_grad_fast(acc[nt][2 * h + 1], gv.y, uv.y, dg1, du1);
+      swiglu_grad(acc[nt][2 * h], gv.x, uv.x, dg0, du0);
+      swiglu_grad(acc[nt][2 * h + 1], gv.y, uv.y, dg1, du1);
       *pg = wb::pack_bf16(dg0, dg1);
       *pu = wb::pack_bf16(du0, du1);
     }
