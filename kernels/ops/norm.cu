@@ -1,8 +1,9 @@
 // norm.cu: RMSNorm and LayerNorm on the device, one warp per row (rows of D % 4 == 0, D <= 1024 held
 // in registers as float4 groups, one read; other D: column loops): the forwards (fp32 output, or bf16
-// for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards (fp32 or bf16 dout), which add into
-// dinp with its bf16 copy and sum the weight (and bias) gradients in the same pass, per chunk of rows through the
-// ReduceScratch and then in chunk order (no atomics: deterministic). Declarations: kernels/ops/ops.hpp.
+// for kernels/ops/ops_bf16.hpp, the same kernels) and the backwards (fp32 or bf16 dout), which add
+// into dinp with its bf16 copy and sum the weight (and bias) gradients in the same pass, per chunk of
+// rows through the ReduceScratch and then in chunk order (no atomics: deterministic). Declarations:
+// kernels/ops/ops.hpp and kernels/ops/ops_bf16.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>

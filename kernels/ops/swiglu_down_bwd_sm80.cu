@@ -2,10 +2,11 @@
 // kernel (swiglu_down_backward_bf16_cuda, kernels/ops/ops_bf16.hpp): ds = dy w_down stays in the
 // warps' fragments (fp32, never stored), so a step reads the [N, 2F] pre-activation and writes its
 // gradient once, and the [N, F] ds is neither written nor read back. mma.sync m16n8k16 bf16 tiles
-// (warp_bf16's fragments).
+// (warp_bf16's fragments, tiles.cuh's cp.async).
 #include <cuda_bf16.h>
 
 #include "kernels/attention/common/bf16_warp_ops.cuh"
+#include "kernels/attention/common/tiles.cuh"
 #include "kernels/ops/launch.cuh"
 #include "kernels/ops/ops_bf16.hpp"
 
@@ -13,6 +14,7 @@ namespace sb::cuda {
 namespace {
 
 using namespace ops_detail;
+using detail::cp_async16, detail::cp_async_commit, detail::cp_async_wait;
 namespace wb = detail::warp_bf16;
 
 // A CTA: 64 rows x 64 of the F columns (both halves of g: gate and up), four warps of 16 rows; K = D
@@ -22,20 +24,9 @@ namespace wb = detail::warp_bf16;
 // the products, no CTA barrier.
 constexpr int kRows = 64, kCols = 64, kChunk = 64, kWarps = 4, kThreadsCta = 32 * kWarps;
 constexpr int kStage = kRows * kChunk + kChunk * kCols;  // bf16 elements a stage: dy's chunk, then w's
-constexpr int kGateLd =
-    2 * kCols + 8;  // a row of gate | up (bf16): 68 words, so a quad's pairs of 8 rows hit distinct banks
+// A row of gate | up in shared memory (bf16): 68 words, so that a quad's pairs in 8 rows hit distinct banks.
+constexpr int kGateLd = 2 * kCols + 8;
 constexpr int kSmemBytes = (2 * kStage + kRows * kGateLd) * 2;
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-      "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int PENDING>
-__device__ __forceinline__ void wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
 
 // K chunk kc of dy's rows r0.. (zero past N) and of w_down's rows kc 64.., columns f0.. into a stage
 // (both tiles swizzled, 64 columns).
@@ -53,7 +44,7 @@ __device__ __forceinline__ void load_chunk(uint16_t* st, const uint16_t* dy, con
     const int idx = tid + kThreadsCta * it, k = idx / 8, c = 8 * (idx % 8);
     cp_async16(wt + wb::swz<kCols>(k, c), w + (kc * kChunk + k) * F + f0 + c, true);
   }
-  commit();
+  cp_async_commit();
 }
 
 // A warp's 16 rows (from row, zero past N) of gate columns f0.. and up columns F + f0.. into gt (rows of
@@ -67,7 +58,7 @@ __device__ __forceinline__ void load_gate_up(uint16_t* gt, const uint16_t* g, in
     const int64_t col = c < kCols ? f0 + c : F + f0 + c - kCols;
     cp_async16(gt + r * kGateLd + c, g + (valid ? (row + r) * 2 * F + col : 0), valid);
   }
-  commit();
+  cp_async_commit();
 }
 
 __global__ void __launch_bounds__(kThreadsCta, 4)
@@ -86,9 +77,9 @@ __global__ void __launch_bounds__(kThreadsCta, 4)
   for (int kc = 0; kc < chunks; ++kc) {
     const bool next = kc + 1 < chunks;
     if (next) load_chunk(smem + ((kc + 1) & 1) * kStage, dy, w, r0, f0, kc + 1, N, D, F, tid);
-    if (kc == 0 && next) wait_pending<2>();  // chunk 0 in; gate, up and chunk 1 may be pending
-    else if (kc == 0 || next) wait_pending<1>();
-    else wait_pending<0>();
+    if (kc == 0 && next) cp_async_wait<2>();  // chunk 0 in; gate, up and chunk 1 may be pending
+    else if (kc == 0 || next) cp_async_wait<1>();
+    else cp_async_wait<0>();
     __syncthreads();
     const uint16_t* a = smem + (kc & 1) * kStage;
     const uint16_t* b = a + kRows * kChunk;
@@ -106,7 +97,7 @@ __global__ void __launch_bounds__(kThreadsCta, 4)
     }
     if (next) __syncthreads();  // the stage is rewritten by the load after next
   }
-  wait_pending<0>();  // gate and up (one chunk: still pending)
+  cp_async_wait<0>();  // gate and up (one chunk: still pending)
   __syncwarp();
   // The lane's entries (rows gr, gr + 8; columns 8 nt + 2 t, + 1): gradients over gate and up, in place.
   const int gr = lane >> 2, t = lane & 3;
