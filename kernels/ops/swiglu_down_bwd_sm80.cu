@@ -27,6 +27,10 @@ constexpr int kStage = kRows * kChunk + kChunk * kCols;  // bf16 elements a stag
 // A row of gate | up in shared memory (bf16): 68 words, so that a quad's pairs in 8 rows hit distinct banks.
 constexpr int kGateLd = 2 * kCols + 8;
 constexpr int kSmemBytes = (2 * kStage + kRows * kGateLd) * 2;
+constexpr int kCtasPerSm = 4;  // the launch bound (128 registers) and the shared memory allow four
+
+// The grid: a CTA for each 64-row tile and 64 of the F columns.
+int64_t grid_ctas(int64_t N, int64_t F) { return (N + kRows - 1) / kRows * (F / kCols); }
 
 // K chunk kc of dy's rows r0.. (zero past N) and of w_down's rows kc 64.., columns f0.. into a stage
 // (both tiles swizzled, 64 columns).
@@ -61,7 +65,7 @@ __device__ __forceinline__ void load_gate_up(uint16_t* gt, const uint16_t* g, in
   cp_async_commit();
 }
 
-__global__ void __launch_bounds__(kThreadsCta, 4)
+__global__ void __launch_bounds__(kThreadsCta, kCtasPerSm)
     swiglu_down_bwd_kernel(uint16_t* dg, const uint16_t* dy, const uint16_t* w, const uint16_t* g, int64_t N, int64_t D,
                            int64_t F) {
   extern __shared__ __align__(16) uint16_t smem[];  // two stages, then [kRows, kGateLd] gate | up
@@ -134,7 +138,7 @@ bool swiglu_down_backward_fits(int64_t D, int64_t F, std::initializer_list<const
 }
 
 bool swiglu_down_backward_pays(int64_t N, int64_t D, int64_t F, int sms) {
-  return D <= 128 && (N + kRows - 1) / kRows * (F / kCols) >= 4 * static_cast<int64_t>(sms);
+  return D <= 128 && grid_ctas(N, F) >= kCtasPerSm * static_cast<int64_t>(sms);
 }
 
 void swiglu_down_backward_bf16_cuda(uint16_t* dg, const uint16_t* dy, const uint16_t* w_down, const uint16_t* g,
@@ -142,7 +146,7 @@ void swiglu_down_backward_bf16_cuda(uint16_t* dg, const uint16_t* dy, const uint
   if (N <= 0) return;
   if (!swiglu_down_backward_fits(D, F, {dg, dy, w_down, g}))
     throw_error("swiglu_down_backward: D and F must be multiples of 64 and the pointers 16-byte aligned");
-  const int64_t ctas = (N + kRows - 1) / kRows * (F / kCols);
+  const int64_t ctas = grid_ctas(N, F);
   if (ctas > 2147483647) throw_error("swiglu_down_backward: too many rows");
   CUDA_CHECK(cudaFuncSetAttribute(swiglu_down_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   swiglu_down_bwd_kernel<<<static_cast<unsigned>(ctas), kThreadsCta, kSmemBytes, stream>>>(dg, dy, w_down, g, N, D, F);

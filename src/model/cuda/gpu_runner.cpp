@@ -163,7 +163,7 @@ void GpuRunner::Impl::ensure_tail_rows() {
   if (!trains) return;
   dres_rows.resize(head_rows * D);
   if (bf16()) datt_rowsb.resize(head_rows * HD); else datt_rows.resize(head_rows * HD);
-  if (dsb.size() < head_rows * F && c.mlp == MlpKind::swiglu && bf16()) dsb.resize(head_rows * F);  // Mt rows unfused
+  if (swiglu_down_fits && dsb.size() < head_rows * F) dsb.resize(head_rows * F);  // Mt rows may run unfused
 }
 
 // Allocates the rows attention's workspace (the forward's checkpoints, read by the backward) on its
