@@ -2,7 +2,7 @@
 // positions, stick-breaking without its remainder, the scaled PaTH-FoX gate): loss and every
 // gradient against TransformerRunner<double> in fp32 (dense, sparse, the rows tail) and bf16, graph
 // replays against eager launches, the work overlapped on the side stream against the same work in
-// order, bf16 with the fused SwiGLU down backward against fp32, and refusing sequences beyond
+// order, bf16 with the fused SwiGLU kernels against fp32, and refusing sequences beyond
 // model.max_len. Skips without CUDA.
 #include <gtest/gtest.h>
 
@@ -170,11 +170,12 @@ TEST(CudaModelOverlap, SideStreamWeightGradientsEqualInOrderOnes) {
   CUDA_CHECK(cudaStreamDestroy(s));
 }
 
-// Batches with enough rows for the fused SwiGLU down backward (swiglu_down_backward_pays: a wave of
-// its tiles on this device; width 128): bf16 runners of RoPE and PaTH against fp32 ones (which the
-// tests above hold to the double CPU model), per view within check_bf16_model's tolerance, dense
-// (fused in both layers) and sparse (the rows tail's Mt rows below a wave: unfused there).
-TEST(CudaModelSwigluDown, FusedBackwardTracksFp32Runner) {
+// Batches with enough rows for the fused SwiGLU forward and down backward (swiglu_up_forward_pays,
+// swiglu_down_backward_pays: a wave of their tiles on this device; width 128): bf16 runners of RoPE
+// and PaTH against fp32 ones (which the tests above hold to the double CPU model), per view within
+// check_bf16_model's tolerance, dense (fused in both layers) and sparse (the rows tail's Mt rows below
+// a wave: unfused there).
+TEST(CudaModelSwigluFused, FusedKernelsTrackFp32Runner) {
   if (!cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device available";
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -187,6 +188,7 @@ TEST(CudaModelSwigluDown, FusedBackwardTracksFp32Runner) {
     c.d_model = 128, c.n_layers = 2, c.n_heads = 4, c.head_dim = 32, c.mlp_ratio = 2.0, c.attention = kind;
     c.init.std = 0.1;
     ASSERT_TRUE(cuda::swiglu_down_backward_pays(B * T, c.d_model, c.mlp_hidden(), sms));
+    ASSERT_TRUE(cuda::swiglu_up_forward_pays(B * T, c.d_model, c.mlp_hidden(), sms));
     ASSERT_FALSE(cuda::swiglu_down_backward_pays(B * T / 2, c.d_model, c.mlp_hidden(), sms));
     Transformer<float> mf(c, V);
     mf.init_params(9);

@@ -221,6 +221,41 @@ TEST_F(CudaOps, SwigluDownBackwardTracksDouble) {
   EXPECT_FALSE(cuda::swiglu_down_backward_pays(49152, 256, 1024, 132));  // D = 256: the product's share grows
 }
 
+// The SwiGLU MLP's input product and SwiGLU in one kernel, against the CPU in double on the same bf16
+// values: g = h w^T within its bf16 rounding, and s is swiglu_forward_bf16_cuda of the g it stored,
+// bit for bit. Rows past a tile's end (N = 1, 7, 113, 257) and a CTA's several row tiles (4096), K in
+// one and two chunks; shapes it does not take (D > 128) are refused.
+TEST_F(CudaOps, SwigluUpForwardTracksDouble) {
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {128, 512}, {64, 192}, {128, 1024}};
+  for (int64_t N : {int64_t{1}, int64_t{7}, int64_t{113}, int64_t{257}, int64_t{4096}})
+    for (auto [D, F] : shapes) {
+      const auto hb = to_bf16(randn(N * D, 41)), wb = to_bf16(randn(2 * F * D, 42, 2.f / std::sqrt(float(D))));
+      Dev<uint16_t> d_h(hb), d_w(wb), d_g(N * 2 * F), d_s(N * F), d_s2(N * F);
+      ASSERT_TRUE(cuda::swiglu_up_forward_fits(D, F, {d_h.p, d_w.p, d_g.p, d_s.p}));
+      cuda::swiglu_up_forward_bf16_cuda(d_g.p, d_s.p, d_h.p, d_w.p, N, D, F, s);
+      cuda::swiglu_forward_bf16_cuda(d_s2.p, d_g.p, N, F, s);
+      const auto got = widen(d_g.host());
+      const auto h = widen(hb), w = widen(wb);
+      double worst = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t j = 0; j < 2 * F; ++j) {
+          double want = 0;
+          for (int64_t k = 0; k < D; ++k) want += double(h[n * D + k]) * w[j * D + k];
+          worst = std::max(worst, std::fabs(got[n * 2 * F + j] - want) / (4e-3 * std::fabs(want) + 1e-4));
+        }
+      EXPECT_LE(worst, 1.0) << "N " << N << " D " << D << " F " << F;
+      EXPECT_EQ(d_s.host(), d_s2.host()) << "N " << N << " D " << D << " F " << F;
+    }
+  Dev<uint16_t> d(64 * 256);
+  EXPECT_FALSE(cuda::swiglu_up_forward_fits(96, 64, {d.p}));
+  EXPECT_FALSE(cuda::swiglu_up_forward_fits(256, 64, {d.p}));
+  EXPECT_FALSE(cuda::swiglu_up_forward_fits(64, 64, {d.p + 1}));
+  EXPECT_THROW(cuda::swiglu_up_forward_bf16_cuda(d.p, d.p, d.p, d.p, 1, 64, 40, s), Error);
+  EXPECT_TRUE(cuda::swiglu_up_forward_pays(32768, 128, 512, 132));    // a5_l32's MLP: 4096 tiles
+  EXPECT_FALSE(cuda::swiglu_up_forward_pays(1664, 64, 256, 132));     // below a wave (2 a SM)
+  EXPECT_FALSE(cuda::swiglu_up_forward_pays(49152, 256, 1024, 132));  // D = 256
+}
+
 TEST_F(CudaOps, Bf16RopeEqualsRoundedFp32) {
   for (int64_t T : kTs)
     for (int64_t Dh : {12, 16, 32, 64, 128}) {  // 12: a pair a thread, else four

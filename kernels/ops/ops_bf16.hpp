@@ -2,9 +2,10 @@
 // matrix products' inputs and outputs as bf16, raw uint16_t, round to nearest even; the residual
 // stream, norm statistics and parameter gradients stay fp32). Math is fp32: each op equals its fp32
 // version (kernels/ops/ops.hpp) applied to the same bf16-exact inputs, with its output rounded to bf16 (bit for bit:
-// they share the fp32 ops' element math or kernels), but for the SwiGLU down backward, a product and an op in one.
-// Every pointer is a device pointer; every call is asynchronous on `stream`. Definitions: kernels/ops/norm.cu
-// (norms), kernels/ops/act.cu (activations, SwiGLU), kernels/ops/swiglu_down_bwd_sm80.cu, kernels/ops/rope.cu (RoPE).
+// they share the fp32 ops' element math or kernels), but for the two SwiGLU kernels that are a product and an op in
+// one. Every pointer is a device pointer; every call is asynchronous on `stream`. Definitions: kernels/ops/norm.cu
+// (norms), kernels/ops/act.cu (activations, SwiGLU), kernels/ops/swiglu_up_fwd_sm80.cu and
+// kernels/ops/swiglu_down_bwd_sm80.cu (the fused SwiGLU kernels), kernels/ops/rope.cu (RoPE).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -64,6 +65,18 @@ void swiglu_backward_bf16_cuda(uint16_t* dinp,        // [N, 2F] (overwritten)
                                const uint16_t* dout,  // [N, F]
                                const uint16_t* inp,   // [N, 2F]
                                int64_t N, int64_t F, cudaStream_t stream);
+
+// The SwiGLU MLP's input product and SwiGLU in one kernel: inp = h w_gate_up^T ([N, 2F], fp32
+// accumulation, rounded once) and out = swiglu_forward of the rounded inp, inp not read back
+// (kernels/ops/swiglu_up_fwd_sm80.cu). swiglu_up_forward_fits: D 64 or 128, F a multiple of 64, every
+// pointer 16-byte aligned (otherwise it throws); pays: over at least a wave of its CTAs (two a SM).
+bool swiglu_up_forward_fits(int64_t D, int64_t F, std::initializer_list<const void*> pointers);
+bool swiglu_up_forward_pays(int64_t N, int64_t D, int64_t F, int sms);
+void swiglu_up_forward_bf16_cuda(uint16_t* inp,              // [N, 2F] = [gate | up]
+                                 uint16_t* out,              // [N, F]
+                                 const uint16_t* h,          // [N, D]
+                                 const uint16_t* w_gate_up,  // [2F, D]
+                                 int64_t N, int64_t D, int64_t F, cudaStream_t stream);
 
 // The SwiGLU MLP's backward from d(MLP output) to d(its input product's output) in one kernel:
 // dinp = swiglu_backward(dout w_down) at inp, ds = dout w_down ([N, F], fp32 accumulation) never

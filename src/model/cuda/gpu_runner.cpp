@@ -133,10 +133,13 @@ GpuRunner::Impl::Impl(const Transformer<float>& m, int64_t b, int64_t t, MatmulP
   if (bf) dprojb.resize(2 * N * KP), wcatb.resize(KP * D); else dprojf.resize(N * KP), wcatf.resize(KP * D);
   dwcat.resize(KP * D);
   if (c.mlp == MlpKind::swiglu && bf) {
-    swiglu_down_fits = true;  // dgb, dxb and gb are whole allocations (256-byte aligned)
-    for (int64_t l = 0; l < c.n_layers; ++l)
-      swiglu_down_fits &=
-          swiglu_down_backward_fits(D, F, {W(nullptr, Transformer<float>::layer_prefix(l) + "mlp.w_down").data});
+    // dgb, dxb, gb, sb and h2b are whole allocations (256-byte aligned)
+    swiglu_down_fits = swiglu_up_fits = true;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::string p = Transformer<float>::layer_prefix(l);
+      swiglu_down_fits &= swiglu_down_backward_fits(D, F, {W(nullptr, p + "mlp.w_down").data});
+      swiglu_up_fits &= swiglu_up_forward_fits(D, F, {W(nullptr, p + "mlp.w_gate_up").data});
+    }
   }
   if (c.mlp != MlpKind::none && bf) dgb.resize(N * f_in), dsb.resize(swiglu_down_fused(N) ? 0 : N * F);
   if (c.mlp != MlpKind::none && !bf) dg.resize(N * f_in), ds.resize(N * F);

@@ -280,20 +280,21 @@ void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string&
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
-  {
+  if (glu && bf16() && swiglu_up_fused(n)) {  // the product and the SwiGLU in one kernel
     ProfileScope op(prof, "fwd.mlp_in");
-    linear(out(L.g, L.gb), mlp_in(L), W(prm, w_in), nullptr, n, D, f_in);
+    swiglu_up_forward_bf16_cuda(L.gb.data(), L.sb.data(), L.h2b.data(), static_cast<const uint16_t*>(W(prm, w_in).data),
+                                n, D, F, stream);
+  } else {
+    {
+      ProfileScope op(prof, "fwd.mlp_in");
+      linear(out(L.g, L.gb), mlp_in(L), W(prm, w_in), nullptr, n, D, f_in);
+    }
+    ProfileScope act_op(prof, "fwd.mlp_act");
+    if (glu && bf16()) swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), n, F, stream);
+    else if (glu) swiglu_forward_cuda(L.s.data(), L.g.data(), n, F, stream);
+    else if (bf16()) act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), n * F, stream);
+    else act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), n * F, stream);
   }
-  ProfileScope act_op(prof, "fwd.mlp_act");
-  if (glu && bf16())
-    swiglu_forward_bf16_cuda(L.sb.data(), L.gb.data(), n, F, stream);
-  else if (glu)
-    swiglu_forward_cuda(L.s.data(), L.g.data(), n, F, stream);
-  else if (bf16())
-    act_forward_bf16_cuda(Act::gelu, L.sb.data(), L.gb.data(), n * F, stream);
-  else
-    act_forward_cuda(Act::gelu, L.s.data(), L.g.data(), n * F, stream);
-  act_op.close();
   ProfileScope out_op(prof, "fwd.mlp_out");
   if (post) {
     linear_forward_residual_cuda(blas, L.r2.data(), in(L.s, L.sb), W(prm, w_out), L.y1.data(), n, F, D);
