@@ -1,6 +1,6 @@
 // test_cuda_ops_bf16.cpp: the bf16-activation ops (kernels/ops/ops_bf16.hpp) bit for bit against bf16 of
-// their fp32 ops on the same inputs (the fused SwiGLU down backward, a product too, against the CPU in
-// double), the linear layer on bf16 operands (model/cuda/blas.hpp's
+// their fp32 ops on the same inputs (the fused SwiGLU forward and down backward, each a product too,
+// against the CPU in double), the linear layer on bf16 operands (model/cuda/blas.hpp's
 // typed overloads) against the CPU layer on the same bf16-exact values, the column packing of
 // kernels/ops/pack.hpp and the row gathers / scatters (exact). Skips with a message when built without
 // CUDA or when no device is present.
