@@ -173,7 +173,8 @@ struct GpuRunner::Impl {
   int sms = 1;
   bool swiglu_down_fused(int64_t n) const { return swiglu_down_fits && swiglu_down_backward_pays(n, D, F, sms); }
   // bf16 SwiGLU: the MLP's input product and the SwiGLU in one kernel (swiglu_up_forward_bf16_cuda)
-  // where the shapes and every w_gate_up mirror allow it and, over n rows, where it pays.
+  // where the shapes and every w_gate_up mirror allow it and, over n rows, where it pays (both fits
+  // stay false unless the MLP is SwiGLU in bf16).
   bool swiglu_up_fits = false;
   bool swiglu_up_fused(int64_t n) const { return swiglu_up_fits && swiglu_up_forward_pays(n, D, F, sms); }
 

@@ -280,7 +280,7 @@ void GpuRunner::Impl::mlp_forward(const float* prm, Layer& L, const std::string&
   const bool glu = c.mlp == MlpKind::swiglu;
   const std::string w_in = p + (glu ? "mlp.w_gate_up" : "mlp.w_in"), w_out = p + (glu ? "mlp.w_down" : "mlp.w_out");
   const int64_t f_in = glu ? 2 * F : F;
-  if (glu && bf16() && swiglu_up_fused(n)) {  // the product and the SwiGLU in one kernel
+  if (swiglu_up_fused(n)) {  // bf16 SwiGLU: the product and the SwiGLU in one kernel
     ProfileScope op(prof, "fwd.mlp_in");
     swiglu_up_forward_bf16_cuda(L.gb.data(), L.sb.data(), L.h2b.data(), static_cast<const uint16_t*>(W(prm, w_in).data),
                                 n, D, F, stream);
